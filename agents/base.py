@@ -1,0 +1,61 @@
+"""The controller contract and the name registry the CLI builds controllers from."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any, Protocol, runtime_checkable
+
+from orchenv.error import ConfigError, UnknownNameError
+
+
+@runtime_checkable
+class Controller(Protocol):
+    """Anything that turns an observation (and its info) into the controller's text.
+
+    Optional: ``reset(seed)`` called at each episode start, and a class attribute
+    ``privileged = True`` for controllers that read ``info["privileged"]`` (ground
+    truth); leaderboards show those apart.
+    """
+
+    def act(self, obs: str, info: dict[str, Any]) -> str: ...
+
+
+# name -> "module:Class"; resolved lazily so heavy controllers import only when used
+CONTROLLERS: dict[str, str] = {
+    "random": "orchenv.agents.baselines:RandomRouter",
+    "single": "orchenv.agents.baselines:SingleAgent",
+    "cascade": "orchenv.agents.baselines:CascadeController",
+}
+
+
+def make_controller(name: str, **kwargs: Any) -> Controller:
+    """Build a registered controller by name, checking kwargs against its signature."""
+    if name not in CONTROLLERS:
+        raise UnknownNameError("controller", name, CONTROLLERS)
+    module_name, attr = CONTROLLERS[name].split(":")
+    cls = getattr(importlib.import_module(module_name), attr)
+    params = inspect.signature(cls).parameters
+    unknown = [k for k in kwargs if k not in params]
+    if unknown:
+        raise ConfigError(
+            f"controller {name!r} does not take {', '.join(unknown)}; "
+            f"it takes: {', '.join(params) or '(nothing)'}"
+        )
+    return cls(**kwargs)
+
+
+def parse_kwargs(pairs: list[str]) -> dict[str, Any]:
+    """``["k=v", ...]`` from the command line to a dict, values read as JSON when they parse."""
+    import json
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"expected KEY=VALUE, got {pair!r}")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out

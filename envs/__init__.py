@@ -1,0 +1,47 @@
+"""orchenv environments; installed as ``orchenv.envs``. Every ``register()`` call lives here.
+
+Importing ``orchenv`` runs ``register_envs()``, so ``gym.make("orch/MathRoute-v0")``
+works after ``import orchenv`` (or with ``gym.make("orchenv:orch/MathRoute-v0")``).
+Entry points are strings: an environment's optional dependencies load only
+when it is made.
+"""
+
+from __future__ import annotations
+
+if __name__ != "orchenv.envs":  # guard rail: the folder is mapped into the orchenv package
+    raise ImportError(
+        f"this package must be imported as 'orchenv.envs', not {__name__!r}; "
+        "install orchenv (pip install -e .) and use `import orchenv.envs`"
+    )
+
+from gymnasium.envs.registration import register, registry
+
+#: env id -> one-line summary (shown by `orchenv list` and the README table)
+ENV_SUMMARIES: dict[str, str] = {}
+
+
+def _register(env_id: str, entry_point: str, summary: str, **kwargs: object) -> None:
+    ENV_SUMMARIES[env_id] = summary
+    if env_id in registry:
+        return
+    register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)
+
+
+def register_envs() -> None:
+    """Register every orchenv id in Gymnasium's registry (idempotent)."""
+    mathroute = "orchenv.envs.mathroute:MathRouteEnv"
+    _register(
+        "orch/MathRoute-v0",
+        mathroute,
+        "seed 000 critique-and-routing controller, System 1 pool (Qwen3-30B / Qwen2.5-7B / Qwen2.5-1.5B)",
+        pool="system1",
+    )
+    _register(
+        "orch/MathRouteSystem2-v0",
+        mathroute,
+        "seed 000 critique-and-routing controller, System 2 pool (Qwen3-30B / Ministral-3-8B / Llama-3.2-1B)",
+        pool="system2",
+    )
+
+
+register_envs()

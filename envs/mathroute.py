@@ -1,0 +1,399 @@
+"""``orch/MathRoute-v0``: iterative critique-and-routing over a pool of math solvers.
+
+Seed 000 (sections 3.1-3.3, appendices B and C) as a Gymnasium environment.
+The prompts are written for orchenv; the tags, rules, rewards and defaults
+follow the paper.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from orchenv.core import OrchestrationEnv
+from orchenv.error import ConfigError, UnknownNameError
+from orchenv.grading import check_math_solution, math_answer
+from orchenv.parsing import Decision, parse_route, parse_verify
+from orchenv.pool import AgentPool, CallContext, Message, make_pool
+from orchenv.rewards import (
+    composite_reward,
+    routing_reward,
+    usage_penalty,
+    verification_reward,
+)
+from orchenv.tasks import Task, TaskSource, make_task_source
+
+ROUTER_SYSTEM = """\
+You coordinate a team of math solvers of different strength. Read the problem and decide \
+which solver should attempt it.
+
+Rules:
+- The solvers, from weakest to strongest, are: {agents}.
+- Pick a solver that matches the problem's difficulty; stronger solvers are scarce.
+- Do not solve the problem yourself; judge only how hard it is.
+
+Reply format:
+- First a short difficulty judgement inside <thinking>...</thinking>.
+- Then your choice as <model>SOLVER NAME</model>."""
+
+VERIFIER_SYSTEM = """\
+You check math solutions and, when one is not right, hand the problem to a stronger solver. \
+You are given a problem and a proposed solution written by {author}.
+
+Rules:
+- Go through the proposed solution step by step.
+- If any step is wrong, unjustified or incomplete, or relies on an assumption that does not \
+hold, the verdict is False and the problem goes to a solver stronger than {author}.
+- If the solution is entirely correct, the verdict is True and the work stops.
+- The solvers, from weakest to strongest, are: {agents}.
+- {routing_rule}
+
+Reply format (use exactly this structure):
+- Your check inside <checking>...</checking>.
+- Then <verdict>True</verdict> or <verdict>False</verdict>.
+- Only after a False verdict, on the next line: <model>SOLVER NAME</model>."""
+
+SOLVER_SYSTEM = (
+    "You are a careful mathematician. Solve the problem step by step and give the final "
+    "answer as \\boxed{ANSWER}."
+)
+
+
+class MathRouteEnv(OrchestrationEnv):
+    """Route a math problem to a solver, verify each draft, re-route until satisfied.
+
+    ## Description
+    A controller coordinates a pool of heterogeneous LLM solvers (seed 000). At
+    the first turn it routes the problem to one solver. At each later turn it
+    sees the problem and the latest solver's worked solution, judges whether
+    the solution is correct, and either stops (the draft becomes the final
+    answer) or rejects it and names a stronger solver, whose new solution is
+    written with the rejected draft and the controller's critique in view.
+
+    ## Action format
+    Turn 1: ``<thinking>...</thinking><model>NAME</model>``.
+    Turn t >= 2: ``<checking>...</checking><verdict>True|False</verdict>`` and,
+    after False, ``<model>NAME</model>`` naming a stronger solver (any solver
+    when ``require_stronger=False``). When no stronger solver is left, a bare
+    False ends the episode. Parsing rules: ``orchenv.parsing``. A malformed
+    action costs ``format_penalty``, uses up the turn, calls nobody, and the
+    next observation repeats the request with the parse error.
+
+    ## Observation
+    The controller prompt for this turn as one string (system instructions,
+    the problem, the draft under review); ``info["messages"]`` holds the same
+    as chat messages.
+
+    ## Rewards
+    Per turn, eq. (1)/(3) of seed 000 with ``alpha`` (default 0.5):
+    ``alpha * (r^R - lambda_a) + (1 - alpha) * r^V`` where r^V rewards a verdict
+    that matches the draft's correctness (0 at turn 1) and r^R rewards routing
+    to a solver that answers correctly (0 when the controller stops); lambda_a
+    is the Lagrange multiplier of the solver called (Table 9: 0.25 / 0.125 / 0
+    strongest to weakest; ``use_lagrangian=False`` sets them to 0). The
+    per-step agent-call vector is ``info["constraint_costs"]`` for constrained-RL
+    methods that learn the multipliers themselves.
+
+    ## Episode end
+    Terminated when the controller accepts a draft, rejects with nobody
+    stronger left, or after ``max_turns`` controller turns (default 3, Table 9;
+    a fixed horizon of the MDP, hence ``terminated`` rather than ``truncated``).
+    The final answer is the last solver response. ``info`` then carries
+    ``task_id``, ``final_answer``, ``correct``, ``turns`` and usage figures.
+
+    ## Arguments
+    See ``__init__``. Usage constraints c_i (0.25 / 0.5 / 1) are reported; with
+    ``enforce_usage_constraints=True`` (the evaluation protocol of section
+    4.2) each solver may be called at most ``c_i * usage_budget_queries`` times
+    over the env's lifetime and calls beyond that go to the next-best solver
+    with budget left.
+
+    ## Version history
+    - v0: initial version.
+    """
+
+    def __init__(
+        self,
+        *,
+        pool: str | AgentPool = "system1",
+        task_source: str | TaskSource = "procedural-math",
+        task_source_kwargs: Mapping[str, Any] | None = None,
+        split: str = "train",
+        max_turns: int = 3,
+        alpha: float = 0.5,
+        route_reward: float = 1.0,
+        verify_reward: float = 1.0,
+        use_lagrangian: bool = True,
+        lagrange_multipliers: Mapping[str, float] | None = None,
+        usage_constraints: Mapping[str, float] | None = None,
+        require_stronger: bool = True,
+        format_penalty: float = -1.0,
+        enforce_usage_constraints: bool = False,
+        usage_budget_queries: int | None = None,
+        backend: str | None = None,
+        backend_kwargs: Mapping[str, Any] | None = None,
+        max_feedback_chars: int = 4000,
+        max_obs_chars: int = 1_000_000,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        if not 0.0 <= alpha <= 1.0:
+            raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
+        if enforce_usage_constraints and (usage_budget_queries is None or usage_budget_queries < 1):
+            raise ConfigError(
+                "enforce_usage_constraints=True needs usage_budget_queries (the number of "
+                "queries the budgets are shares of, e.g. the evaluation set size)"
+            )
+        self._pool_arg = pool
+        self._task_source_arg = task_source
+        self._task_source_kwargs = dict(task_source_kwargs or {})
+        self._backend = backend
+        self._backend_kwargs = dict(backend_kwargs or {})
+        self.split = split
+        self.max_turns = max_turns
+        self.alpha = alpha
+        self.route_value = route_reward
+        self.verify_value = verify_reward
+        self.use_lagrangian = use_lagrangian
+        self._multipliers_arg = lagrange_multipliers
+        self._constraints_arg = usage_constraints
+        self.require_stronger = require_stronger
+        self.format_penalty = format_penalty
+        self.enforce_usage_constraints = enforce_usage_constraints
+        self.usage_budget_queries = usage_budget_queries
+        self.max_feedback_chars = max_feedback_chars
+        # episode state
+        self.task: Task | None = None
+        self.draft: str | None = None
+        self.draft_agent: str | None = None
+        self.draft_correct: bool | None = None
+        self._notice = ""
+        self.ledger: dict[str, int] = {}  # calls per agent over the env's lifetime (enforcement)
+
+    # -- lazily built collaborators (no I/O in __init__) -----------------------------
+    def _ensure_built(self) -> None:
+        if self._pool is None:
+            self._pool = make_pool(
+                self._pool_arg, backend=self._backend, backend_kwargs=self._backend_kwargs
+            )
+            names = self._pool.names
+            for label, table in (
+                ("lagrange_multipliers", self._multipliers_arg),
+                ("usage_constraints", self._constraints_arg),
+            ):
+                for key in table or {}:
+                    if key not in names:
+                        raise UnknownNameError(f"agent in {label}", key, names)
+        if self._task_source is None:
+            self._task_source = make_task_source(self._task_source_arg, **self._task_source_kwargs)
+            self._task_source.check_split(self.split)
+
+    @property
+    def task_source(self) -> TaskSource:
+        self._ensure_built()
+        return self._task_source
+
+    @property
+    def multipliers(self) -> dict[str, float]:
+        if not self.use_lagrangian:
+            return {}
+        if self._multipliers_arg is not None:
+            return dict(self._multipliers_arg)
+        return dict(self.pool.lagrange_multipliers)
+
+    @property
+    def usage_constraints(self) -> dict[str, float]:
+        if self._constraints_arg is not None:
+            return dict(self._constraints_arg)
+        return dict(self.pool.usage_constraints)
+
+    def valid_agents(self) -> list[str]:
+        if self._pool is None:
+            return []
+        if self.draft_agent is None or not self.require_stronger:
+            return list(self.pool.names)
+        return list(self.pool.stronger_than(self.draft_agent))
+
+    # -- prompts ----------------------------------------------------------------------
+    def _controller_messages(self) -> list[Message]:
+        assert self.task is not None
+        agents = ", ".join(self.pool.names)
+        turn_line = f"(Turn {self.turn + 1} of {self.max_turns}.)"
+        if self.draft_agent is None:
+            system = ROUTER_SYSTEM.format(agents=agents)
+            user = f"Problem:\n{self.task.prompt}\n\n{turn_line}"
+        else:
+            stronger = self.valid_agents()
+            if stronger:
+                rule = (
+                    f"If routing is needed, name exactly one solver stronger than "
+                    f"{self.draft_agent}: {', '.join(stronger)}."
+                    if self.require_stronger
+                    else f"If routing is needed, name exactly one solver: {', '.join(stronger)}."
+                )
+            else:
+                rule = f"No solver is stronger than {self.draft_agent}: a False verdict ends the work."
+            system = VERIFIER_SYSTEM.format(author=self.draft_agent, agents=agents, routing_rule=rule)
+            user = (
+                f"Problem:\n{self.task.prompt}\n\n"
+                f"Proposed solution from {self.draft_agent}:\n{self.draft}\n\n{turn_line}"
+            )
+        if self._notice:
+            user += f"\n\nYour previous reply could not be used: {self._notice} Reply again in the required format."
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _solver_messages(self, feedback: str) -> list[Message]:
+        assert self.task is not None
+        user = f"Problem:\n{self.task.prompt}"
+        if self.draft is not None:
+            user += (
+                f"\n\nA previous attempt by {self.draft_agent} was judged incorrect.\n"
+                f"Previous attempt:\n{self.draft}"
+            )
+            if feedback:
+                user += f"\n\nReviewer's notes:\n{feedback[: self.max_feedback_chars]}"
+            user += "\n\nWrite a complete, corrected solution."
+        return [{"role": "system", "content": SOLVER_SYSTEM}, {"role": "user", "content": user}]
+
+    @staticmethod
+    def _render(messages: list[Message]) -> str:
+        return "\n\n".join(m["content"] for m in messages)
+
+    def _observation(self) -> tuple[str, dict[str, Any]]:
+        messages = self._controller_messages()
+        phase = "route" if self.draft_agent is None else "verify"
+        return self._render(messages), {"messages": messages, "phase": phase}
+
+    # -- episode ------------------------------------------------------------------------
+    def _pick_task(self, options: Mapping[str, Any]) -> Task:
+        source = self.task_source
+        if "task_id" in options:
+            return source.by_id(str(options["task_id"]))
+        if "task_index" in options:
+            return source.get(self.split, int(options["task_index"]))
+        return source.sample(self.split, self.np_random)
+
+    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        self._ensure_built()
+        if options.get("reset_usage_ledger"):
+            self.ledger = {}
+        self.task = self._pick_task(options)
+        self.draft = self.draft_agent = self.draft_correct = None
+        self._notice = ""
+        obs, extra = self._observation()
+        extra["task_id"] = self.task.id
+        extra["privileged"] = {"draft_correct": None}
+        return obs, extra
+
+    def _resolve_budget(self, agent: str) -> str:
+        """The agent that actually serves a call to ``agent`` under enforced usage budgets."""
+        if not self.enforce_usage_constraints:
+            return agent
+        assert self.usage_budget_queries is not None
+        limits = self.usage_constraints
+
+        def has_budget(name: str) -> bool:
+            if name not in limits:
+                return True
+            return self.ledger.get(name, 0) < math.floor(limits[name] * self.usage_budget_queries)
+
+        if has_budget(agent):
+            return agent
+        names = list(self.pool.names)  # weakest first
+        i = names.index(agent)
+        # next-best: the strongest weaker agent with budget, then the weakest stronger one
+        for name in reversed(names[:i]):
+            if has_budget(name):
+                return name
+        for name in names[i + 1 :]:
+            if has_budget(name):
+                return name
+        return agent  # every budget is spent: serve the request and flag it in info
+
+    def _call(self, requested: str, feedback: str) -> tuple[str, bool, dict[str, Any]]:
+        assert self.task is not None
+        agent = self._resolve_budget(requested)
+        messages = self._solver_messages(feedback)
+        context = CallContext(
+            task=self.task, turn=self.turn, draft=self.draft, feedback=feedback or None
+        )
+        completion = self.call_agent(agent, messages, context)
+        self.ledger[agent] = self.ledger.get(agent, 0) + 1
+        correct = check_math_solution(completion.text, self.task.answers)
+        self.draft, self.draft_agent, self.draft_correct = completion.text, agent, correct
+        extra: dict[str, Any] = {"called_agent": agent, "latency_s": completion.latency_s}
+        if agent != requested:
+            extra["rerouted_from"] = requested
+        return agent, correct, extra
+
+    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        assert self.task is not None
+        first_turn = self.draft_agent is None
+        if first_turn:
+            decision = parse_route(action, self.pool.names)
+        else:
+            decision = parse_verify(
+                action,
+                self.pool.names,
+                self.valid_agents(),
+                require_stronger=self.require_stronger,
+            )
+        self.turn += 1
+        self.transcript.append({"turn": self.turn, "role": "controller", "text": action})
+        extra: dict[str, Any] = {"task_id": self.task.id}
+        # ground truth for analysis and privileged baselines; never for policies
+        privileged: dict[str, Any] = {"judged_draft_correct": self.draft_correct}
+        terminated = False
+        if not decision.ok:
+            reward = self.format_penalty
+            self._notice = decision.error or "malformed reply."
+            extra.update(invalid_action=True, parse_error=decision.error)
+            components = {"route": 0.0, "verify": 0.0, "usage_penalty": 0.0, "format": reward}
+        else:
+            self._notice = ""
+            reward, components, terminated = self._apply(decision, extra, privileged)
+        if self.turn >= self.max_turns:
+            terminated = True
+        extra["reward_components"] = components
+        privileged["draft_correct"] = self.draft_correct  # the draft the next turn reviews
+        extra["privileged"] = privileged
+        if terminated:
+            extra.update(self._episode_summary())
+        obs, obs_extra = self._observation()  # at the end: the would-be next prompt, for logging
+        extra.update(obs_extra)
+        return obs, reward, terminated, False, extra
+
+    def _apply(
+        self, decision: Decision, extra: dict[str, Any], privileged: dict[str, Any]
+    ) -> tuple[float, dict[str, float], bool]:
+        """Execute a well-formed decision; return (reward, components, terminated)."""
+        r_verify = verification_reward(
+            decision.verdict, self.draft_correct, value=self.verify_value
+        )
+        extra["verdict"] = decision.verdict
+        if decision.agent is None:  # accept, or reject with nobody stronger left: stop
+            components = {"route": 0.0, "verify": r_verify, "usage_penalty": 0.0, "format": 0.0}
+            return composite_reward(0.0, r_verify, alpha=self.alpha), components, True
+        agent, correct, call_extra = self._call(decision.agent, decision.feedback)
+        extra.update(call_extra)
+        privileged["response_correct"] = correct
+        r_route = routing_reward(correct, value=self.route_value)
+        penalty = usage_penalty(agent, self.multipliers)
+        reward = composite_reward(r_route - penalty, r_verify, alpha=self.alpha)
+        components = {"route": r_route, "verify": r_verify, "usage_penalty": penalty, "format": 0.0}
+        return reward, components, False
+
+    def _episode_summary(self) -> dict[str, Any]:
+        assert self.task is not None
+        final = self.draft
+        return {
+            "final_response": final,
+            "final_answer": math_answer(final) if final else None,
+            "correct": bool(self.draft_correct),
+            "turns": self.turn,
+            "usage_constraints": self.usage_constraints,
+            "level": self.task.level,
+        }

@@ -1,0 +1,7 @@
+"""``python -m orchenv`` runs the ``orchenv`` command."""
+
+import sys
+
+from orchenv.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Agent backends: simulated, replay, live servers, local models."""

@@ -1,0 +1,314 @@
+"""Simulated agents: an offline, deterministic stand-in for a pool of LLMs.
+
+Why: training and testing a controller against live models is slow, costly
+and noisy. This backend reproduces what matters to a controller -- agents of
+different strength whose answers are sometimes wrong, whose failures follow
+task difficulty, and whose calls cost tokens -- in microseconds per call.
+
+Outcome model (a logistic item-response model):
+
+* a task's difficulty quantile ``z = difficulty_of(task)`` in [0, 1) maps to
+  a latent difficulty ``b(z) = discrimination * logit(z)``; since z is uniform
+  over a task set, ``b`` is logistic with scale ``discrimination``;
+* agent ``a`` answers correctly iff
+  ``theta_a + extra - b(z) + agent_noise * xi > 0``, where ``xi`` is a
+  standard-logistic draw fixed by a stable hash of (seed, task id, agent) and
+  ``extra`` is the refinement bonus (a draft shown, plus feedback on it);
+* ``theta_a`` is solved (bisection on a numerical integral, no Monte Carlo)
+  so that the expected accuracy over ``z ~ U(0, 1)`` and ``xi`` equals the
+  agent's ``calibration["accuracy"]``.
+
+Because ``b(z)`` is shared by all agents and ``xi`` is per agent with a scale
+well below the spread of ``b``, a stronger agent solves nearly everything a
+weaker one solves (nested skills), as seed 000's usage-constraint argument
+(Appendix A.2) assumes. Outcomes depend on (seed, task, agent, whether a
+draft / feedback was shown), never on prompt wording: a GRPO group whose
+rollouts take the same action sees the same outcome. The solution text's
+surface form and its token count do vary with the prompt (hashed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+from statistics import NormalDist
+
+import numpy as np
+
+from orchenv.error import BackendError, ConfigError
+from orchenv.grading import extract_boxed
+from orchenv.pool import AgentSpec, CallContext, Completion, Message
+from orchenv.tasks import Task, difficulty_of, stable_uniform
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DISCRIMINATION = 2.0
+DEFAULT_AGENT_NOISE = 1.0
+DEFAULT_COMPLETION_TOKENS = 400.0
+DEFAULT_TOKENS_PER_SECOND = 100.0
+
+# Latency model (simulated, never slept): time to first token, then prefill
+# and decode at fixed rates. Rough figures for hosted small/medium models.
+_FIRST_TOKEN_S = 0.2
+_PREFILL_TOKENS_PER_S = 5000.0
+
+# Token estimate: ~4 characters per token for English/LaTeX (the usual rule of
+# thumb for BPE tokenizers) plus a few tokens of chat-template framing.
+_CHARS_PER_TOKEN = 4
+_MESSAGE_OVERHEAD_TOKENS = 4
+
+# z is clipped away from 0 and 1 so logit(z) stays finite.
+_Z_EPS = 1e-9
+
+# Integration grid over t = logit(z): t is standard logistic when z ~ U(0, 1).
+# The integrand is smooth and the density decays like exp(-|t|), so the
+# trapezoid rule on [-40, 40] is accurate far below 1e-8.
+_T_GRID = np.linspace(-40.0, 40.0, 8001)
+_T_WEIGHTS = 0.25 / np.cosh(_T_GRID / 2.0) ** 2 * (_T_GRID[1] - _T_GRID[0])
+_T_WEIGHTS[[0, -1]] *= 0.5
+
+_NORMAL = NormalDist()
+
+
+def _sigmoid(x: float) -> float:
+    """Logistic function without overflow for large |x|."""
+    return 0.5 * (1.0 + math.tanh(0.5 * x))
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def _check_model_params(discrimination: float, agent_noise: float) -> None:
+    if not (math.isfinite(discrimination) and discrimination > 0):
+        raise ConfigError(f"discrimination must be a positive number, got {discrimination!r}")
+    if not (math.isfinite(agent_noise) and agent_noise > 0):
+        raise ConfigError(f"agent_noise must be a positive number, got {agent_noise!r}")
+
+
+def expected_accuracy(
+    theta: float,
+    *,
+    discrimination: float = DEFAULT_DISCRIMINATION,
+    agent_noise: float = DEFAULT_AGENT_NOISE,
+    extra_logit: float = 0.0,
+) -> float:
+    """Expected accuracy of an agent with ability ``theta`` over tasks with z ~ U(0, 1).
+
+    ``E_z[sigmoid((theta + extra_logit - discrimination * logit(z)) / agent_noise)]``,
+    integrated numerically (deterministic, no sampling).
+    """
+    _check_model_params(discrimination, agent_noise)
+    x = (theta + extra_logit - discrimination * _T_GRID) / agent_noise
+    p = 0.5 * (1.0 + np.tanh(0.5 * x))
+    return float(np.dot(p, _T_WEIGHTS))
+
+
+@lru_cache(maxsize=4096)
+def solve_ability(
+    target_accuracy: float,
+    *,
+    discrimination: float = DEFAULT_DISCRIMINATION,
+    agent_noise: float = DEFAULT_AGENT_NOISE,
+) -> float:
+    """The ability ``theta`` whose ``expected_accuracy`` equals ``target_accuracy``.
+
+    Bisection (expected accuracy is increasing in theta); cached because every
+    simulated call needs its agent's theta.
+    """
+    _check_model_params(discrimination, agent_noise)
+    if not (isinstance(target_accuracy, (int, float)) and 0.0 < target_accuracy < 1.0):
+        raise ConfigError(
+            f"a calibration accuracy must lie strictly between 0 and 1, got {target_accuracy!r}"
+        )
+    lo, hi = -60.0 * discrimination, 60.0 * discrimination
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if expected_accuracy(mid, discrimination=discrimination, agent_noise=agent_noise) < (
+            target_accuracy
+        ):
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return 0.5 * (lo + hi)
+
+
+def estimate_tokens(text: str) -> int:
+    """Token count estimate of a text: ceil(characters / 4), at least 1."""
+    return max(1, -(-len(text) // _CHARS_PER_TOKEN))
+
+
+def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
+    """Prompt token estimate: each message's text estimate plus chat-template framing."""
+    return (
+        sum(estimate_tokens(m.get("content", "")) + _MESSAGE_OVERHEAD_TOKENS for m in messages) or 1
+    )
+
+
+class SimulatedBackend:
+    """Calibrated simulated agents (see the module docstring for the model).
+
+    Args:
+        seed: which "world" of outcomes: the same seed gives the same answer
+            for every (task, agent, prompt); another seed redraws the
+            agent-specific luck ``xi`` (accuracies stay calibrated).
+        discrimination: scale of the shared task difficulty ``b(z)`` in logits.
+            Larger means outcomes are driven more by the task than by the
+            agent's luck: more nested skills, steeper accuracy-vs-level curves.
+        agent_noise: scale of the agent-specific logistic noise ``xi``. The
+            model's probability of a right answer on a task is
+            ``sigmoid((theta + extra - b(z)) / agent_noise)``.
+        refinement_logit: added to the agent's margin when it is shown a
+            previous draft (``context.draft``) to improve.
+        feedback_logit: added on top when the draft comes with a non-empty
+            critique (``context.feedback``).
+        token_noise: sigma of the log-normal spread of completion lengths
+            around the agent's ``calibration["mean_completion_tokens"]``.
+
+    The backend keeps no mutable state, so it is safe to share across
+    threads and forked environments. It never sleeps: ``latency_s`` is a
+    simulated figure for analysis.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        discrimination: float = DEFAULT_DISCRIMINATION,
+        agent_noise: float = DEFAULT_AGENT_NOISE,
+        refinement_logit: float = 0.75,
+        feedback_logit: float = 0.25,
+        token_noise: float = 0.25,
+    ) -> None:
+        _check_model_params(discrimination, agent_noise)
+        for label, value in (
+            ("refinement_logit", refinement_logit),
+            ("feedback_logit", feedback_logit),
+        ):
+            if not math.isfinite(value):
+                raise ConfigError(f"{label} must be a finite number, got {value!r}")
+        if not (math.isfinite(token_noise) and token_noise >= 0):
+            raise ConfigError(f"token_noise must be >= 0, got {token_noise!r}")
+        self.seed = int(seed)
+        self.discrimination = float(discrimination)
+        self.agent_noise = float(agent_noise)
+        self.refinement_logit = float(refinement_logit)
+        self.feedback_logit = float(feedback_logit)
+        self.token_noise = float(token_noise)
+
+    def __repr__(self) -> str:
+        return (
+            f"SimulatedBackend(seed={self.seed}, discrimination={self.discrimination:g}, "
+            f"agent_noise={self.agent_noise:g}, refinement_logit={self.refinement_logit:g}, "
+            f"feedback_logit={self.feedback_logit:g}, token_noise={self.token_noise:g})"
+        )
+
+    # -- the outcome model ----------------------------------------------------
+    def ability(self, spec: AgentSpec) -> float:
+        """The agent's calibrated ability theta (cached per accuracy and model parameters)."""
+        accuracy = spec.calibration.get("accuracy")
+        if accuracy is None:
+            raise ConfigError(
+                f"agent {spec.name!r} has no calibration['accuracy']; the simulated backend "
+                "needs a target accuracy for every agent (see orchenv/presets/*.json)"
+            )
+        return solve_ability(
+            float(accuracy), discrimination=self.discrimination, agent_noise=self.agent_noise
+        )
+
+    def extra_logit(self, context: CallContext) -> float:
+        """Margin bonus for refinement calls: a draft shown, plus feedback on it."""
+        if context.draft is None:
+            return 0.0
+        return self.refinement_logit + (self.feedback_logit if context.feedback else 0.0)
+
+    def _mean_margin(self, spec: AgentSpec, task: Task, context: CallContext) -> float:
+        z = min(max(difficulty_of(task), _Z_EPS), 1.0 - _Z_EPS)
+        return self.ability(spec) + self.extra_logit(context) - self.discrimination * _logit(z)
+
+    def _luck(self, spec: AgentSpec, task: Task) -> float:
+        """The agent's standard-logistic draw xi for this task (prompt-independent)."""
+        u = stable_uniform("simulated-outcome", self.seed, task.id, spec.name)
+        u = min(max(u, 1e-15), 1.0 - 1e-15)
+        return _logit(u)
+
+    def p_correct(self, spec: AgentSpec, task: Task, context: CallContext | None = None) -> float:
+        """The model's probability that ``spec`` answers ``task`` correctly."""
+        margin = self._mean_margin(spec, task, context or CallContext(task=task))
+        return _sigmoid(margin / self.agent_noise)
+
+    def is_correct(self, spec: AgentSpec, task: Task, context: CallContext | None = None) -> bool:
+        """Whether a call would be answered correctly, without producing text (oracles, analysis)."""
+        context = context or CallContext(task=task)
+        margin = self._mean_margin(spec, task, context)
+        return margin + self.agent_noise * self._luck(spec, task) > 0.0
+
+    # -- the Backend protocol ---------------------------------------------------
+    def complete(
+        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
+    ) -> Completion:
+        """Answer one call: decide correctness, write a worked solution, meter it."""
+        task = context.task
+        if task is None:
+            raise BackendError(
+                f"the simulated backend needs the task to answer agent {spec.name!r}: its "
+                "outcomes are keyed on the task's id and difficulty. Environments pass it; "
+                "when calling by hand use pool.call(name, messages, CallContext(task=task))."
+            )
+        mean_margin = self._mean_margin(spec, task, context)
+        correct = mean_margin + self.agent_noise * self._luck(spec, task) > 0.0
+
+        # Surface variation (wording, length) is keyed on the prompt as well.
+        digest = self._prompt_digest(spec, task, messages)
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
+        from orchenv.mathgen import worked_solution  # lazy: mathgen is heavier to import
+
+        text = worked_solution(task, correct=correct, rng=rng)
+
+        prompt_tokens = estimate_prompt_tokens(messages)
+        completion_tokens = self._completion_tokens(spec, task, text, digest)
+        tps = float(spec.calibration.get("tokens_per_second", DEFAULT_TOKENS_PER_SECOND))
+        latency = _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
+        return Completion(
+            agent=spec.name,
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=spec.cost(prompt_tokens, completion_tokens),
+            latency_s=latency,
+            cached=False,
+            tokens_estimated=True,
+            meta={
+                "correct": bool(correct),
+                "answer": extract_boxed(text),
+                "p_correct": _sigmoid(mean_margin / self.agent_noise),
+            },
+        )
+
+    def _prompt_digest(self, spec: AgentSpec, task: Task, messages: Sequence[Message]) -> bytes:
+        """A stable 16-byte hash of (seed, task, agent, messages)."""
+        h = hashlib.blake2b(repr((self.seed, task.id, spec.name)).encode(), digest_size=16)
+        for m in messages:
+            h.update(b"\x1e")
+            h.update(m.get("role", "").encode())
+            h.update(b"\x1f")
+            h.update(m.get("content", "").encode())
+        return h.digest()
+
+    def _completion_tokens(self, spec: AgentSpec, task: Task, text: str, digest: bytes) -> int:
+        """Calibrated mean length x difficulty factor x log-normal noise, at least the text's size.
+
+        The difficulty factor 0.75 + 0.5 z averages 1 over z ~ U(0, 1) and the
+        log-normal factor has mean 1, so the mean matches the calibration.
+        """
+        mean = float(spec.calibration.get("mean_completion_tokens", DEFAULT_COMPLETION_TOKENS))
+        z = min(max(difficulty_of(task), 0.0), 1.0)
+        u = (int.from_bytes(digest[8:], "big") + 0.5) / 2.0**64
+        sigma = self.token_noise
+        factor = math.exp(sigma * _NORMAL.inv_cdf(u) - 0.5 * sigma * sigma)
+        return max(estimate_tokens(text), round(mean * (0.75 + 0.5 * z) * factor))

@@ -1,0 +1,114 @@
+"""The ``orchenv`` command: list what is registered, run a controller on an env."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+import gymnasium as gym
+
+import orchenv
+from orchenv.error import OrchEnvError
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from orchenv.agents.base import CONTROLLERS
+    from orchenv.envs import ENV_SUMMARIES
+    from orchenv.pool import list_presets, load_preset_data
+    from orchenv.tasks import TASK_SOURCES
+
+    print("Environments:")
+    for env_id, summary in ENV_SUMMARIES.items():
+        print(f"  {env_id:<28} {summary}")
+    print("\nPool presets (agents weakest first):")
+    for name in list_presets():
+        data = load_preset_data(name)
+        agents = sorted(data["agents"], key=lambda a: -a["tier"])
+        print(f"  {name:<12} {', '.join(a['name'] for a in agents)}")
+    print("\nTask sources:")
+    for name in TASK_SOURCES:
+        print(f"  {name}")
+    print("\nControllers:")
+    for name, target in CONTROLLERS.items():
+        print(f"  {name:<12} {target}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from orchenv.agents.base import make_controller, parse_kwargs
+    from orchenv.runner import format_summary, run_episodes
+
+    env_kwargs = parse_kwargs(args.env_kwarg)
+    if args.pool:
+        env_kwargs["pool"] = args.pool
+    if args.split:
+        env_kwargs["split"] = args.split
+    try:
+        env = gym.make(args.env_id, **env_kwargs)
+    except gym.error.Error as exc:
+        raise OrchEnvError(f"cannot make {args.env_id!r}: {exc}. See `orchenv list`.") from exc
+    controller = make_controller(args.controller, **parse_kwargs(args.controller_kwarg))
+    summary, records = run_episodes(
+        env,
+        controller,
+        args.episodes,
+        seed=args.seed,
+        controller_name=args.controller,
+        progress=not args.no_progress,
+    )
+    env.close()
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2))
+    else:
+        print(format_summary(summary))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orchenv", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"orchenv {orchenv.__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_list = sub.add_parser("list", help="registered environments, pools, task sources, controllers")
+    p_list.set_defaults(func=_cmd_list)
+
+    p_run = sub.add_parser("run", help="run a controller on an environment and print a summary")
+    p_run.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
+    p_run.add_argument("--controller", default="random", help="controller name (default: random)")
+    p_run.add_argument("--episodes", type=int, default=100, help="number of episodes (default: 100)")
+    p_run.add_argument("--seed", type=int, default=0, help="seed of the first reset (default: 0)")
+    p_run.add_argument("--pool", help="pool preset (e.g. system1, system2)")
+    p_run.add_argument("--split", help="task split (default: the env's)")
+    p_run.add_argument(
+        "--controller-kwarg", "-c", action="append", default=[], metavar="KEY=VALUE",
+        help="controller argument, repeatable (values parsed as JSON when possible)",
+    )
+    p_run.add_argument(
+        "--env-kwarg", "-e", action="append", default=[], metavar="KEY=VALUE",
+        help="environment argument, repeatable (values parsed as JSON when possible)",
+    )
+    p_run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p_run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p_run.set_defaults(func=_cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    if getattr(args, "episodes", 1) < 1:
+        parser.error("--episodes must be at least 1")
+    try:
+        return int(args.func(args))
+    except OrchEnvError as exc:
+        print(f"orchenv: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

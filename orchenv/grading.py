@@ -1,0 +1,146 @@
+"""Answer checking.
+
+Math equivalence goes through HuggingFace's ``math-verify`` (LaTeX, boxed
+answers, fractions, plain numbers, sets and intervals); we add only the
+pieces it does not do: pulling the last ``\\boxed{...}`` out of a worked
+solution with balanced braces, a bounded LRU cache (a GRPO group checks the
+same response many times), and a guarantee never to raise on odd input.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import string
+import threading
+from collections import Counter
+from functools import lru_cache
+
+logger = logging.getLogger(__name__)
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_MAX_CHECK_CHARS = 20_000  # math-verify's parser is slow on huge inputs; answers are short
+
+
+def extract_boxed(text: str) -> str | None:
+    """Contents of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces balanced.
+
+    Returns None when there is no complete boxed expression.
+    """
+    if not isinstance(text, str):
+        return None
+    last: str | None = None
+    for match in _BOXED.finditer(text):
+        depth, start = 1, match.end()
+        for i in range(start, len(text)):
+            ch = text[i]
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    last = text[start:i].strip()
+                    break
+    return last
+
+
+class _DropTimeoutNotice(logging.Filter):
+    """math-verify warns on every call made without its signal-based timeout."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Timeout is disabled" not in record.getMessage()
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_DropTimeoutNotice())
+
+
+def _timeout_s() -> int | None:
+    # math-verify times out with SIGALRM, which only works in the main thread;
+    # worker threads (vector envs, call_many) check without a timeout.
+    return 5 if threading.current_thread() is threading.main_thread() else None
+
+
+@lru_cache(maxsize=65_536)
+def _verify_cached(reference: str, candidate: str) -> bool:
+    from math_verify import parse, verify
+
+    try:
+        timeout = _timeout_s()
+        gold = parse(_as_latex(reference), parsing_timeout=timeout)
+        pred = parse(_as_latex(candidate), parsing_timeout=timeout)
+        if not gold or not pred:
+            return False
+        return bool(verify(gold, pred, timeout_seconds=timeout))
+    except Exception:  # math-verify can raise on exotic input; a failed parse is "not equal"
+        logger.debug("math-verify failed on %r vs %r", reference, candidate, exc_info=True)
+        return False
+
+
+def _as_latex(answer: str) -> str:
+    """Wrap a bare answer in ``$...$`` so math-verify parses it as LaTeX."""
+    if "\\boxed" in answer or "$" in answer:
+        return answer
+    return f"${answer}$"
+
+
+def math_answer(text: str) -> str | None:
+    """The final answer of a worked solution: its last boxed expression."""
+    return extract_boxed(text)
+
+
+def math_equal(reference: str, candidate: str | None) -> bool:
+    """True when ``candidate`` is mathematically equivalent to ``reference``.
+
+    Both are answers (not whole solutions): ``"\\frac{1}{2}"`` equals ``"0.5"``.
+    Cached; never raises.
+    """
+    if candidate is None or not isinstance(candidate, str) or not isinstance(reference, str):
+        return False
+    candidate, reference = candidate.strip(), reference.strip()
+    if not candidate or not reference:
+        return False
+    if candidate == reference:
+        return True
+    if len(candidate) > _MAX_CHECK_CHARS or len(reference) > _MAX_CHECK_CHARS:
+        return False
+    return _verify_cached(reference, candidate)
+
+
+def check_math_solution(solution: str, answers: tuple[str, ...] | list[str]) -> bool:
+    """True when the solution's last boxed answer matches any reference answer."""
+    predicted = math_answer(solution)
+    return predicted is not None and any(math_equal(ref, predicted) for ref in answers)
+
+
+def cache_info():  # noqa: ANN201 - functools' CacheInfo
+    """Hit/miss statistics of the equivalence cache."""
+    return _verify_cached.cache_info()
+
+
+# -- text answers (QA environments) -----------------------------------------
+def normalize_text(text: str) -> str:
+    """SQuAD-style normalisation: lower case, no punctuation, articles or extra spaces."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_match(reference: str, candidate: str | None) -> bool:
+    return candidate is not None and normalize_text(reference) == normalize_text(candidate)
+
+
+def f1_score(reference: str, candidate: str | None) -> float:
+    """Token-level F1 between normalised strings (SQuAD / HotpotQA definition)."""
+    if candidate is None:
+        return 0.0
+    ref, pred = normalize_text(reference).split(), normalize_text(candidate).split()
+    if not ref or not pred:
+        return float(ref == pred)
+    common = Counter(ref) & Counter(pred)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(pred), overlap / len(ref)
+    return 2 * precision * recall / (precision + recall)

@@ -1,0 +1,201 @@
+"""Controller-output parsing: text in, decision or error message out. Never raises.
+
+Rules shared by every parser here (documented because controllers rely on them):
+
+- Tags are matched case-insensitively and tolerate whitespace inside the
+  brackets: ``<Model>``, ``< model >`` and ``</ MODEL >`` all work.
+- Tag contents are stripped of surrounding whitespace.
+- Reasoning blocks (``<think>...</think>`` and ``<thinking>...</thinking>``)
+  are removed before decision tags are read, so tags a controller mentions
+  while reasoning do not count. An unclosed reasoning block hides everything
+  after it.
+- When a decision tag occurs more than once, the LAST complete occurrence wins
+  (the controller's final word). A tag opened but never closed does not count.
+- Non-string input, empty strings and megabyte strings are handled; the
+  scan is linear in the input length.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from difflib import get_close_matches
+from functools import lru_cache
+
+_REASONING_TAGS = ("think", "thinking")
+_TRUE_WORDS = {"true", "yes", "correct", "accept", "accepted"}
+_FALSE_WORDS = {"false", "no", "incorrect", "wrong", "reject", "rejected"}
+
+
+@lru_cache(maxsize=64)
+def _open_pattern(tag: str) -> re.Pattern[str]:
+    return re.compile(rf"<\s*{re.escape(tag)}\s*>", re.IGNORECASE)
+
+
+@lru_cache(maxsize=64)
+def _close_pattern(tag: str) -> re.Pattern[str]:
+    return re.compile(rf"<\s*/\s*{re.escape(tag)}\s*>", re.IGNORECASE)
+
+
+def strip_reasoning(text: str) -> str:
+    """``text`` without ``<think>``/``<thinking>`` blocks (an unclosed one hides the rest)."""
+    if not isinstance(text, str):
+        return ""
+    for tag in _REASONING_TAGS:
+        opener, closer = _open_pattern(tag), _close_pattern(tag)
+        kept, pos = [], 0
+        while True:  # one forward scan: linear even on megabyte inputs full of tags
+            start = opener.search(text, pos)
+            if start is None:
+                kept.append(text[pos:])
+                break
+            kept.append(text[pos : start.start()])
+            end = closer.search(text, start.end())
+            if end is None:
+                break
+            kept.append(" ")
+            pos = end.end()
+        text = "".join(kept)
+    return text
+
+
+def extract_tag(text: object, tag: str, *, keep_reasoning: bool = False) -> str | None:
+    """Stripped contents of the last complete ``<tag>...</tag>``, or None. Never raises."""
+    if not isinstance(text, str) or not text:
+        return None
+    if not keep_reasoning and tag.lower() not in _REASONING_TAGS:
+        text = strip_reasoning(text)
+    # Pair the last closing tag with the nearest opening tag before it; scanning the
+    # opens and closes separately keeps this linear (a lazy regex would be quadratic).
+    opens = [m.end() for m in _open_pattern(tag).finditer(text)]
+    if not opens:
+        return None
+    closes = [(m.start(), m.end()) for m in _close_pattern(tag).finditer(text)]
+    for j in range(len(closes) - 1, -1, -1):
+        i = bisect.bisect_right(opens, closes[j][0]) - 1
+        # a close with another close between it and its opener is a stray one
+        if i >= 0 and (j == 0 or closes[j - 1][1] <= opens[i]):
+            return text[opens[i] : closes[j][0]].strip()
+    return None
+
+
+def has_open_tag(text: object, tag: str) -> bool:
+    """True if ``<tag>`` appears at all (used to tell 'unclosed' from 'absent' in errors)."""
+    return isinstance(text, str) and _open_pattern(tag).search(text) is not None
+
+
+def parse_bool(value: str | None) -> bool | None:
+    """``True``/``False`` (and yes/no, correct/incorrect) in any case; None otherwise."""
+    if value is None:
+        return None
+    word = value.strip().strip(".!*`'\"").strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    return None
+
+
+def _normalize_name(name: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "", name.casefold())
+
+
+def match_agent(name: str | None, agents: Sequence[str]) -> str | None:
+    """The agent in ``agents`` that ``name`` refers to, ignoring case, spaces and punctuation."""
+    if not name:
+        return None
+    wanted = _normalize_name(name)
+    if not wanted:
+        return None
+    for agent in agents:
+        if _normalize_name(agent) == wanted:
+            return agent
+    return None
+
+
+def suggest_agent(name: str, agents: Sequence[str]) -> str:
+    """A ' Did you mean X?' hint, or ''."""
+    close = get_close_matches(name, list(agents), n=1, cutoff=0.5)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a controller turn asked for.
+
+    ``verdict`` is None for a routing-only turn; ``agent`` is None when no agent
+    is to be called (accept, or reject with nobody stronger left). ``error`` is
+    set (and the other fields are meaningless) when the text was malformed.
+    """
+
+    agent: str | None = None
+    verdict: bool | None = None
+    feedback: str = ""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _agent_error(raw: str | None, text: str, allowed: Sequence[str], what: str) -> str:
+    if raw is None:
+        if has_open_tag(text, "model"):
+            return f"found <model> without a closing </model>; expected <model>NAME</model> with NAME one of {', '.join(allowed)}"
+        return f"no <model>NAME</model> tag found; {what} must name one of: {', '.join(allowed)}"
+    return f"{raw[:80]!r} is not an agent that can be called now; expected one of: {', '.join(allowed)}.{suggest_agent(raw, allowed)}"
+
+
+def parse_route(text: object, allowed: Sequence[str]) -> Decision:
+    """Turn-1 routing: ``<model>NAME</model>`` with NAME in ``allowed``."""
+    if not isinstance(text, str):
+        return Decision(error=f"the action must be a str, got {type(text).__name__}")
+    raw = extract_tag(text, "model")
+    agent = match_agent(raw, allowed)
+    if agent is None:
+        return Decision(error=_agent_error(raw, text, allowed, "the routing decision"))
+    return Decision(agent=agent, feedback=extract_tag(text, "thinking", keep_reasoning=True) or "")
+
+
+def parse_verify(
+    text: object, known: Sequence[str], stronger: Sequence[str], *, require_stronger: bool = True
+) -> Decision:
+    """Turn >= 2: ``<checking>..</checking><verdict>True|False</verdict>[<model>NAME</model>]``.
+
+    A False verdict must name an agent; with ``require_stronger`` it must be one of
+    ``stronger`` (agents stronger than the draft's author), else any of ``known``.
+    When nobody stronger is left, a bare False verdict is valid and ends the episode.
+    A model named after a True verdict is ignored.
+    """
+    if not isinstance(text, str):
+        return Decision(error=f"the action must be a str, got {type(text).__name__}")
+    raw_verdict = extract_tag(text, "verdict")
+    verdict = parse_bool(raw_verdict)
+    if verdict is None:
+        if raw_verdict is None:
+            hint = (
+                "found <verdict> without a closing </verdict>"
+                if has_open_tag(text, "verdict")
+                else "no <verdict>...</verdict> tag found"
+            )
+        else:
+            hint = f"verdict {raw_verdict[:40]!r} is neither True nor False"
+        return Decision(error=f"{hint}; expected <verdict>True</verdict> or <verdict>False</verdict>")
+    feedback = extract_tag(text, "checking") or ""
+    if verdict:
+        return Decision(verdict=True, feedback=feedback)
+    allowed = list(stronger) if require_stronger else list(known)
+    raw = extract_tag(text, "model")
+    if not allowed:
+        return Decision(verdict=False, feedback=feedback)
+    agent = match_agent(raw, allowed)
+    if agent is None:
+        if raw is not None and require_stronger and match_agent(raw, known):
+            return Decision(
+                error=f"{raw[:80]!r} is not stronger than the agent that wrote the draft; "
+                f"after a False verdict route to one of: {', '.join(allowed)}"
+            )
+        return Decision(error=_agent_error(raw, text, allowed, "a False verdict"))
+    return Decision(agent=agent, verdict=False, feedback=feedback)

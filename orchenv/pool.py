@@ -1,0 +1,297 @@
+"""Agent pool: who the controller can call, what each call costs, and how calls run.
+
+``AgentSpec`` describes an agent (model id, strength tier, prices, backend);
+``AgentPool`` maps names to specs and backends and runs calls, singly or
+concurrently; ``UsageMeter`` totals calls, tokens and dollars for an episode
+or a whole evaluation. Presets (``orchenv/presets/*.json``) are data: the
+seed papers' agent systems with prices and calibration targets.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Protocol, runtime_checkable
+
+from orchenv.error import ConfigError, UnknownNameError
+from orchenv.tasks import Task
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent of a pool.
+
+    ``tier`` orders strength: 0 is the strongest. Prices are USD per one
+    million prompt / completion tokens. ``calibration`` holds the targets a
+    simulated backend reproduces (e.g. ``{"accuracy": 0.757}``).
+    """
+
+    name: str
+    model: str
+    tier: int
+    price_prompt: float = 0.0
+    price_completion: float = 0.0
+    backend: str = "simulated"
+    role_prompt: str | None = None
+    calibration: Mapping[str, float] = field(default_factory=dict)
+    backend_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Dollar cost of a call with these token counts."""
+        return (prompt_tokens * self.price_prompt + completion_tokens * self.price_completion) / 1e6
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One agent response with its metering.
+
+    ``tokens_estimated`` is True when token counts were computed locally
+    instead of read from the server. ``meta`` carries backend extras (the
+    simulated backend records whether its answer was right: privileged
+    information for oracles and analysis, never shown to controllers).
+    """
+
+    agent: str
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float = 0.0
+    cached: bool = False
+    tokens_estimated: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the environment knows about a call, for backends that need it.
+
+    Simulated and replay backends key their answers on the task; live
+    backends ignore the context. ``draft`` is a previous response the agent
+    is asked to improve and ``feedback`` the controller's critique of it.
+    """
+
+    task: Task | None = None
+    turn: int = 0
+    draft: str | None = None
+    feedback: str | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Produces completions for agents. Implementations must be thread-safe."""
+
+    def complete(
+        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
+    ) -> Completion: ...
+
+
+# backend name -> "module:factory"; a factory takes (**backend_kwargs) and returns a Backend.
+BACKENDS: dict[str, str] = {
+    "simulated": "orchenv.backends.simulated:SimulatedBackend",
+}
+
+
+def make_backend(name: str, **kwargs: Any) -> Backend:
+    """Build a backend from its registered name."""
+    if name not in BACKENDS:
+        raise UnknownNameError("backend", name, BACKENDS)
+    module_name, attr = BACKENDS[name].split(":")
+    factory: Callable[..., Backend] = getattr(importlib.import_module(module_name), attr)
+    return factory(**kwargs)
+
+
+class AgentPool:
+    """Agents by name, ordered from weakest to strongest, with their backends.
+
+    Backends are shared by ``fork()``-ed environments: a pool holds no
+    per-episode state (that lives in ``UsageMeter``).
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[AgentSpec],
+        backends: Mapping[str, Backend] | None = None,
+        *,
+        name: str = "custom",
+        usage_constraints: Mapping[str, float] | None = None,
+        lagrange_multipliers: Mapping[str, float] | None = None,
+        max_concurrency: int = 8,
+    ) -> None:
+        if not agents:
+            raise ConfigError("an AgentPool needs at least one agent")
+        names = [a.name for a in agents]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"agent names must be unique, got {names}")
+        self.name = name
+        # weakest first: the order controllers see in prompts (seed 000, appendix B)
+        self.agents: tuple[AgentSpec, ...] = tuple(sorted(agents, key=lambda a: -a.tier))
+        self._by_name = {a.name: a for a in self.agents}
+        self._backends: dict[str, Backend] = dict(backends or {})
+        for spec in self.agents:
+            if spec.backend not in self._backends:
+                self._backends[spec.backend] = make_backend(spec.backend)
+        self.usage_constraints = dict(usage_constraints or {})
+        self.lagrange_multipliers = dict(lagrange_multipliers or {})
+        for label, table in (
+            ("usage_constraints", self.usage_constraints),
+            ("lagrange_multipliers", self.lagrange_multipliers),
+        ):
+            for key in table:
+                if key not in self._by_name:
+                    raise UnknownNameError(f"agent in {label}", key, self._by_name)
+        self.max_concurrency = max_concurrency
+
+    # -- lookup -------------------------------------------------------------
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Agent names, weakest first."""
+        return tuple(a.name for a in self.agents)
+
+    def spec(self, name: str) -> AgentSpec:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownNameError("agent", name, self._by_name) from None
+
+    def backend_for(self, name: str) -> Backend:
+        return self._backends[self.spec(name).backend]
+
+    def stronger_than(self, name: str) -> tuple[str, ...]:
+        """Agents strictly stronger than ``name``, weakest first."""
+        tier = self.spec(name).tier
+        return tuple(a.name for a in self.agents if a.tier < tier)
+
+    def strongest(self) -> str:
+        return self.agents[-1].name
+
+    def weakest(self) -> str:
+        return self.agents[0].name
+
+    # -- calls --------------------------------------------------------------
+    def call(
+        self, name: str, messages: Sequence[Message], context: CallContext | None = None
+    ) -> Completion:
+        """Call one agent and return its completion (latency measured here if the backend did not)."""
+        spec = self.spec(name)
+        start = time.perf_counter()
+        completion = self.backend_for(name).complete(spec, messages, context or CallContext())
+        if completion.latency_s == 0.0 and not completion.cached:
+            completion = _with_latency(completion, time.perf_counter() - start)
+        return completion
+
+    def call_many(
+        self, calls: Sequence[tuple[str, Sequence[Message], CallContext | None]]
+    ) -> list[Completion]:
+        """Run several calls concurrently (threads); results keep the input order."""
+        if len(calls) <= 1:
+            return [self.call(*c) for c in calls]
+        workers = max(1, min(self.max_concurrency, len(calls)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda c: self.call(*c), calls))
+
+    def describe(self) -> str:
+        rows = [
+            f"  {a.name:<28} tier {a.tier}  model {a.model}  "
+            f"${a.price_prompt:g}/${a.price_completion:g} per 1M tokens  backend {a.backend}"
+            for a in reversed(self.agents)
+        ]
+        return f"pool {self.name!r} (strongest first):\n" + "\n".join(rows)
+
+
+def _with_latency(completion: Completion, latency: float) -> Completion:
+    return Completion(**{**completion.__dict__, "latency_s": latency})
+
+
+@dataclass
+class UsageMeter:
+    """Running totals of calls, tokens and dollars per agent."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def record(self, completion: Completion) -> None:
+        self.calls[completion.agent] = self.calls.get(completion.agent, 0) + 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.cost_usd += completion.cost_usd
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    def usage_ratios(self, n_queries: int, agents: Iterable[str] = ()) -> dict[str, float]:
+        """Calls per agent divided by the number of queries (seed 000's usage ratio)."""
+        names = list(agents) or list(self.calls)
+        denom = max(n_queries, 1)
+        return {a: self.calls.get(a, 0) / denom for a in names}
+
+    def merge(self, other: UsageMeter) -> None:
+        for agent, n in other.calls.items():
+            self.calls[agent] = self.calls.get(agent, 0) + n
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost_usd += other.cost_usd
+
+    def copy(self) -> UsageMeter:
+        return copy.deepcopy(self)
+
+
+# -- presets ----------------------------------------------------------------
+def list_presets() -> list[str]:
+    """Names of the shipped pool presets."""
+    files = resources.files("orchenv.presets").iterdir()
+    return sorted(p.name[:-5] for p in files if p.name.endswith(".json"))
+
+
+def load_preset_data(name: str) -> dict[str, Any]:
+    """The raw preset document (agents, prices with sources, calibration, constraints)."""
+    if name not in list_presets():
+        raise UnknownNameError("pool preset", name, list_presets())
+    text = resources.files("orchenv.presets").joinpath(f"{name}.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def make_pool(
+    preset: str | AgentPool,
+    *,
+    backend: str | None = None,
+    backends: Mapping[str, Backend] | None = None,
+    backend_kwargs: Mapping[str, Any] | None = None,
+) -> AgentPool:
+    """Build a pool from a preset name (or pass a pool through).
+
+    ``backend`` overrides every agent's backend name (e.g. ``"replay"``);
+    ``backend_kwargs`` are passed to backends built here.
+    """
+    if isinstance(preset, AgentPool):
+        return preset
+    data = load_preset_data(preset)
+    fields = set(AgentSpec.__dataclass_fields__)
+    specs = []
+    for raw in data["agents"]:
+        spec_data = {k: v for k, v in raw.items() if k in fields}
+        if backend is not None:
+            spec_data["backend"] = backend
+        specs.append(AgentSpec(**spec_data))
+    built: dict[str, Backend] = dict(backends or {})
+    for spec in specs:
+        if spec.backend not in built:
+            built[spec.backend] = make_backend(spec.backend, **dict(backend_kwargs or {}))
+    return AgentPool(
+        specs,
+        built,
+        name=data.get("name", preset),
+        usage_constraints=data.get("usage_constraints"),
+        lagrange_multipliers=data.get("lagrange_multipliers"),
+    )

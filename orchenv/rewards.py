@@ -1,0 +1,85 @@
+"""Each paper's reward as small pure functions.
+
+Seed 000 (iterative critique-and-routing controller), section 3.2-3.3:
+
+- verification reward r^V_t in {0, 1}: 1 when the controller's verdict on
+  the previous draft matches the draft's correctness (accept a correct
+  draft, reject a wrong one);
+- routing reward r^R_t in {0, 1}: 1 when the agent the controller routed
+  to at turn t produces a correct solution;
+- composite reward (eq. 1): r_t = alpha * r^R_t + (1 - alpha) * r^V_t with
+  alpha = 0.5. Boundary cases: a component that does not apply at turn t is
+  zero: r^V_1 = 0 (nothing to verify at the first turn) and r^R_t = 0 when
+  the controller stops (accepts, or rejects with no stronger agent left);
+- Lagrangian-modified routing reward (eq. 3): the usage constraint of agent
+  i enters as a cost lambda_i each time the controller routes to i:
+  r~^R_t = r^R_t - lambda_{a_t}, and r~_t = alpha * r~^R_t + (1 - alpha) * r^V_t.
+  Table 9's multipliers are 0.25 / 0.125 / 0 for the strongest, middle and
+  weakest agent, and the usage constraints c_i are 0.25 / 0.5 / 1.
+
+The reward scale (Table 9's "routing / verification reward" of 1) is the
+``value`` argument of the two component functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def verification_reward(
+    verdict: bool | None, draft_correct: bool | None, *, value: float = 1.0
+) -> float:
+    """r^V: ``value`` when the verdict matches the draft's correctness; 0 if not applicable."""
+    if verdict is None or draft_correct is None:
+        return 0.0
+    return value if verdict == draft_correct else 0.0
+
+
+def routing_reward(response_correct: bool | None, *, value: float = 1.0) -> float:
+    """r^R: ``value`` when the routed agent's response is correct; 0 when nobody was routed to."""
+    if response_correct is None:
+        return 0.0
+    return value if response_correct else 0.0
+
+
+def usage_penalty(agent: str | None, multipliers: Mapping[str, float]) -> float:
+    """lambda_i for the agent routed to (0 when no agent was called or it has no multiplier)."""
+    if agent is None:
+        return 0.0
+    return float(multipliers.get(agent, 0.0))
+
+
+def composite_reward(r_route: float, r_verify: float, *, alpha: float = 0.5) -> float:
+    """Eq. (1): alpha * r^R + (1 - alpha) * r^V."""
+    return alpha * r_route + (1.0 - alpha) * r_verify
+
+
+def modified_routing_reward(
+    r_route: float, agent: str | None, multipliers: Mapping[str, float]
+) -> float:
+    """Eq. (3): r~^R = r^R - lambda_{a_t} (no penalty when no agent was called)."""
+    return r_route - usage_penalty(agent, multipliers)
+
+
+def modified_composite_reward(
+    r_route: float,
+    r_verify: float,
+    agent: str | None,
+    multipliers: Mapping[str, float],
+    *,
+    alpha: float = 0.5,
+) -> float:
+    """Eq. (3): alpha * r~^R + (1 - alpha) * r^V, the per-turn reward the trainer maximises."""
+    return composite_reward(
+        modified_routing_reward(r_route, agent, multipliers), r_verify, alpha=alpha
+    )
+
+
+def discounted_returns(rewards: list[float], gamma: float = 1.0) -> list[float]:
+    """G_t = r_t + gamma * G_{t+1} with G_T = 0, for one trajectory (eq. 5 along a path)."""
+    out = [0.0] * len(rewards)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out

@@ -1,0 +1,189 @@
+"""Run a controller on an environment for N episodes and summarise the results.
+
+This is the engine behind ``orchenv run``; the evaluation harness (JSONL logs,
+resume, leaderboards) builds on the same per-episode records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from tqdm.auto import tqdm
+
+from orchenv.error import EnvStateError
+
+
+@dataclass
+class EpisodeRecord:
+    """What one episode did and cost."""
+
+    task_id: str
+    correct: bool
+    score: float
+    reward: float
+    turns: int
+    cost_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+    agent_calls: dict[str, int]
+    invalid_actions: int
+    actions: list[str] = field(default_factory=list)
+    final_answer: str | None = None
+
+
+@dataclass
+class RunSummary:
+    """Aggregates over a run: accuracy (with a Wilson 95% interval), cost, tokens, usage."""
+
+    env_id: str
+    controller: str
+    episodes: int
+    accuracy: float
+    accuracy_ci95: tuple[float, float]
+    mean_reward: float
+    total_cost_usd: float
+    mean_cost_usd: float
+    mean_prompt_tokens: float
+    mean_completion_tokens: float
+    usage_ratios: dict[str, float]
+    mean_turns: float
+    invalid_action_rate: float
+    privileged: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (well-behaved near 0 and 1)."""
+    if n == 0:
+        return (0.0, 0.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def run_episode(
+    env: gym.Env, controller: Any, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+) -> EpisodeRecord:
+    """Play one episode; the controller's ``reset(seed)`` is called first when it has one."""
+    obs, info = env.reset(seed=seed, options=dict(options or {}))
+    if hasattr(controller, "reset"):
+        controller.reset(seed)
+    total, invalid, actions = 0.0, 0, []
+    for _ in range(10_000):
+        action = controller.act(obs, info)
+        actions.append(action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        invalid += int(bool(info.get("invalid_action")))
+        if terminated or truncated:
+            break
+    else:
+        raise EnvStateError("episode did not end within 10,000 steps")
+    tokens = {"prompt": 0, "completion": 0}
+    unwrapped = env.unwrapped
+    meter = getattr(unwrapped, "meter", None)
+    if meter is not None:
+        tokens = {"prompt": meter.prompt_tokens, "completion": meter.completion_tokens}
+    correct = bool(info.get("correct", False))
+    return EpisodeRecord(
+        task_id=str(info.get("task_id", "")),
+        correct=correct,
+        score=float(info.get("score", float(correct))),
+        reward=total,
+        turns=int(info.get("turns", len(actions))),
+        cost_usd=float(info.get("episode_cost_usd", 0.0)),
+        prompt_tokens=tokens["prompt"],
+        completion_tokens=tokens["completion"],
+        agent_calls=dict(info.get("agent_calls", {})),
+        invalid_actions=invalid,
+        actions=actions,
+        final_answer=info.get("final_answer"),
+    )
+
+
+def summarize(
+    records: list[EpisodeRecord], *, env_id: str, controller: str, agents: list[str], privileged: bool
+) -> RunSummary:
+    n = len(records)
+    successes = sum(r.correct for r in records)
+    calls = {a: sum(r.agent_calls.get(a, 0) for r in records) for a in agents}
+    steps = sum(len(r.actions) for r in records)
+    return RunSummary(
+        env_id=env_id,
+        controller=controller,
+        episodes=n,
+        accuracy=successes / n if n else 0.0,
+        accuracy_ci95=wilson_interval(successes, n),
+        mean_reward=sum(r.reward for r in records) / max(n, 1),
+        total_cost_usd=sum(r.cost_usd for r in records),
+        mean_cost_usd=sum(r.cost_usd for r in records) / max(n, 1),
+        mean_prompt_tokens=sum(r.prompt_tokens for r in records) / max(n, 1),
+        mean_completion_tokens=sum(r.completion_tokens for r in records) / max(n, 1),
+        usage_ratios={a: c / max(n, 1) for a, c in calls.items()},
+        mean_turns=sum(r.turns for r in records) / max(n, 1),
+        invalid_action_rate=sum(r.invalid_actions for r in records) / max(steps, 1),
+        privileged=privileged,
+    )
+
+
+def run_episodes(
+    env: gym.Env,
+    controller: Any,
+    episodes: int,
+    *,
+    seed: int = 0,
+    controller_name: str | None = None,
+    progress: bool = True,
+) -> tuple[RunSummary, list[EpisodeRecord]]:
+    """``episodes`` episodes; the first reset is seeded with ``seed``, the rest continue its RNG.
+
+    Task order depends only on the env and ``seed``, never on the controller, so
+    controllers run with the same seed see the same tasks.
+    """
+    records = []
+    bar = tqdm(range(episodes), desc="episodes", unit="ep", disable=not progress, leave=False)
+    for i in bar:
+        records.append(run_episode(env, controller, seed=seed if i == 0 else None))
+        if progress:
+            acc = sum(r.correct for r in records) / len(records)
+            bar.set_postfix(acc=f"{acc:.3f}", cost=f"${sum(r.cost_usd for r in records):.4f}")
+    pool = getattr(env.unwrapped, "pool", None)
+    agents = list(pool.names) if pool is not None else sorted({a for r in records for a in r.agent_calls})
+    env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    summary = summarize(
+        records,
+        env_id=env_id,
+        controller=controller_name or type(controller).__name__,
+        agents=agents,
+        privileged=bool(getattr(controller, "privileged", False)),
+    )
+    return summary, records
+
+
+def format_summary(summary: RunSummary) -> str:
+    """A human-readable block for the terminal."""
+    lo, hi = summary.accuracy_ci95
+    tag = "  (privileged: reads ground truth)" if summary.privileged else ""
+    lines = [
+        f"env          {summary.env_id}",
+        f"controller   {summary.controller}{tag}",
+        f"episodes     {summary.episodes}",
+        f"accuracy     {summary.accuracy:.3f}  (95% CI {lo:.3f}-{hi:.3f})",
+        f"reward       {summary.mean_reward:.3f} per episode",
+        f"cost         ${summary.total_cost_usd:.4f} total, ${summary.mean_cost_usd:.6f} per episode",
+        f"tokens       {summary.mean_prompt_tokens:.0f} prompt + {summary.mean_completion_tokens:.0f} completion per episode",
+        f"turns        {summary.mean_turns:.2f} per episode",
+        f"invalid      {summary.invalid_action_rate:.3f} of actions",
+        "usage ratio  (calls / episodes)",
+    ]
+    for agent, ratio in summary.usage_ratios.items():
+        lines.append(f"  {agent:<28} {ratio:.3f}")
+    return "\n".join(lines)

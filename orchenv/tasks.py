@@ -1,0 +1,182 @@
+"""Tasks and task sources.
+
+A ``Task`` is one problem with its reference answers; a ``TaskSource`` holds
+named splits and gives deterministic access by index, by id, or by sampling
+with a caller's RNG (environments pass their ``np_random``).
+
+Sources are registered by name so environments can build them lazily from a
+string (``task_source="procedural-math"``). Concrete sources live in
+``orchenv.mathgen`` (procedural math with worked solutions) and
+``orchenv.loaders`` (MATH-style files, CHAMP, reasoning-gym).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from orchenv.error import ConfigError, DataError, UnknownNameError
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem.
+
+    ``meta`` conventions used across orchenv:
+      - ``level``: int 1-5 (MATH-style difficulty level) when known;
+      - ``difficulty``: float in [0, 1), a difficulty quantile used by the
+        simulated agents (0 = easiest); derived from ``level`` when absent;
+      - ``solution``: a reference worked solution, when the source has one;
+      - ``family`` / ``params``: how a procedural task was generated.
+    """
+
+    id: str
+    prompt: str
+    answers: tuple[str, ...]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def answer(self) -> str:
+        """The first (canonical) reference answer."""
+        return self.answers[0] if self.answers else ""
+
+    @property
+    def level(self) -> int | None:
+        level = self.meta.get("level")
+        return int(level) if level is not None else None
+
+
+class TaskSource(ABC):
+    """Named splits of tasks with deterministic access."""
+
+    name: str = "tasks"
+
+    @property
+    @abstractmethod
+    def splits(self) -> tuple[str, ...]:
+        """Names of the available splits, e.g. ``("train", "test")``."""
+
+    @abstractmethod
+    def size(self, split: str) -> int:
+        """Number of tasks in ``split``."""
+
+    @abstractmethod
+    def get(self, split: str, index: int) -> Task:
+        """The task at ``index`` of ``split`` (0-based)."""
+
+    @abstractmethod
+    def by_id(self, task_id: str) -> Task:
+        """The task with this id; ``UnknownNameError`` if there is none."""
+
+    def check_split(self, split: str) -> None:
+        if split not in self.splits:
+            raise UnknownNameError(f"split of task source {self.name!r}", split, self.splits)
+
+    def sample(self, split: str, rng: np.random.Generator) -> Task:
+        """A task drawn uniformly from ``split`` with the caller's RNG."""
+        self.check_split(split)
+        n = self.size(split)
+        if n == 0:
+            raise DataError(f"split {split!r} of task source {self.name!r} is empty")
+        return self.get(split, int(rng.integers(n)))
+
+    def iter(self, split: str, limit: int | None = None) -> Iterator[Task]:
+        """Tasks of ``split`` in order, at most ``limit`` of them."""
+        self.check_split(split)
+        n = self.size(split) if limit is None else min(limit, self.size(split))
+        for i in range(n):
+            yield self.get(split, i)
+
+
+class ListTaskSource(TaskSource):
+    """A source backed by in-memory lists of tasks (what the file loaders return)."""
+
+    def __init__(self, name: str, splits: Mapping[str, Sequence[Task]]) -> None:
+        if not splits:
+            raise DataError(f"task source {name!r} has no splits")
+        self.name = name
+        self._splits = {k: list(v) for k, v in splits.items()}
+        self._by_id: dict[str, Task] = {}
+        for tasks in self._splits.values():
+            for task in tasks:
+                self._by_id[task.id] = task
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(self._splits)
+
+    def size(self, split: str) -> int:
+        self.check_split(split)
+        return len(self._splits[split])
+
+    def get(self, split: str, index: int) -> Task:
+        self.check_split(split)
+        tasks = self._splits[split]
+        if not 0 <= index < len(tasks):
+            raise IndexError(f"index {index} out of range for split {split!r} ({len(tasks)} tasks)")
+        return tasks[index]
+
+    def by_id(self, task_id: str) -> Task:
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            raise UnknownNameError("task id", task_id, list(self._by_id)[:20]) from None
+
+
+# name -> "module:callable" returning a TaskSource; resolved lazily so optional
+# dependencies load only when a source is used.
+TASK_SOURCES: dict[str, str] = {
+    "procedural-math": "orchenv.mathgen:ProceduralMathSource",
+    "champ": "orchenv.loaders:load_champ",
+    "reasoning-gym": "orchenv.loaders:ReasoningGymSource",
+}
+
+
+def register_task_source(name: str, factory: str | Callable[..., TaskSource]) -> None:
+    """Register a task source factory under ``name`` (a callable or ``"module:attr"``)."""
+    TASK_SOURCES[name] = factory  # type: ignore[assignment]
+
+
+def make_task_source(spec: str | TaskSource, **kwargs: Any) -> TaskSource:
+    """Build a task source from a registered name, or pass an instance through."""
+    if isinstance(spec, TaskSource):
+        if kwargs:
+            raise ConfigError("task_source_kwargs given together with a TaskSource instance")
+        return spec
+    if spec not in TASK_SOURCES:
+        raise UnknownNameError("task source", spec, TASK_SOURCES)
+    factory: Any = TASK_SOURCES[spec]
+    if isinstance(factory, str):
+        module_name, attr = factory.split(":")
+        factory = getattr(importlib.import_module(module_name), attr)
+    return factory(**kwargs)
+
+
+def difficulty_of(task: Task) -> float:
+    """The task's difficulty quantile in [0, 1).
+
+    Uses ``meta["difficulty"]`` when present; otherwise spreads ``meta["level"]``
+    (1-5) over its fifth of [0, 1) with a stable hash of the id; tasks with
+    neither get a hash-uniform value.
+    """
+    if "difficulty" in task.meta:
+        return float(task.meta["difficulty"])
+    u = stable_uniform("difficulty", task.id)
+    level = task.level
+    if level is None:
+        return u
+    level = min(max(level, 1), 5)
+    return (level - 1 + u) / 5.0
+
+
+def stable_uniform(*key: object) -> float:
+    """A uniform float in [0, 1) that depends only on ``key`` (not on Python's hash seed)."""
+    import hashlib
+
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
