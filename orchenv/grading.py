@@ -14,6 +14,7 @@ import re
 import string
 import threading
 from collections import Counter
+from fractions import Fraction
 from functools import lru_cache
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,31 @@ def math_answer(text: str) -> str | None:
     return extract_boxed(text)
 
 
+_NUMBER = re.compile(r"^([+-]?)(\d+(?:\.\d+)?)$")
+_FRACTION = re.compile(r"^([+-]?)\\[dt]?frac\{(\d+)\}\{(\d+)\}$|^([+-]?)(\d+)/(\d+)$")
+
+
+def _plain_number(text: str) -> Fraction | None:
+    """``-12``, ``3.5``, ``\\frac{3}{4}``, ``-3/4`` as an exact Fraction; None for anything else.
+
+    A fast path: most procedural answers are plain numbers, and comparing two
+    of them exactly needs no parser. Everything else goes to math-verify.
+    """
+    t = text.replace(" ", "").replace("$", "")
+    m = _NUMBER.match(t)
+    if m:
+        value = Fraction(m.group(2))
+        return -value if m.group(1) == "-" else value
+    m = _FRACTION.match(t)
+    if m:
+        sign, num, den = (m.group(1), m.group(2), m.group(3)) if m.group(2) else m.group(4, 5, 6)
+        if int(den) == 0:
+            return None
+        value = Fraction(int(num), int(den))
+        return -value if sign == "-" else value
+    return None
+
+
 def math_equal(reference: str, candidate: str | None) -> bool:
     """True when ``candidate`` is mathematically equivalent to ``reference``.
 
@@ -102,6 +128,9 @@ def math_equal(reference: str, candidate: str | None) -> bool:
         return False
     if candidate == reference:
         return True
+    ref_num, cand_num = _plain_number(reference), _plain_number(candidate)
+    if ref_num is not None and cand_num is not None:
+        return ref_num == cand_num
     if len(candidate) > _MAX_CHECK_CHARS or len(reference) > _MAX_CHECK_CHARS:
         return False
     return _verify_cached(reference, candidate)

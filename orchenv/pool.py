@@ -97,6 +97,7 @@ class Backend(Protocol):
 # backend name -> "module:factory"; a factory takes (**backend_kwargs) and returns a Backend.
 BACKENDS: dict[str, str] = {
     "simulated": "orchenv.backends.simulated:SimulatedBackend",
+    "scripted": "orchenv.backends.scripted:ScriptedBackend",
 }
 
 
