@@ -171,6 +171,7 @@ class MathRouteEnv(OrchestrationEnv):
         self.draft_agent: str | None = None
         self.draft_correct: bool | None = None
         self._notice = ""
+        self._system_cache: dict[str | None, str] = {}
         self.ledger: dict[str, int] = {}  # calls per agent over the env's lifetime (enforcement)
 
     # -- lazily built collaborators (no I/O in __init__) -----------------------------
@@ -218,32 +219,43 @@ class MathRouteEnv(OrchestrationEnv):
         return list(self.pool.stronger_than(self.draft_agent))
 
     # -- prompts ----------------------------------------------------------------------
-    def _controller_messages(self) -> list[Message]:
-        assert self.task is not None
+    def _system_prompt(self) -> str:
+        """The controller's system prompt for the current phase (cached: it depends only
+        on the pool and on who wrote the draft)."""
+        key = self.draft_agent
+        if key in self._system_cache:
+            return self._system_cache[key]
         agents = ", ".join(self.pool.names)
-        turn_line = f"(Turn {self.turn + 1} of {self.max_turns}.)"
-        if self.draft_agent is None:
-            system = ROUTER_SYSTEM.format(agents=agents)
-            user = f"Problem:\n{self.task.prompt}\n\n{turn_line}"
+        if key is None:
+            prompt = ROUTER_SYSTEM.format(agents=agents)
         else:
             stronger = self.valid_agents()
-            if stronger:
+            if not stronger:
+                rule = f"No solver is stronger than {key}: a False verdict ends the work."
+            elif self.require_stronger:
                 rule = (
-                    f"If routing is needed, name exactly one solver stronger than "
-                    f"{self.draft_agent}: {', '.join(stronger)}."
-                    if self.require_stronger
-                    else f"If routing is needed, name exactly one solver: {', '.join(stronger)}."
+                    f"If routing is needed, name exactly one solver stronger than {key}: "
+                    f"{', '.join(stronger)}."
                 )
             else:
-                rule = f"No solver is stronger than {self.draft_agent}: a False verdict ends the work."
-            system = VERIFIER_SYSTEM.format(author=self.draft_agent, agents=agents, routing_rule=rule)
+                rule = f"If routing is needed, name exactly one solver: {', '.join(stronger)}."
+            prompt = VERIFIER_SYSTEM.format(author=key, agents=agents, routing_rule=rule)
+        self._system_cache[key] = prompt
+        return prompt
+
+    def _controller_messages(self) -> list[Message]:
+        assert self.task is not None
+        turn_line = f"(Turn {self.turn + 1} of {self.max_turns}.)"
+        if self.draft_agent is None:
+            user = f"Problem:\n{self.task.prompt}\n\n{turn_line}"
+        else:
             user = (
                 f"Problem:\n{self.task.prompt}\n\n"
                 f"Proposed solution from {self.draft_agent}:\n{self.draft}\n\n{turn_line}"
             )
         if self._notice:
             user += f"\n\nYour previous reply could not be used: {self._notice} Reply again in the required format."
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return [{"role": "system", "content": self._system_prompt()}, {"role": "user", "content": user}]
 
     def _solver_messages(self, feedback: str) -> list[Message]:
         assert self.task is not None

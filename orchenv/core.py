@@ -131,9 +131,8 @@ class OrchestrationEnv(gym.Env[str, str]):
         """Per-agent call indicator (counts) for this step, in pool order (weakest first)."""
         if self._pool is None:
             return np.zeros(0, dtype=np.float32)
-        return np.array(
-            [self._step_meter.calls.get(n, 0) for n in self.pool.names], dtype=np.float32
-        )
+        calls = self._step_meter.calls
+        return np.array([calls.get(n, 0) for n in self._pool.names], dtype=np.float32)
 
     def _truncate_obs(self, obs: str) -> str:
         if len(obs) <= self.max_obs_chars:

@@ -43,6 +43,8 @@ def strip_reasoning(text: str) -> str:
     """``text`` without ``<think>``/``<thinking>`` blocks (an unclosed one hides the rest)."""
     if not isinstance(text, str):
         return ""
+    if "think" not in text.lower():  # fast path: nothing to strip
+        return text
     for tag in _REASONING_TAGS:
         opener, closer = _open_pattern(tag), _close_pattern(tag)
         kept, pos = [], 0
@@ -64,6 +66,8 @@ def strip_reasoning(text: str) -> str:
 def extract_tag(text: object, tag: str, *, keep_reasoning: bool = False) -> str | None:
     """Stripped contents of the last complete ``<tag>...</tag>``, or None. Never raises."""
     if not isinstance(text, str) or not text:
+        return None
+    if tag.lower() not in text.lower():
         return None
     if not keep_reasoning and tag.lower() not in _REASONING_TAGS:
         text = strip_reasoning(text)
@@ -152,11 +156,13 @@ def parse_route(text: object, allowed: Sequence[str]) -> Decision:
     """Turn-1 routing: ``<model>NAME</model>`` with NAME in ``allowed``."""
     if not isinstance(text, str):
         return Decision(error=f"the action must be a str, got {type(text).__name__}")
-    raw = extract_tag(text, "model")
+    feedback = extract_tag(text, "thinking", keep_reasoning=True) or ""
+    text = strip_reasoning(text)
+    raw = extract_tag(text, "model", keep_reasoning=True)
     agent = match_agent(raw, allowed)
     if agent is None:
         return Decision(error=_agent_error(raw, text, allowed, "the routing decision"))
-    return Decision(agent=agent, feedback=extract_tag(text, "thinking", keep_reasoning=True) or "")
+    return Decision(agent=agent, feedback=feedback)
 
 
 def parse_verify(
@@ -171,7 +177,8 @@ def parse_verify(
     """
     if not isinstance(text, str):
         return Decision(error=f"the action must be a str, got {type(text).__name__}")
-    raw_verdict = extract_tag(text, "verdict")
+    text = strip_reasoning(text)
+    raw_verdict = extract_tag(text, "verdict", keep_reasoning=True)
     verdict = parse_bool(raw_verdict)
     if verdict is None:
         if raw_verdict is None:
@@ -183,11 +190,11 @@ def parse_verify(
         else:
             hint = f"verdict {raw_verdict[:40]!r} is neither True nor False"
         return Decision(error=f"{hint}; expected <verdict>True</verdict> or <verdict>False</verdict>")
-    feedback = extract_tag(text, "checking") or ""
+    feedback = extract_tag(text, "checking", keep_reasoning=True) or ""
     if verdict:
         return Decision(verdict=True, feedback=feedback)
     allowed = list(stronger) if require_stronger else list(known)
-    raw = extract_tag(text, "model")
+    raw = extract_tag(text, "model", keep_reasoning=True)
     if not allowed:
         return Decision(verdict=False, feedback=feedback)
     agent = match_agent(raw, allowed)

@@ -136,6 +136,10 @@ class AgentPool:
         # weakest first: the order controllers see in prompts (seed 000, appendix B)
         self.agents: tuple[AgentSpec, ...] = tuple(sorted(agents, key=lambda a: -a.tier))
         self._by_name = {a.name: a for a in self.agents}
+        self._names = tuple(a.name for a in self.agents)
+        self._stronger = {
+            a.name: tuple(b.name for b in self.agents if b.tier < a.tier) for a in self.agents
+        }
         self._backends: dict[str, Backend] = dict(backends or {})
         for spec in self.agents:
             if spec.backend not in self._backends:
@@ -155,7 +159,7 @@ class AgentPool:
     @property
     def names(self) -> tuple[str, ...]:
         """Agent names, weakest first."""
-        return tuple(a.name for a in self.agents)
+        return self._names
 
     def spec(self, name: str) -> AgentSpec:
         try:
@@ -168,8 +172,9 @@ class AgentPool:
 
     def stronger_than(self, name: str) -> tuple[str, ...]:
         """Agents strictly stronger than ``name``, weakest first."""
-        tier = self.spec(name).tier
-        return tuple(a.name for a in self.agents if a.tier < tier)
+        if name not in self._stronger:
+            raise UnknownNameError("agent", name, self._by_name)
+        return self._stronger[name]
 
     def strongest(self) -> str:
         return self.agents[-1].name

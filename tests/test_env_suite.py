@@ -1,0 +1,161 @@
+"""The shared suite every registered orchenv id must pass.
+
+Gymnasium's ``check_env``, seeded determinism, the info schema, ``fork()``
+semantics, and fuzzed actions (arbitrary unicode, empty, 1 MB, near-miss tags)
+that must never raise and always yield a valid observation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env, data_equivalence
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import orchenv  # noqa: F401  (registers the ids)
+from orchenv.agents.baselines import RandomRouter
+
+ENV_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("orch/"))
+STEP_KEYS = {
+    "messages", "cost_usd", "tokens", "episode_cost_usd", "agent_calls", "constraint_costs",
+    "valid_agents", "invalid_action", "parse_error", "turn",
+}
+END_KEYS = {"task_id", "final_answer", "turns"}
+
+
+def test_ids_are_registered():
+    assert "orch/MathRoute-v0" in ENV_IDS and "orch/MathRouteSystem2-v0" in ENV_IDS
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_gymnasium_check_env(env_id):
+    env = gym.make(env_id)
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+def rollout(env: gym.Env, seed: int, controller_seed: int, *, p_accept: float = 0.5) -> list:
+    controller = RandomRouter(seed=controller_seed, p_accept=p_accept)
+    obs, info = env.reset(seed=seed)
+    trace = [(obs, info)]
+    done = False
+    while not done:
+        obs, reward, term, trunc, info = env.step(controller.act(obs, info))
+        trace.append((obs, reward, term, trunc, info))
+        done = term or trunc
+    return trace
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_seeded_determinism(env_id):
+    a, b = gym.make(env_id), gym.make(env_id)
+    for seed in range(5):
+        assert data_equivalence(rollout(a, seed, seed), rollout(b, seed, seed))
+    first = [rollout(a, s, 0)[0][0] for s in range(10)]
+    assert len(set(first)) > 1, "different seeds should pick different tasks"
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_info_schema(env_id):
+    env = gym.make(env_id)
+    trace = rollout(env, seed=3, controller_seed=1)
+    _, info = trace[0]
+    assert STEP_KEYS <= set(info)
+    for obs, reward, term, trunc, info in trace[1:]:
+        assert STEP_KEYS <= set(info)
+        assert isinstance(reward, float) and math.isfinite(reward)
+        assert info["constraint_costs"].shape == (len(env.unwrapped.pool.names),)
+        # one indicator per agent call made this step, and a call happens iff an agent answered
+        assert info["constraint_costs"].sum() == (1 if "called_agent" in info else 0)
+        assert all(m["role"] in {"system", "user", "assistant"} for m in info["messages"])
+    assert END_KEYS <= set(trace[-1][-1])
+    assert isinstance(trace[-1][-1]["correct"], bool)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_fork_identical_and_independent(env_id):
+    env = gym.make(env_id).unwrapped
+    obs, info = env.reset(seed=11)
+    route = RandomRouter(seed=0).act(obs, info)
+    obs, *_ , info = env.step(route)
+    if info["turn"] == 0 or env.draft_agent is None:
+        pytest.skip("first action was invalid")
+    a, b = env.fork(), env.fork()
+    assert a.pool is env.pool, "forks share the pool's backends"
+    stronger = info["valid_agents"]
+    reject = f"<verdict>False</verdict><model>{stronger[-1]}</model>" if stronger else "<verdict>False</verdict>"
+    ra, rb = a.step(reject), b.step(reject)
+    assert data_equivalence(ra, rb), "identical actions from identical states give identical futures"
+    c = env.fork()
+    rc = c.step("<verdict>True</verdict>")
+    assert rc[2] and not data_equivalence(ra, rc)
+    # the original is untouched by its forks
+    assert env.turn == 1 and env.meter.total_calls == 1
+    assert a.meter.total_calls == (2 if stronger else 1)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_step_order_errors(env_id):
+    from orchenv.error import EnvStateError
+
+    env = gym.make(env_id).unwrapped
+    with pytest.raises(EnvStateError, match="reset"):
+        env.step("<model>x</model>")
+    env.reset(seed=0)
+    done = False
+    while not done:
+        *_, term, trunc, _ = env.step("garbage")
+        done = term or trunc
+    with pytest.raises(EnvStateError, match="after the episode ended"):
+        env.step("garbage")
+
+
+NEAR_MISS = st.sampled_from(
+    ["<model>", "</model>", "<verdict>", "</verdict>", "<checking>", "</checking>", "<think>", "</think>",
+     "True", "False", "Qwen2.5-7B-Instruct", "Qwen3-30B-A3B-Instruct", "Llama-3.2-1B-Instruct",
+     "Qwen2.5-1.5B-Instruct", "Ministral-3-8B-Instruct", "qwen3 30b", "\n", " ", "\\boxed{", "}"]
+)
+ACTIONS = st.one_of(
+    st.text(max_size=200),
+    st.just(""),
+    st.just("x" * 1_000_000),
+    st.just("<model>" * 50_000),
+    st.lists(NEAR_MISS, max_size=30).map("".join),
+)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_fuzzed_actions_never_raise(env_id):
+    env = gym.make(env_id)
+    space = env.observation_space
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(seed=st.integers(0, 2**16), actions=st.lists(ACTIONS, min_size=1, max_size=5))
+    def run(seed, actions):
+        obs, info = env.reset(seed=seed)
+        assert space.contains(obs)
+        for action in actions:
+            obs, reward, term, trunc, info = env.step(action)
+            assert space.contains(obs) and isinstance(obs, str)
+            assert math.isfinite(reward)
+            assert STEP_KEYS <= set(info)
+            if info["invalid_action"]:
+                assert isinstance(info["parse_error"], str) and info["parse_error"]
+            if term or trunc:
+                obs, info = env.reset()
+
+    run()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_non_string_actions_are_invalid_not_fatal(env_id):
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=0)
+    for action in (None, 42, b"<model>x</model>"):
+        _, reward, term, _, info = env.step(action)  # type: ignore[arg-type]
+        assert info["invalid_action"] and reward < 0
+        if term:
+            env.reset()
