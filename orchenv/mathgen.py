@@ -336,7 +336,9 @@ def _arith_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         node, (a, op, b, v) = _arith_step(node, err)
         shown = f"{_p(a)}^{{{b}}}" if op == "^" else f"{_p(a)} {_SYM[op]} {_p(b)}"
         if isinstance(node, list):
-            steps.append(f"Compute ${shown} = {_tex(v)}$, so the expression becomes ${_arith_tex(node)}$.")
+            steps.append(
+                f"Compute ${shown} = {_tex(v)}$, so the expression becomes ${_arith_tex(node)}$."
+            )
         else:
             steps.append(f"Finally, ${shown} = {_tex(v)}$.")
     return steps, node
@@ -416,9 +418,7 @@ def _side_tex(terms: Sequence[Sequence[int]]) -> str:
 
 def _lineq_prompt(params: dict[str, Any]) -> str:
     eq = f"{_side_tex(params['left'])} = {_side_tex(params['right'])}"
-    return (f"Solve for $x$: ${eq}$.", f"Find the value of $x$ that satisfies ${eq}$.")[
-        params["q"]
-    ]
+    return (f"Solve for $x$: ${eq}$.", f"Find the value of $x$ that satisfies ${eq}$.")[params["q"]]
 
 
 def _lineq_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
@@ -443,7 +443,9 @@ def _lineq_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
                     kq = -kq  # distributed the factor without its sign
                 elif kind:
                     kq = err.slip(kq)
-                steps.append(f"Distribute on the {side} side: ${_term_tex(k, p, q)} = {_lin(kp, kq)}$.")
+                steps.append(
+                    f"Distribute on the {side} side: ${_term_tex(k, p, q)} = {_lin(kp, kq)}$."
+                )
             items += [(kp, "x"), (kq, "")]
             big_p += kp
             big_q += kq
@@ -487,9 +489,7 @@ def _lineq_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     if m == 1:
         steps.append(f"{sty.so} $x = {_tex(x)}$.")
     else:
-        steps.append(
-            f"Divide both sides by ${_tex(m)}$: $x = {_frac_eq(n, m, x)}$."
-        )
+        steps.append(f"Divide both sides by ${_tex(m)}$: $x = {_frac_eq(n, m, x)}$.")
     return steps, x
 
 
@@ -645,7 +645,7 @@ def _frac_sample(d: _Draw, level: int) -> dict[str, Any]:
         return [-t[0], t[1]] if d.u() < 0.5 else t
 
     if level == 1:
-        groups, mode = [[fr(6), fr(6)]], "sum"
+        groups, mode = [[fr(8), fr(8)]], "sum"
     elif level == 2:
         groups, mode = [[fr(10), signed(fr(10))]], "sum"
     elif level == 3:
@@ -686,7 +686,9 @@ def _frac_prompt(params: dict[str, Any]) -> str:
     return f"Compute ${expr}$. Express your answer as a fraction in lowest terms."
 
 
-def _frac_group(terms: Sequence[Sequence[int]], err: _Err, steps: Steps, label: str) -> Num:
+def _frac_group(
+    terms: Sequence[Sequence[int]], err: _Err, steps: Steps, label: str, nonzero: bool = False
+) -> Num:
     if len(terms) == 1:
         return _norm(Fraction(terms[0][0], terms[0][1]))
     dens = [den for _, den in terms]
@@ -711,12 +713,16 @@ def _frac_group(terms: Sequence[Sequence[int]], err: _Err, steps: Steps, label: 
         total = sum(shown)
     elif kind:
         total = err.slip(total)
+    if nonzero and total == 0:  # only after a mistake: keep the divisor usable
+        total = err.slip(total, avoid=(0,))
     numer = _sum_tex([(v, "") for v in shown])
-    steps.append(f"Combine the numerators: $\\frac{{{numer}}}{{{lcd}}} = \\frac{{{total}}}{{{lcd}}}$.")
+    steps.append(
+        f"Combine the numerators: $\\frac{{{numer}}}{{{lcd}}} = \\frac{{{total}}}{{{lcd}}}$."
+    )
     value = _norm(Fraction(total, lcd))
     if math.gcd(int(total), lcd) != 1:
         if err.at("slip"):
-            value = err.slip(value)
+            value = err.slip(value, avoid=(0,) if nonzero else ())
         steps.append(f"Simplify: $\\frac{{{total}}}{{{lcd}}} = {_tex(value)}$.")
     return value
 
@@ -728,7 +734,7 @@ def _frac_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     s0 = _frac_group(groups[0], err, steps, label)
     if mode == "sum":
         return steps, s0
-    s1 = _frac_group(groups[1], err, steps, " inside the second parentheses")
+    s1 = _frac_group(groups[1], err, steps, " inside the second parentheses", mode == "div")
     f0, f1 = Fraction(s0), Fraction(s1)
     if mode == "mul":
         v = _norm(f0 * f1)
@@ -740,7 +746,9 @@ def _frac_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     kind = err.at("formula", "slip")
     if kind == "formula":
         v = _norm(f0 * f1)  # multiplied without flipping the divisor
-        steps.append(f"Dividing by ${_tex(s1)}$ means multiplying: ${_p(s0)} \\times {_p(s1)} = {_tex(v)}$.")
+        steps.append(
+            f"Dividing by ${_tex(s1)}$ means multiplying: ${_p(s0)} \\times {_p(s1)} = {_tex(v)}$."
+        )
         return steps, v
     recip = _norm(1 / f1)
     v = _norm(f0 / f1)
@@ -783,7 +791,9 @@ def _gcd_sample(d: _Draw, level: int) -> dict[str, Any]:
     count = 3 if level in (3, 4) else 2
     ask = ("gcd", "lcm", "gcd", "lcm", "sum")[level - 1]
     limit = (100, 180, 400, 300, 2000)[level - 1]
-    primes = (2, 3, 5, 7) if level <= 2 else (2, 3, 5, 7, 11) if level <= 4 else (2, 3, 5, 7, 11, 13)
+    primes = (
+        (2, 3, 5, 7) if level <= 2 else (2, 3, 5, 7, 11) if level <= 4 else (2, 3, 5, 7, 11, 13)
+    )
     commons = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 14, 15)
     for _ in range(200):
         c = d.pick(commons)
@@ -809,12 +819,13 @@ def _gcd_prompt(params: dict[str, Any]) -> str:
     if ask == "lcm":
         return f"What is the least common multiple of {listed}?"
     return (
-        "What is the sum of the greatest common divisor and the least common multiple "
-        f"of {listed}?"
+        f"What is the sum of the greatest common divisor and the least common multiple of {listed}?"
     )
 
 
-def _gcd_combine(facs: list[dict[int, int]], which: str, err: _Err, nums: Sequence[int]) -> tuple[int, str]:
+def _gcd_combine(
+    facs: list[dict[int, int]], which: str, err: _Err, nums: Sequence[int]
+) -> tuple[int, str]:
     if which == "gcd":
         common = set(facs[0]).intersection(*facs[1:])
         res = {p: min(f[p] for f in facs) for p in sorted(common)}
@@ -987,7 +998,23 @@ def _mod_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
 
 # -- family: counting --------------------------------------------------------------------------
 _OBJECTS = ("books", "paintings", "trophies", "flags", "students")
-_ROLES = ("president", "vice-president", "secretary", "treasurer")
+_OUTFITS = (
+    ("shirts", "pairs of pants", "hats", "outfits"),
+    ("appetizers", "main courses", "desserts", "dinners"),
+    ("bread types", "fillings", "sauces", "sandwiches"),
+)
+_ROLE_SETS = (
+    ("president", "vice-president", "secretary", "treasurer"),
+    ("first prize", "second prize", "third prize", "fourth prize"),
+)
+_CHOOSE_CTX = (
+    ("A club has ${n}$ members.", "a ${k}$-person committee be chosen"),
+    (
+        "A pizzeria offers ${n}$ different toppings.",
+        "a pizza with ${k}$ different toppings be ordered",
+    ),
+    ("Maria owns ${n}$ novels.", "she choose ${k}$ of them to take on vacation"),
+)
 _PAIRS = (("teachers", "students"), ("men", "women"), ("seniors", "juniors"))
 
 
@@ -1000,49 +1027,76 @@ def _falling(n: int, k: int) -> int:
 
 def _count_sample(d: _Draw, level: int) -> dict[str, Any]:
     if level == 1:
-        return {"kind": "arrange", "n": d.ri(4, 8), "obj": d.ri(0, len(_OBJECTS) - 1)}
+        if d.u() < 0.4:
+            return {"kind": "arrange", "n": d.ri(4, 9), "obj": d.ri(0, len(_OBJECTS) - 1)}
+        counts = [d.ri(2, 9) for _ in range(3)]
+        return {"kind": "outfit", "counts": counts, "ctx": d.ri(0, len(_OUTFITS) - 1)}
     if level == 2:
-        return {"kind": "perm", "n": d.ri(5, 15), "k": d.ri(2, 4)}
+        return {
+            "kind": "perm",
+            "n": d.ri(5, 40),
+            "k": d.ri(2, 4),
+            "ctx": d.ri(0, len(_ROLE_SETS) - 1),
+        }
     if level == 3:
-        n = d.ri(7, 15)
-        return {"kind": "choose", "n": n, "k": d.ri(2, 5)}
+        n = d.ri(7, 25)
+        return {"kind": "choose", "n": n, "k": d.ri(2, 6), "ctx": d.ri(0, len(_CHOOSE_CTX) - 1)}
     if level == 4:
         return {
             "kind": "groups",
-            "n1": d.ri(5, 10),
+            "n1": d.ri(5, 12),
             "a": d.ri(2, 3),
-            "n2": d.ri(5, 10),
+            "n2": d.ri(5, 12),
             "b": d.ri(1, 3),
             "who": d.ri(0, len(_PAIRS) - 1),
         }
-    return {"kind": "atleast", "boys": d.ri(5, 9), "girls": d.ri(3, 6), "k": d.ri(3, 5)}
+    return {"kind": "atleast", "boys": d.ri(5, 12), "girls": d.ri(3, 9), "k": d.ri(3, 5)}
 
 
 def _count_prompt(params: dict[str, Any]) -> str:
     kind = params["kind"]
     if kind == "arrange":
-        return f"In how many ways can ${params['n']}$ different {_OBJECTS[params['obj']]} be arranged in a row?"
-    if kind == "perm":
-        roles = _ROLES[: params["k"]]
-        listed = ", ".join(roles[:-1]) + (", and " if len(roles) > 2 else " and ") + roles[-1]
         return (
-            f"A club has ${params['n']}$ members. In how many ways can it choose a {listed}, "
-            "if no member can hold more than one office?"
+            f"In how many ways can ${params['n']}$ different {_OBJECTS[params['obj']]} "
+            "be arranged in a row?"
+        )
+    if kind == "outfit":
+        a, b, c = params["counts"]
+        x, y, z, whole = _OUTFITS[params["ctx"]]
+        return (
+            f"A menu lists ${a}$ {x}, ${b}$ {y}, and ${c}$ {z}. How many different {whole} "
+            f"consisting of one of each can be made?"
+            if params["ctx"]
+            else f"Sam owns ${a}$ {x}, ${b}$ {y}, and ${c}$ {z}. How many different {whole} "
+            "consisting of one shirt, one pair of pants, and one hat can he wear?"
+        )
+    if kind == "perm":
+        roles = _ROLE_SETS[params["ctx"]][: params["k"]]
+        listed = ", ".join(roles[:-1]) + (", and " if len(roles) > 2 else " and ") + roles[-1]
+        if params["ctx"] == 0:
+            return (
+                f"A club has ${params['n']}$ members. In how many ways can it choose a {listed}, "
+                "if no member can hold more than one office?"
+            )
+        return (
+            f"In a contest with ${params['n']}$ entrants, in how many ways can the {listed} be "
+            "awarded, if no entrant can win more than one prize?"
         )
     if kind == "choose":
-        return (
-            f"A club has ${params['n']}$ members. In how many ways can a ${params['k']}$-person "
-            "committee be chosen?"
-        )
+        setup, ask = _CHOOSE_CTX[params["ctx"]]
+        setup = setup.replace("{n}", str(params["n"]))
+        ask = ask.replace("{k}", str(params["k"]))
+        return f"{setup} In how many ways can {ask}?"
     if kind == "groups":
         g1, g2 = _PAIRS[params["who"]]
         return (
             f"A committee of ${params['a']}$ {g1} and ${params['b']}$ {g2} is to be chosen from "
-            f"${params['n1']}$ {g1} and ${params['n2']}$ {g2}. How many different committees are possible?"
+            f"${params['n1']}$ {g1} and ${params['n2']}$ {g2}. "
+            "How many different committees are possible?"
         )
     return (
-        f"A team of ${params['k']}$ is chosen from ${params['boys']}$ boys and ${params['girls']}$ girls. "
-        "How many possible teams include at least one girl?"
+        f"A team of ${params['k']}$ is chosen from ${params['boys']}$ boys and "
+        f"${params['girls']}$ girls. How many possible teams include at least one girl?"
     )
 
 
@@ -1084,15 +1138,35 @@ def _count_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         chain = " \\times ".join(str(i) for i in range(top, 0, -1))
         steps.append(f"${n}! = {chain} = {v}$.")
         return steps, v
+    if kind == "outfit":
+        a, b, c = params["counts"]
+        steps.append("By the multiplication principle, multiply the numbers of choices.")
+        ab = a * b
+        if err.at("slip"):
+            ab = int(err.slip(ab))
+        steps.append(f"First ${a} \\times {b} = {ab}$.")
+        e = err.at("formula", "slip")
+        if e == "formula":
+            v = ab + c  # added the last choice instead of multiplying
+            steps.append(f"Then ${ab} + {c} = {v}$.")
+            return steps, v
+        v = ab * c
+        if e:
+            v = int(err.slip(v))
+        steps.append(f"Then ${ab} \\times {c} = {v}$.")
+        return steps, v
     if kind == "perm":
         n, k = params["n"], params["k"]
-        steps.append("The offices are different, so the order of selection matters.")
+        roles = _ROLE_SETS[params["ctx"]]
+        steps.append("The positions are different, so the order of selection matters.")
         factors = list(range(n, n - k, -1))
         if err.at("offbyone"):
             j = 1 + int(err.u() * (k - 1))
             factors[j] += 1  # forgot that one more member is already taken
-        choices = ", ".join(f"${f}$ for {role}" for f, role in zip(factors[1:], _ROLES[1:]))
-        steps.append(f"There are ${factors[0]}$ choices for president, {choices}.")
+        rest = ", ".join(
+            f"${f}$ for the {role}" for f, role in zip(factors[1:], roles[1:], strict=False)
+        )
+        steps.append(f"There are ${factors[0]}$ choices for the {roles[0]}, {rest}.")
         e = err.at("formula", "slip")
         if e == "formula":
             v = sum(factors)  # added the choices instead of multiplying
@@ -1151,7 +1225,9 @@ def _count_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     v = total - none
     if e:
         v = int(err.slip(v))
-    steps.append(f"{sty.so} the number of teams with at least one girl is ${total} - {none} = {v}$.")
+    steps.append(
+        f"{sty.so} the number of teams with at least one girl is ${total} - {none} = {v}$."
+    )
     return steps, v
 
 
@@ -1161,7 +1237,7 @@ _RATIOS = ((1, 2), (-1, 2), (1, 3), (-1, 3), (2, 3), (-2, 3), (3, 4))
 
 def _series_sample(d: _Draw, level: int) -> dict[str, Any]:
     if level == 1:
-        return {"kind": "nat", "n": d.ri(10, 80)}
+        return {"kind": "nat", "n": d.ri(10, 200)}
     if level == 2:
         return {"kind": "arith", "a": d.ri(1, 15), "d": d.ri(2, 7), "n": d.ri(8, 25)}
     if level == 3:
@@ -1174,8 +1250,13 @@ def _series_sample(d: _Draw, level: int) -> dict[str, Any]:
             hi += 1
         return {"kind": "mult", "k": k, "lo": lo, "hi": hi}
     if level == 4:
-        return {"kind": "geom", "a": d.ri(1, 9), "r": d.pick((2, 3, -2, -3)), "n": d.ri(5, 8)}
-    return {"kind": "geomf", "a": d.ri(1, 9) * d.pick((1, 2, 3, 4, 6)), "r": list(d.pick(_RATIOS)), "n": d.ri(4, 6)}
+        return {"kind": "geom", "a": d.ri(1, 12), "r": d.pick((2, 3, -2, -3)), "n": d.ri(4, 8)}
+    return {
+        "kind": "geomf",
+        "a": d.ri(1, 9) * d.pick((1, 2, 3, 4, 6)),
+        "r": list(d.pick(_RATIOS)),
+        "n": d.ri(4, 6),
+    }
 
 
 def _series_prompt(params: dict[str, Any]) -> str:
@@ -1184,9 +1265,7 @@ def _series_prompt(params: dict[str, Any]) -> str:
         return f"What is the sum $1 + 2 + 3 + \\cdots + {params['n']}$?"
     if kind == "arith":
         a, dd, n = params["a"], params["d"], params["n"]
-        return (
-            f"Find the sum of the arithmetic sequence ${a} + {a + dd} + {a + 2 * dd} + \\cdots + {a + (n - 1) * dd}$."
-        )
+        return f"Find the sum of the arithmetic sequence ${a} + {a + dd} + {a + 2 * dd} + \\cdots + {a + (n - 1) * dd}$."
     if kind == "mult":
         return f"What is the sum of all multiples of ${params['k']}$ between ${params['lo']}$ and ${params['hi']}$?"
     if kind == "geom":
@@ -1243,11 +1322,15 @@ def _series_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         first = -(-lo // k) * k
         if err.at("offbyone"):
             first -= k  # started below the range
-        steps.append(f"The smallest multiple of ${k}$ in the range is ${first} = {k} \\cdot {first // k}$.")
+        steps.append(
+            f"The smallest multiple of ${k}$ in the range is ${first} = {k} \\cdot {first // k}$."
+        )
         last = hi // k * k
         if err.at("offbyone"):
             last += k  # ended above the range
-        steps.append(f"The largest multiple of ${k}$ in the range is ${last} = {k} \\cdot {last // k}$.")
+        steps.append(
+            f"The largest multiple of ${k}$ in the range is ${last} = {k} \\cdot {last // k}$."
+        )
         e = err.at("offbyone", "slip")
         cnt = (last - first) // k + (0 if e == "offbyone" else 1)
         if e == "slip":
@@ -1313,14 +1396,14 @@ def _series_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
 
 # -- family: quadratic with integer roots ------------------------------------------------------
 def _quad_sample(d: _Draw, level: int) -> dict[str, Any]:
-    span = 9 if level <= 3 else 12
+    span = 12
     r1 = d.nz(-span, span)
     r2 = r1
     while r2 == r1:
         r2 = d.nz(-span, span)
-    a = (1, 1, d.pick((1, 1, 2, 3)), d.ri(1, 4), d.ri(2, 6))[level - 1]
+    a = (1, d.pick((1, 1, 2, -1)), d.pick((1, 2, 3, -2)), d.ri(1, 4), d.ri(2, 6))[level - 1]
     ask = ("sum", "product", "larger", "sumsq", "recip")[level - 1]
-    return {"a": a, "roots": [r1, r2], "ask": ask}
+    return {"a": a, "roots": sorted((r1, r2)), "ask": ask}
 
 
 def _poly(a: int, b: int, c: int) -> str:
@@ -1428,26 +1511,52 @@ def _quad_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
 
 # -- family: probability -----------------------------------------------------------------------
 _COLORS = ("red", "blue", "green")
+_EVENTS = (
+    "A basketball player makes each free throw with probability {p}, independently of the "
+    "others. If she attempts {n} free throws, what is the probability that she makes at least one?",
+    "Each seed in a packet sprouts with probability {p}, independently of the others. If {n} "
+    "seeds are planted, what is the probability that at least one of them sprouts?",
+    "An archer hits the target on each shot with probability {p}, independently of the other "
+    "shots. If she shoots {n} times, what is the probability that she hits the target at least once?",
+)
 
 
 def _prob_sample(d: _Draw, level: int) -> dict[str, Any]:
     if level == 1:
-        return {"kind": "marble", "counts": [d.ri(2, 12) for _ in range(3)], "color": d.ri(0, 2)}
+        return {"kind": "marble", "counts": [d.ri(2, 15) for _ in range(3)], "color": d.ri(0, 2)}
     if level == 2:
-        if d.u() < 0.5:
-            return {"kind": "dice", "target": d.ri(3, 11), "mode": "eq"}
-        return {"kind": "dice", "target": d.ri(8, 11), "mode": "ge"}
+        faces = d.pick((4, 6, 8, 10, 12))
+        mode = d.pick(("eq", "ge", "le"))
+        lo, hi = {"eq": (3, 2 * faces - 1), "ge": (faces + 1, 2 * faces - 1), "le": (3, faces + 1)}[
+            mode
+        ]
+        return {"kind": "dice", "faces": faces, "target": d.ri(lo, hi), "mode": mode}
     if level == 3:
-        red = d.ri(3, 9)
-        return {"kind": "draw2", "red": red, "white": d.ri(2, 9)}
+        return {"kind": "draw2", "red": d.ri(3, 12), "white": d.ri(2, 12), "ask": d.ri(0, 1)}
     if level == 4:
-        if d.u() < 0.5:
-            return {"kind": "atleast", "die": False, "n": d.ri(3, 8)}
-        return {"kind": "atleast", "die": True, "n": d.ri(2, 4)}
-    red, blue = d.ri(3, 7), d.ri(3, 8)
+        u = d.u()
+        if u < 0.25:
+            return {"kind": "atleast", "p": [1, 2], "n": d.ri(2, 10), "ctx": -1}
+        if u < 0.5:
+            return {"kind": "atleast", "p": [1, 6], "n": d.ri(2, 5), "ctx": -2}
+        while True:
+            den = d.ri(3, 9)
+            num = d.ri(1, den - 1)
+            if math.gcd(num, den) == 1:
+                break
+        return {
+            "kind": "atleast",
+            "p": [num, den],
+            "n": d.ri(2, 6),
+            "ctx": d.ri(0, len(_EVENTS) - 1),
+        }
+    red, blue = d.ri(3, 9), d.ri(3, 9)
     k = d.ri(3, 5)
     j = d.ri(max(1, k - blue), min(red, k - 1))
     return {"kind": "hyper", "red": red, "blue": blue, "k": k, "j": j}
+
+
+_FRACTION_ASK = " Express your answer as a common fraction."
 
 
 def _prob_prompt(params: dict[str, Any]) -> str:
@@ -1455,35 +1564,41 @@ def _prob_prompt(params: dict[str, Any]) -> str:
     if kind == "marble":
         r, b, g = params["counts"]
         return (
-            f"A bag holds ${r}$ red, ${b}$ blue, and ${g}$ green marbles. One marble is drawn at random. "
-            f"What is the probability that it is {_COLORS[params['color']]}? Express your answer as a common fraction."
+            f"A bag holds ${r}$ red, ${b}$ blue, and ${g}$ green marbles. One marble is drawn at "
+            f"random. What is the probability that it is {_COLORS[params['color']]}?{_FRACTION_ASK}"
         )
     if kind == "dice":
-        rel = "equal to" if params["mode"] == "eq" else "at least"
+        rel = {"eq": "equal to", "ge": "at least", "le": "at most"}[params["mode"]]
+        f = params["faces"]
         return (
-            f"Two fair six-sided dice are rolled. What is the probability that the sum is {rel} "
-            f"${params['target']}$? Express your answer as a common fraction."
+            f"Two fair ${f}$-sided dice, with faces numbered $1$ through ${f}$, are rolled. What is "
+            f"the probability that the sum is {rel} ${params['target']}$?{_FRACTION_ASK}"
         )
     if kind == "draw2":
+        color = ("red", "white")[params["ask"]]
         return (
-            f"A box contains ${params['red']}$ red balls and ${params['white']}$ white balls. Two balls are "
-            "drawn at random without replacement. What is the probability that both are red? "
-            "Express your answer as a common fraction."
+            f"A box contains ${params['red']}$ red balls and ${params['white']}$ white balls. Two "
+            f"balls are drawn at random without replacement. What is the probability that both are "
+            f"{color}?{_FRACTION_ASK}"
         )
     if kind == "atleast":
-        if params["die"]:
+        n, (num, den) = params["n"], params["p"]
+        if params["ctx"] == -1:
             return (
-                f"A fair die is rolled ${params['n']}$ times. What is the probability of rolling at least "
-                "one six? Express your answer as a common fraction."
+                f"A fair coin is flipped ${n}$ times. What is the probability of getting at least "
+                f"one head?{_FRACTION_ASK}"
             )
-        return (
-            f"A fair coin is flipped ${params['n']}$ times. What is the probability of getting at least "
-            "one head? Express your answer as a common fraction."
-        )
+        if params["ctx"] == -2:
+            return (
+                f"A fair die is rolled ${n}$ times. What is the probability of rolling at least one "
+                f"six?{_FRACTION_ASK}"
+            )
+        text = _EVENTS[params["ctx"]].format(p=f"$\\frac{{{num}}}{{{den}}}$", n=f"${n}$")
+        return text + _FRACTION_ASK
     return (
-        f"An urn contains ${params['red']}$ red and ${params['blue']}$ blue marbles. ${params['k']}$ marbles "
-        f"are drawn at random without replacement. What is the probability that exactly ${params['j']}$ "
-        "of them are red? Express your answer as a common fraction."
+        f"An urn contains ${params['red']}$ red and ${params['blue']}$ blue marbles. "
+        f"${params['k']}$ marbles are drawn at random without replacement. What is the probability "
+        f"that exactly ${params['j']}$ of them are red?{_FRACTION_ASK}"
     )
 
 
@@ -1506,8 +1621,9 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         steps.append(f"The probability is ${_frac_eq(counts[color], tot, v)}$.")
         return steps, v
     if kind == "dice":
-        t, eq = params["target"], params["mode"] == "eq"
-        pairs = [(i, j) for i in range(1, 7) for j in range(1, 7) if (i + j == t if eq else i + j >= t)]
+        t, mode, f = params["target"], params["mode"], params["faces"]
+        hit = {"eq": t.__eq__, "ge": t.__le__, "le": t.__ge__}[mode]
+        pairs = [(i, j) for i in range(1, f + 1) for j in range(1, f + 1) if hit(i + j)]
         e = err.at("offbyone", "slip")
         shown = pairs[:-1] if e == "offbyone" else pairs  # missed an outcome
         cnt = len(shown)
@@ -1516,9 +1632,9 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         listing = ", ".join(f"({i},{j})" for i, j in shown)
         steps.append(f"The favorable outcomes are ${listing}$, which is ${cnt}$ outcomes.")
         if err.at("formula"):
-            total, how = 12, "6 + 6 = 12"  # added the faces instead of multiplying
+            total, how = 2 * f, f"{f} + {f} = {2 * f}"  # added the faces instead of multiplying
         else:
-            total, how = 36, "6 \\times 6 = 36"
+            total, how = f * f, f"{f} \\times {f} = {f * f}"
         steps.append(f"There are ${how}$ equally likely outcomes.")
         v = _norm(Fraction(cnt, total))
         if err.at("slip"):
@@ -1526,8 +1642,10 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         steps.append(f"The probability is ${_frac_eq(cnt, total, v)}$.")
         return steps, v
     if kind == "draw2":
-        red, n = params["red"], params["red"] + params["white"]
-        steps.append(f"The first ball is red with probability $\\frac{{{red}}}{{{n}}}$.")
+        n = params["red"] + params["white"]
+        color = ("red", "white")[params["ask"]]
+        red = params[color]
+        steps.append(f"The first ball is {color} with probability $\\frac{{{red}}}{{{n}}}$.")
         e = err.at("formula", "offbyone")
         if e == "formula":
             n2, d2 = red, n  # treated the draws as with replacement
@@ -1535,30 +1653,38 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
             n2, d2 = red - 1, n  # forgot that one ball is gone
         else:
             n2, d2 = red - 1, n - 1
-        steps.append(f"Then the second ball is red with probability $\\frac{{{n2}}}{{{d2}}}$.")
+        steps.append(f"Then the second ball is {color} with probability $\\frac{{{n2}}}{{{d2}}}$.")
         pn, pd = red * n2, n * d2
         if err.at("slip"):
             pn = int(err.slip(pn))
-        steps.append(f"Multiply: $\\frac{{{red}}}{{{n}}} \\cdot \\frac{{{n2}}}{{{d2}}} = \\frac{{{pn}}}{{{pd}}}$.")
+        steps.append(
+            f"Multiply: $\\frac{{{red}}}{{{n}}} \\cdot \\frac{{{n2}}}{{{d2}}} = \\frac{{{pn}}}{{{pd}}}$."
+        )
         v = _norm(Fraction(pn, pd))
         if err.at("slip"):
             v = err.slip(v)
         steps.append(f"Simplify: ${_frac_eq(pn, pd, v)}$.")
         return steps, v
     if kind == "atleast":
-        n, die = params["n"], params["die"]
-        q = Fraction(5, 6) if die else Fraction(1, 2)
-        event = "no six appears" if die else "every flip is tails"
+        n = params["n"]
+        q = 1 - Fraction(*params["p"])
+        event = {-1: "every flip is tails", -2: "no six appears"}.get(
+            params["ctx"], "it never happens"
+        )
         steps.append(f"Use the complement: {event}. Each trial fails with probability ${_tex(q)}$.")
         e = err.at("offbyone", "slip")
         ex = n - 1 if e == "offbyone" else n
         none: Num = _norm(q**ex)
         if e == "slip":
             none = err.slip(none)
-        steps.append(f"The chance that this happens in all trials is $\\left({_tex(q)}\\right)^{{{ex}}} = {_tex(none)}$.")
+        steps.append(
+            f"The chance that this happens in all trials is $\\left({_tex(q)}\\right)^{{{ex}}} = {_tex(none)}$."
+        )
         e = err.at("drop", "slip")
         if e == "drop":
-            steps.append(f"{sty.so} the probability is ${_tex(none)}$.")  # forgot to subtract from 1
+            steps.append(
+                f"{sty.so} the probability is ${_tex(none)}$."
+            )  # forgot to subtract from 1
             return steps, none
         v = _norm(1 - none)
         if e:
@@ -1591,8 +1717,11 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
 
 
 # -- family: percents and ratios ---------------------------------------------------------------
-_RATIO_NAMES = (("boys", "girls", "students in a class"), ("red", "blue", "marbles in a jar"),
-                ("cats", "dogs", "animals at a shelter"))
+_RATIO_NAMES = (
+    ("boys", "girls", "students in a class"),
+    ("red", "blue", "marbles in a jar"),
+    ("cats", "dogs", "animals at a shelter"),
+)
 
 
 def _pct_sample(d: _Draw, level: int) -> dict[str, Any]:
@@ -1601,18 +1730,30 @@ def _pct_sample(d: _Draw, level: int) -> dict[str, Any]:
         step = 100 // math.gcd(p, 100)
         return {"kind": "of", "p": p, "N": step * d.ri(1, max(1, 1000 // step))}
     if level == 2:
-        return {"kind": "updown", "P": 100 * d.ri(1, 20), "p": 10 * d.ri(1, 6), "q": 10 * d.ri(1, 6)}
+        return {
+            "kind": "updown",
+            "P": 100 * d.ri(1, 20),
+            "p": 10 * d.ri(1, 6),
+            "q": 10 * d.ri(1, 6),
+        }
     if level == 3:
         while True:
             a, b = d.ri(1, 9), d.ri(1, 9)
             if a != b and math.gcd(a, b) == 1:
                 break
-        return {"kind": "ratio", "a": a, "b": b, "T": (a + b) * d.ri(2, 30), "who": d.ri(0, 1), "names": d.ri(0, 2)}
+        return {
+            "kind": "ratio",
+            "a": a,
+            "b": b,
+            "T": (a + b) * d.ri(2, 30),
+            "who": d.ri(0, 1),
+            "names": d.ri(0, 2),
+        }
     if level == 4:
         return {"kind": "reverse", "P": 20 * d.ri(2, 50), "p": 5 * d.ri(1, 15)}
     while True:
-        p, q = 10 * d.ri(1, 5), 10 * d.ri(-2, 5)
-        if q != 0 and (100 + p) * (100 + q) > 10_000:
+        p, q = 5 * d.ri(1, 20), 5 * d.ri(-8, 20)
+        if q != 0 and (p * q) % 100 == 0 and (100 + p) * (100 + q) > 10_000:
             return {"kind": "growth", "p": p, "q": q}
 
 
@@ -1654,7 +1795,9 @@ def _pct_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         prod = p * n
         if err.at("slip"):
             prod = int(err.slip(prod))
-        steps.append(f"${p}\\%$ of ${n}$ is $\\frac{{{p}}}{{100}} \\times {n} = \\frac{{{prod}}}{{100}}$.")
+        steps.append(
+            f"${p}\\%$ of ${n}$ is $\\frac{{{p}}}{{100}} \\times {n} = \\frac{{{prod}}}{{100}}$."
+        )
         v = _norm(Fraction(prod, 100))
         if err.at("slip"):
             v = err.slip(v)
@@ -1674,13 +1817,17 @@ def _pct_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         p1 = _norm(Fraction(price * (100 + p), 100))
         if e:
             p1 = err.slip(p1)
-        steps.append(f"After the increase the price is ${price} \\times \\frac{{{100 + p}}}{{100}} = {_tex(p1)}$.")
+        steps.append(
+            f"After the increase the price is ${price} \\times \\frac{{{100 + p}}}{{100}} = {_tex(p1)}$."
+        )
         e = err.at("sign", "slip")
         factor = 100 + q if e == "sign" else 100 - q
         v = _norm(p1 * Fraction(factor, 100))
         if e == "slip":
             v = err.slip(v)
-        steps.append(f"After the decrease it is ${_tex(p1)} \\times \\frac{{{factor}}}{{100}} = {_tex(v)}$.")
+        steps.append(
+            f"After the decrease it is ${_tex(p1)} \\times \\frac{{{factor}}}{{100}} = {_tex(v)}$."
+        )
         return steps, v
     if kind == "ratio":
         a, b, total = params["a"], params["b"], params["T"]
@@ -1726,7 +1873,9 @@ def _pct_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     prod = (100 + p) * (100 + q)
     if err.at("slip"):
         prod = int(err.slip(prod))
-    steps.append(f"Overall it is multiplied by $\\frac{{{100 + p} \\times {100 + q}}}{{10000}} = \\frac{{{prod}}}{{10000}}$.")
+    steps.append(
+        f"Overall it is multiplied by $\\frac{{{100 + p} \\times {100 + q}}}{{10000}} = \\frac{{{prod}}}{{10000}}$."
+    )
     e = err.at("formula", "slip")
     if e == "formula":
         v = p + q  # added the two percents
@@ -1763,10 +1912,14 @@ _FAMILIES: dict[str, _Family] = {
         _Family("fractions", _frac_sample, _frac_prompt, _frac_solve, _same("Prealgebra")),
         _Family("gcd_lcm", _gcd_sample, _gcd_prompt, _gcd_solve, _same("Number Theory")),
         _Family("modular", _mod_sample, _mod_prompt, _mod_solve, _same("Number Theory")),
-        _Family("counting", _count_sample, _count_prompt, _count_solve, _same("Counting & Probability")),
+        _Family(
+            "counting", _count_sample, _count_prompt, _count_solve, _same("Counting & Probability")
+        ),
         _Family("series", _series_sample, _series_prompt, _series_solve, _ALG_INT),
         _Family("quadratic", _quad_sample, _quad_prompt, _quad_solve, _ALG_INT),
-        _Family("probability", _prob_sample, _prob_prompt, _prob_solve, _same("Counting & Probability")),
+        _Family(
+            "probability", _prob_sample, _prob_prompt, _prob_solve, _same("Counting & Probability")
+        ),
         _Family("percent", _pct_sample, _pct_prompt, _pct_solve, _same("Prealgebra")),
     )
 }
@@ -1779,10 +1932,14 @@ def _key_int(*key: object) -> int:
     return int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=8).digest(), "big")
 
 
-def _split_of(family: str, params: dict[str, Any]) -> str:
-    """Which split a problem belongs to, from its content (phrasing ignored): keeps splits disjoint."""
-    content = sorted((k, v) for k, v in params.items() if k != "q")
-    return "train" if stable_uniform("procmath-split", family, content) < 0.5 else "test"
+def _split_of(fam: _Family, params: dict[str, Any]) -> str:
+    """The split a problem belongs to, hashed from its text with phrasing fixed.
+
+    Assigning every problem to exactly one split keeps train and test disjoint even
+    where parameter spaces are small (and whatever the seed).
+    """
+    canonical = fam.prompt({**params, "q": 0} if "q" in params else params)
+    return "train" if stable_uniform("procmath-split", fam.name, canonical) < 0.5 else "test"
 
 
 # -- the task source ---------------------------------------------------------------------------
@@ -1811,7 +1968,9 @@ class ProceduralMathSource(TaskSource):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{label} must be a non-negative integer, got {value!r}")
         if isinstance(families, str):
-            raise ConfigError(f"families must be a sequence of family names, got the string {families!r}")
+            raise ConfigError(
+                f"families must be a sequence of family names, got the string {families!r}"
+            )
         names = FAMILIES if families is None else tuple(dict.fromkeys(families))
         if not names:
             raise ConfigError(f"families must name at least one family of {', '.join(FAMILIES)}")
@@ -1841,7 +2000,9 @@ class ProceduralMathSource(TaskSource):
         self.check_split(split)
         index = int(index)
         if not 0 <= index < self._sizes[split]:
-            raise IndexError(f"index {index} out of range for split {split!r} ({self._sizes[split]} tasks)")
+            raise IndexError(
+                f"index {index} out of range for split {split!r} ({self._sizes[split]} tasks)"
+            )
         key = (split, index)
         task = self._cache.get(key)
         if task is None:
@@ -1871,10 +2032,12 @@ class ProceduralMathSource(TaskSource):
         for attempt in range(_MAX_ATTEMPTS):
             rng = np.random.default_rng(_key_int("procmath", self.seed, split, index, attempt))
             params = fam.sample(_Draw(rng), level)
-            if _split_of(fam.name, params) == split:
+            if _split_of(fam, params) == split:
                 break
         else:  # probability 2**-64; keep the last draw rather than loop forever
-            logger.warning("no %s-side problem found for %s/%d; splits may overlap", split, fam.name, index)
+            logger.warning(
+                "no %s-side problem found for %s/%d; splits may overlap", split, fam.name, index
+            )
         steps, value = fam.solve(params, _Err(), _STYLES[0])
         answer = _tex(value)
         meta = {
@@ -1919,7 +2082,10 @@ def _wrong_solve(fam: _Family, params: dict[str, Any], sty: _Style, d: _Draw, tr
     n_sites = probe.count
     for _ in range(8):
         err = _Err(d, target=d.ri(0, n_sites - 1), kind_u=d.u())
-        steps, value = fam.solve(params, err, sty)
+        try:
+            steps, value = fam.solve(params, err, sty)
+        except ZeroDivisionError:  # a mistake that makes a later step undefined: pick another
+            continue
         if value != truth:
             return steps, value
     # the last site always computes the final value, so a slip there always changes it
@@ -1934,7 +2100,9 @@ def _wrong_solve(fam: _Family, params: dict[str, Any], sty: _Style, d: _Draw, tr
 # -- wrong answers and solutions for tasks from other sources ----------------------------------
 _INT_RE = re.compile(r"^([+-]?)(\d{1,3}(?:,\d{3})+|\d+)$")
 _DEC_RE = re.compile(r"^([+-]?)(\d*)\.(\d+)$")
-_FRAC_RE = re.compile(r"^([+-]?)\\[dt]?frac\s*(?:\{\s*([+-]?\d+)\s*\}|(\d))\s*(?:\{\s*([+-]?\d+)\s*\}|(\d))$")
+_FRAC_RE = re.compile(
+    r"^([+-]?)\\[dt]?frac\s*(?:\{\s*([+-]?\d+)\s*\}|(\d))\s*(?:\{\s*([+-]?\d+)\s*\}|(\d))$"
+)
 _SLASH_RE = re.compile(r"^([+-]?\d+)\s*/\s*([+-]?\d+)$")
 _CHOICE_RE = re.compile(r"\(([A-E])\)")
 _DIGITS_RE = re.compile(r"\d+")
@@ -2100,7 +2268,7 @@ def _perturb_tail(head: str, ref: str, wrong: str, d: _Draw) -> str:
     region = head[start:]
     ref_s = ref.strip()
     if ref_s and len(ref_s) <= 40:
-        pattern = re.compile(r"(?<![\w.])" + re.escape(ref_s) + r"(?![\w.])")
+        pattern = re.compile(r"(?<![\w.])" + re.escape(ref_s) + r"(?!\w|\.\d)")
         hits = list(pattern.finditer(region))
         if hits:
             m = hits[-1]
@@ -2133,4 +2301,4 @@ def _fallback_solution(task: Task, correct: bool, d: _Draw, sty: _Style) -> str:
         head = _perturb_tail(solution.rstrip(), ref, wrong, d)
         return f"{head}\nThe final answer is $\\boxed{{{wrong}}}$"
     head = _perturb_tail(solution[: span[0]], ref, wrong, d)
-    return f"{head}\\boxed{{{wrong}}}{solution[span[1]:]}"
+    return f"{head}\\boxed{{{wrong}}}{solution[span[1] :]}"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from statistics import NormalDist
@@ -72,6 +73,11 @@ _T_WEIGHTS[[0, -1]] *= 0.5
 
 _NORMAL = NormalDist()
 
+# One reusable PCG64 per thread, reset per call: building a fresh Generator costs
+# ~6 us (SeedSequence), resetting a bit generator's state under 1 us. Module-level
+# (not on the backend) so backends stay picklable.
+_THREAD_RNG = threading.local()
+
 
 def _sigmoid(x: float) -> float:
     """Logistic function without overflow for large |x|."""
@@ -80,6 +86,27 @@ def _sigmoid(x: float) -> float:
 
 def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
+
+
+def _text_rng(key: bytes) -> np.random.Generator:
+    """This thread's Generator, reset to a PCG64 state taken from ``key`` (24 bytes).
+
+    Deterministic in ``key``; valid until the thread's next call (callers use it
+    at once and never keep it).
+    """
+    gen = getattr(_THREAD_RNG, "gen", None)
+    if gen is None:
+        gen = _THREAD_RNG.gen = np.random.Generator(np.random.PCG64(0))
+    gen.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {
+            "state": int.from_bytes(key[:16], "big"),
+            "inc": int.from_bytes(key[16:24], "big") | 1,  # PCG increments must be odd
+        },
+        "has_uint32": 0,
+        "uinteger": 0,
+    }
+    return gen
 
 
 def _check_model_params(discrimination: float, agent_noise: float) -> None:
@@ -135,7 +162,15 @@ def solve_ability(
             hi = mid
         if hi - lo < 1e-12:
             break
-    return 0.5 * (lo + hi)
+    theta = 0.5 * (lo + hi)
+    logger.debug(
+        "simulated ability %.4f for accuracy %.4f (discrimination %g, agent_noise %g)",
+        theta,
+        target_accuracy,
+        discrimination,
+        agent_noise,
+    )
+    return theta
 
 
 def estimate_tokens(text: str) -> int:
@@ -265,7 +300,7 @@ class SimulatedBackend:
 
         # Surface variation (wording, length) is keyed on the prompt as well.
         digest = self._prompt_digest(spec, task, messages)
-        rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
+        rng = _text_rng(digest[:24])
         from orchenv.mathgen import worked_solution  # lazy: mathgen is heavier to import
 
         text = worked_solution(task, correct=correct, rng=rng)
@@ -291,8 +326,8 @@ class SimulatedBackend:
         )
 
     def _prompt_digest(self, spec: AgentSpec, task: Task, messages: Sequence[Message]) -> bytes:
-        """A stable 16-byte hash of (seed, task, agent, messages)."""
-        h = hashlib.blake2b(repr((self.seed, task.id, spec.name)).encode(), digest_size=16)
+        """A stable 32-byte hash of (seed, task, agent, messages)."""
+        h = hashlib.blake2b(repr((self.seed, task.id, spec.name)).encode(), digest_size=32)
         for m in messages:
             h.update(b"\x1e")
             h.update(m.get("role", "").encode())
@@ -308,7 +343,7 @@ class SimulatedBackend:
         """
         mean = float(spec.calibration.get("mean_completion_tokens", DEFAULT_COMPLETION_TOKENS))
         z = min(max(difficulty_of(task), 0.0), 1.0)
-        u = (int.from_bytes(digest[8:], "big") + 0.5) / 2.0**64
+        u = (int.from_bytes(digest[24:32], "big") + 0.5) / 2.0**64
         sigma = self.token_noise
         factor = math.exp(sigma * _NORMAL.inv_cdf(u) - 0.5 * sigma * sigma)
         return max(estimate_tokens(text), round(mean * (0.75 + 0.5 * z) * factor))
