@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections import defaultdict
 
 import numpy as np

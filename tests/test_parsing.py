@@ -5,7 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchenv.parsing import extract_tag, match_agent, parse_bool, parse_route, parse_verify, strip_reasoning
+from orchenv.parsing import (
+    extract_tag,
+    match_agent,
+    parse_bool,
+    parse_route,
+    parse_verify,
+    strip_reasoning,
+)
 
 AGENTS = ["Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct", "Qwen3-30B-A3B-Instruct"]
 

@@ -33,6 +33,7 @@ import hashlib
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from statistics import NormalDist
@@ -204,6 +205,9 @@ class SimulatedBackend:
             critique (``context.feedback``).
         token_noise: sigma of the log-normal spread of completion lengths
             around the agent's ``calibration["mean_completion_tokens"]``.
+        text_variants: how many different write-ups an agent has per task and
+            correctness; the prompt's hash picks one.
+        text_cache_size: how many write-ups to keep (LRU); 0 disables the cache.
 
     The backend keeps no mutable state, so it is safe to share across
     threads and forked environments. It never sleeps: ``latency_s`` is a
@@ -219,8 +223,12 @@ class SimulatedBackend:
         refinement_logit: float = 0.75,
         feedback_logit: float = 0.25,
         token_noise: float = 0.25,
+        text_variants: int = 8,
+        text_cache_size: int = 50_000,
     ) -> None:
         _check_model_params(discrimination, agent_noise)
+        if text_variants < 1 or text_cache_size < 0:
+            raise ConfigError("text_variants must be >= 1 and text_cache_size >= 0")
         for label, value in (
             ("refinement_logit", refinement_logit),
             ("feedback_logit", feedback_logit),
@@ -235,6 +243,19 @@ class SimulatedBackend:
         self.refinement_logit = float(refinement_logit)
         self.feedback_logit = float(feedback_logit)
         self.token_noise = float(token_noise)
+        self.text_variants = int(text_variants)
+        self.text_cache_size = int(text_cache_size)
+        self._texts: OrderedDict[tuple, str] = OrderedDict()
+        self._texts_lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_texts"], state["_texts_lock"] = OrderedDict(), None  # caches do not travel
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._texts_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (
@@ -300,10 +321,7 @@ class SimulatedBackend:
 
         # Surface variation (wording, length) is keyed on the prompt as well.
         digest = self._prompt_digest(spec, task, messages)
-        rng = _text_rng(digest[:24])
-        from orchenv.mathgen import worked_solution  # lazy: mathgen is heavier to import
-
-        text = worked_solution(task, correct=correct, rng=rng)
+        text = self._solution_text(spec, task, correct, digest[0] % self.text_variants)
 
         prompt_tokens = estimate_prompt_tokens(messages)
         completion_tokens = self._completion_tokens(spec, task, text, digest)
@@ -324,6 +342,29 @@ class SimulatedBackend:
                 "p_correct": _sigmoid(mean_margin / self.agent_noise),
             },
         )
+
+    def _solution_text(self, spec: AgentSpec, task: Task, correct: bool, variant: int) -> str:
+        """One of ``text_variants`` worked solutions per (task, agent, correctness), cached.
+
+        Each agent has a small repertoire of write-ups per task and the prompt's hash
+        picks one, so the same prompt always gets the same text while writing a
+        solution (the slow part of a call) happens once per variant.
+        """
+        key = (task.id, task.prompt, spec.name, correct, variant)
+        with self._texts_lock:
+            text = self._texts.get(key)
+            if text is not None:
+                self._texts.move_to_end(key)
+                return text
+        from orchenv.mathgen import worked_solution  # lazy: mathgen is heavier to import
+
+        seed_key = hashlib.blake2b(repr((self.seed,) + key).encode(), digest_size=24).digest()
+        text = worked_solution(task, correct=correct, rng=_text_rng(seed_key))
+        with self._texts_lock:
+            self._texts[key] = text
+            while len(self._texts) > self.text_cache_size:
+                self._texts.popitem(last=False)
+        return text
 
     def _prompt_digest(self, spec: AgentSpec, task: Task, messages: Sequence[Message]) -> bytes:
         """A stable 32-byte hash of (seed, task, agent, messages)."""
