@@ -63,8 +63,12 @@ def main() -> None:
     ratio = math_s / cart_s
     print(f"CartPole-v1 (raw)       {1 / cart_s:>12,.0f} steps/s   {cart_s * 1e6:8.2f} us/step")
     print(f"{args.env_id:<23} {1 / math_s:>12,.0f} steps/s   {math_s * 1e6:8.2f} us/step")
-    print(f"{args.env_id + ' cold':<23} {1 / cold_s:>12,.0f} steps/s   {cold_s * 1e6:8.2f} us/step  (first 2000 steps of a fresh env)")
-    print(f"ratio (MathRoute / CartPole step time): {ratio:.1f}x   target <= 10x: {'met' if ratio <= 10 else 'NOT met'}")
+    print(
+        f"{args.env_id + ' cold':<23} {1 / cold_s:>12,.0f} steps/s   {cold_s * 1e6:8.2f} us/step  (first 2000 steps of a fresh env)"
+    )
+    print(
+        f"ratio (MathRoute / CartPole step time): {ratio:.1f}x   target <= 10x: {'met' if ratio <= 10 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

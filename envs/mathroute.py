@@ -255,7 +255,10 @@ class MathRouteEnv(OrchestrationEnv):
             )
         if self._notice:
             user += f"\n\nYour previous reply could not be used: {self._notice} Reply again in the required format."
-        return [{"role": "system", "content": self._system_prompt()}, {"role": "user", "content": user}]
+        return [
+            {"role": "system", "content": self._system_prompt()},
+            {"role": "user", "content": user},
+        ]
 
     def _solver_messages(self, feedback: str) -> list[Message]:
         assert self.task is not None
@@ -305,12 +308,12 @@ class MathRouteEnv(OrchestrationEnv):
         if not self.enforce_usage_constraints:
             return agent
         assert self.usage_budget_queries is not None
-        limits = self.usage_constraints
+        limits, queries = self.usage_constraints, self.usage_budget_queries
 
         def has_budget(name: str) -> bool:
             if name not in limits:
                 return True
-            return self.ledger.get(name, 0) < math.floor(limits[name] * self.usage_budget_queries)
+            return self.ledger.get(name, 0) < math.floor(limits[name] * queries)
 
         if has_budget(agent):
             return agent

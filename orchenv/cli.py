@@ -73,22 +73,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p_list = sub.add_parser("list", help="registered environments, pools, task sources, controllers")
+    p_list = sub.add_parser(
+        "list", help="registered environments, pools, task sources, controllers"
+    )
     p_list.set_defaults(func=_cmd_list)
 
     p_run = sub.add_parser("run", help="run a controller on an environment and print a summary")
     p_run.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
     p_run.add_argument("--controller", default="random", help="controller name (default: random)")
-    p_run.add_argument("--episodes", type=int, default=100, help="number of episodes (default: 100)")
+    p_run.add_argument(
+        "--episodes", type=int, default=100, help="number of episodes (default: 100)"
+    )
     p_run.add_argument("--seed", type=int, default=0, help="seed of the first reset (default: 0)")
     p_run.add_argument("--pool", help="pool preset (e.g. system1, system2)")
     p_run.add_argument("--split", help="task split (default: the env's)")
     p_run.add_argument(
-        "--controller-kwarg", "-c", action="append", default=[], metavar="KEY=VALUE",
+        "--controller-kwarg",
+        "-c",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="controller argument, repeatable (values parsed as JSON when possible)",
     )
     p_run.add_argument(
-        "--env-kwarg", "-e", action="append", default=[], metavar="KEY=VALUE",
+        "--env-kwarg",
+        "-e",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="environment argument, repeatable (values parsed as JSON when possible)",
     )
     p_run.add_argument("--json", action="store_true", help="print the summary as JSON")

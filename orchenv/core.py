@@ -35,7 +35,7 @@ class OrchestrationEnv(gym.Env[str, str]):
     ``_step_episode(action) -> (obs, reward, terminated, truncated, info_extra)``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012
     #: attributes that ``fork()`` shares instead of copying (backends, datasets)
     _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source")
 
@@ -123,7 +123,12 @@ class OrchestrationEnv(gym.Env[str, str]):
         self.meter.record(completion)
         self._step_meter.record(completion)
         self.transcript.append(
-            {"turn": self.turn, "role": name, "text": completion.text, "cost_usd": completion.cost_usd}
+            {
+                "turn": self.turn,
+                "role": name,
+                "text": completion.text,
+                "cost_usd": completion.cost_usd,
+            }
         )
         return completion
 

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -153,6 +153,11 @@ def _norm(v: Num) -> Num:
     return v
 
 
+def _abs(v: Num) -> Num:
+    """``abs`` that keeps the ``int | Fraction`` type (mypy widens ``abs`` of a union to object)."""
+    return -v if v < 0 else v
+
+
 def _tex(v: Num) -> str:
     """Canonical LaTeX for an int or a Fraction: ``-7``, ``\\frac{3}{4}``, ``-\\frac{3}{4}``."""
     if isinstance(v, Fraction):
@@ -175,7 +180,7 @@ def _sum_tex(items: Sequence[tuple[Num, str]]) -> str:
     for coef, var in items:
         if coef == 0:
             continue
-        body = var if (abs(coef) == 1 and var) else f"{_tex(abs(coef))}{var}"
+        body = var if (abs(coef) == 1 and var) else f"{_tex(_abs(coef))}{var}"
         if not out:
             out = ("-" if coef < 0 else "") + body
         else:
@@ -292,6 +297,8 @@ def _arith_prompt(params: dict[str, Any]) -> str:
 
 
 def _arith_apply(op: str, a: Num, b: Num, err: _Err) -> Num:
+    v: Num
+    kinds: tuple[str, ...]
     if op == "+":
         v, kinds = a + b, ("slip",)
     elif op == "-":
@@ -302,7 +309,8 @@ def _arith_apply(op: str, a: Num, b: Num, err: _Err) -> Num:
     elif op == "/":
         v, kinds = Fraction(a) / b, ("slip",)
     else:
-        v = a**b
+        # "^" nodes always hold an int base and a positive int exponent, so this is an int.
+        v = cast(Num, a**b)
         kinds = ("slip", "formula") if a * b != v else ("slip",)
     v = _norm(v)
     kind = err.at(*kinds)
@@ -700,7 +708,7 @@ def _frac_group(
             j = convert[int(err.u() * len(convert))]
             nums[j] = err.slip(nums[j])
         conv = ", ".join(
-            f"\\frac{{{abs(terms[i][0])}}}{{{dens[i]}}} = \\frac{{{_tex(abs(nums[i]))}}}{{{lcd}}}"
+            f"\\frac{{{abs(terms[i][0])}}}{{{dens[i]}}} = \\frac{{{_tex(_abs(nums[i]))}}}{{{lcd}}}"
             for i in convert
         )
         steps.append(f"Use the common denominator ${lcd}${label}: ${conv}$.")
@@ -1187,8 +1195,8 @@ def _count_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         if err.at("offbyone"):
             top = n + 1 if err.u() < 0.5 else n - 1
         num = _falling(top, k)
-        factors = " \\cdot ".join(str(i) for i in range(top, top - k, -1))
-        steps.append(f"The numerator after cancelling ${n - k}!$ is ${factors} = {num}$.")
+        factors_tex = " \\cdot ".join(str(i) for i in range(top, top - k, -1))
+        steps.append(f"The numerator after cancelling ${n - k}!$ is ${factors_tex} = {num}$.")
         e = err.at("formula", "slip")
         den = k if e == "formula" else math.factorial(k)
         v = num // den
@@ -1370,16 +1378,16 @@ def _series_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     steps.append("The sum of the first $n$ terms is $S_n = a \\cdot \\frac{1 - r^n}{1 - r}$.")
     e = err.at("offbyone", "slip")
     ex = n - 1 if e == "offbyone" else n
-    rn: Num = _norm(r**ex)
+    r_pow: Num = _norm(r**ex)
     if e == "slip":
-        rn = err.slip(rn)
-    steps.append(f"Compute $r^{{{ex}}} = \\left({_tex(r)}\\right)^{{{ex}}} = {_tex(rn)}$.")
+        r_pow = err.slip(r_pow)
+    steps.append(f"Compute $r^{{{ex}}} = \\left({_tex(r)}\\right)^{{{ex}}} = {_tex(r_pow)}$.")
     e = err.at("sign", "slip")
-    one_minus = _norm(1 + rn) if e == "sign" else _norm(1 - rn)
+    one_minus = _norm(1 + r_pow) if e == "sign" else _norm(1 - r_pow)
     if e == "slip":
         one_minus = err.slip(one_minus)
     op = "+" if e == "sign" else "-"
-    steps.append(f"Then $1 {op} {_p(rn)} = {_tex(one_minus)}$.")
+    steps.append(f"Then $1 {op} {_p(r_pow)} = {_tex(one_minus)}$.")
     e = err.at("formula", "slip")
     den = _norm(1 + r) if e == "formula" else _norm(1 - r)
     ratio = _norm(Fraction(one_minus) / den)
@@ -2112,8 +2120,8 @@ def _parse_rational(answer: str) -> tuple[Fraction, str, int] | None:
     """(value, kind, decimal places) of a plain integer, decimal or simple fraction answer."""
     s = answer.strip().strip("$").strip().replace(" ", "")
     if m := _INT_RE.match(s):
-        v = int(m.group(2).replace(",", ""))
-        return Fraction(-v if m.group(1) == "-" else v), "int", 0
+        iv = int(m.group(2).replace(",", ""))
+        return Fraction(-iv if m.group(1) == "-" else iv), "int", 0
     if m := _DEC_RE.match(s):
         places = len(m.group(3))
         v = Fraction(int((m.group(2) or "0") + m.group(3)), 10**places)
@@ -2152,12 +2160,12 @@ def _wrong_rational(v: Fraction, kind: str, places: int, d: _Draw) -> str:
         mag = abs(n)
         for _ in range(16):
             if n != 0 and d.u() < 0.2:
-                w = -n
+                wi = -n
             else:
                 deltas = (1, 2, 3) if mag < 20 else (1, 2, 10) if mag < 500 else (1, 10, 100)
-                w = n + d.pick(deltas) * d.sign()
-            if w != n:
-                return str(w)
+                wi = n + d.pick(deltas) * d.sign()
+            if wi != n:
+                return str(wi)
         return str(n + 1)
     if kind == "dec":
         unit = Fraction(1, 10**places)

@@ -189,7 +189,9 @@ def parse_verify(
             )
         else:
             hint = f"verdict {raw_verdict[:40]!r} is neither True nor False"
-        return Decision(error=f"{hint}; expected <verdict>True</verdict> or <verdict>False</verdict>")
+        return Decision(
+            error=f"{hint}; expected <verdict>True</verdict> or <verdict>False</verdict>"
+        )
     feedback = extract_tag(text, "checking", keep_reasoning=True) or ""
     if verdict:
         return Decision(verdict=True, feedback=feedback)

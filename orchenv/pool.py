@@ -97,7 +97,6 @@ class Backend(Protocol):
 # backend name -> "module:factory"; a factory takes (**backend_kwargs) and returns a Backend.
 BACKENDS: dict[str, str] = {
     "simulated": "orchenv.backends.simulated:SimulatedBackend",
-    "scripted": "orchenv.backends.scripted:ScriptedBackend",
 }
 
 
@@ -107,7 +106,10 @@ def make_backend(name: str, **kwargs: Any) -> Backend:
         raise UnknownNameError("backend", name, BACKENDS)
     module_name, attr = BACKENDS[name].split(":")
     factory: Callable[..., Backend] = getattr(importlib.import_module(module_name), attr)
-    return factory(**kwargs)
+    try:
+        return factory(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"cannot build backend {name!r} from {sorted(kwargs)}: {exc}") from exc
 
 
 class AgentPool:

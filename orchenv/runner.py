@@ -70,7 +70,11 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
 
 
 def run_episode(
-    env: gym.Env, controller: Any, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+    env: gym.Env,
+    controller: Any,
+    *,
+    seed: int | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> EpisodeRecord:
     """Play one episode; the controller's ``reset(seed)`` is called first when it has one."""
     obs, info = env.reset(seed=seed, options=dict(options or {}))
@@ -81,7 +85,7 @@ def run_episode(
         action = controller.act(obs, info)
         actions.append(action)
         obs, reward, terminated, truncated, info = env.step(action)
-        total += reward
+        total += float(reward)
         invalid += int(bool(info.get("invalid_action")))
         if terminated or truncated:
             break
@@ -110,7 +114,12 @@ def run_episode(
 
 
 def summarize(
-    records: list[EpisodeRecord], *, env_id: str, controller: str, agents: list[str], privileged: bool
+    records: list[EpisodeRecord],
+    *,
+    env_id: str,
+    controller: str,
+    agents: list[str],
+    privileged: bool,
 ) -> RunSummary:
     n = len(records)
     successes = sum(r.correct for r in records)
@@ -156,7 +165,11 @@ def run_episodes(
             acc = sum(r.correct for r in records) / len(records)
             bar.set_postfix(acc=f"{acc:.3f}", cost=f"${sum(r.cost_usd for r in records):.4f}")
     pool = getattr(env.unwrapped, "pool", None)
-    agents = list(pool.names) if pool is not None else sorted({a for r in records for a in r.agent_calls})
+    agents = (
+        list(pool.names)
+        if pool is not None
+        else sorted({a for r in records for a in r.agent_calls})
+    )
     env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
     summary = summarize(
         records,

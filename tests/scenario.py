@@ -14,9 +14,20 @@ WRONG = "Step 1: 2 + 3 = 6.\nThe final answer is $\\boxed{6}$."
 def scripted_pool(replies: dict[str, str]) -> AgentPool:
     """Three agents (weak < mid < strong) with Table 9's constraints and multipliers."""
     specs = [
-        AgentSpec(name=WEAK, model="w", tier=2, price_prompt=0.1, price_completion=0.2, backend="scripted"),
-        AgentSpec(name=MID, model="m", tier=1, price_prompt=1.0, price_completion=2.0, backend="scripted"),
-        AgentSpec(name=STRONG, model="s", tier=0, price_prompt=10.0, price_completion=20.0, backend="scripted"),
+        AgentSpec(
+            name=WEAK, model="w", tier=2, price_prompt=0.1, price_completion=0.2, backend="scripted"
+        ),
+        AgentSpec(
+            name=MID, model="m", tier=1, price_prompt=1.0, price_completion=2.0, backend="scripted"
+        ),
+        AgentSpec(
+            name=STRONG,
+            model="s",
+            tier=0,
+            price_prompt=10.0,
+            price_completion=20.0,
+            backend="scripted",
+        ),
     ]
     return AgentPool(
         specs,
@@ -28,5 +39,8 @@ def scripted_pool(replies: dict[str, str]) -> AgentPool:
 
 
 def tiny_source() -> ListTaskSource:
-    tasks = [Task(id=f"t{i}", prompt=f"What is 2 + 3? (copy {i})", answers=("5",), meta={"level": 1}) for i in range(4)]
+    tasks = [
+        Task(id=f"t{i}", prompt=f"What is 2 + 3? (copy {i})", answers=("5",), meta={"level": 1})
+        for i in range(4)
+    ]
     return ListTaskSource("tiny", {"train": tasks, "test": tasks})

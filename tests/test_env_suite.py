@@ -20,8 +20,16 @@ import orchenv  # noqa: F401  (registers the ids)
 
 ENV_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("orch/"))
 STEP_KEYS = {
-    "messages", "cost_usd", "tokens", "episode_cost_usd", "agent_calls", "constraint_costs",
-    "valid_agents", "invalid_action", "parse_error", "turn",
+    "messages",
+    "cost_usd",
+    "tokens",
+    "episode_cost_usd",
+    "agent_calls",
+    "constraint_costs",
+    "valid_agents",
+    "invalid_action",
+    "parse_error",
+    "turn",
 }
 END_KEYS = {"task_id", "final_answer", "turns"}
 
@@ -64,7 +72,7 @@ def test_info_schema(env_id):
     trace = rollout(env, seed=3, controller_seed=1)
     _, info = trace[0]
     assert set(info) >= STEP_KEYS
-    for obs, reward, term, trunc, info in trace[1:]:
+    for _obs, reward, _term, _trunc, info in trace[1:]:
         assert set(info) >= STEP_KEYS
         assert isinstance(reward, float) and math.isfinite(reward)
         assert info["constraint_costs"].shape == (len(env.unwrapped.pool.names),)
@@ -80,15 +88,21 @@ def test_fork_identical_and_independent(env_id):
     env = gym.make(env_id).unwrapped
     obs, info = env.reset(seed=11)
     route = RandomRouter(seed=0).act(obs, info)
-    obs, *_ , info = env.step(route)
+    obs, *_, info = env.step(route)
     if info["turn"] == 0 or env.draft_agent is None:
         pytest.skip("first action was invalid")
     a, b = env.fork(), env.fork()
     assert a.pool is env.pool, "forks share the pool's backends"
     stronger = info["valid_agents"]
-    reject = f"<verdict>False</verdict><model>{stronger[-1]}</model>" if stronger else "<verdict>False</verdict>"
+    reject = (
+        f"<verdict>False</verdict><model>{stronger[-1]}</model>"
+        if stronger
+        else "<verdict>False</verdict>"
+    )
     ra, rb = a.step(reject), b.step(reject)
-    assert data_equivalence(ra, rb), "identical actions from identical states give identical futures"
+    assert data_equivalence(ra, rb), (
+        "identical actions from identical states give identical futures"
+    )
     c = env.fork()
     rc = c.step("<verdict>True</verdict>")
     assert rc[2] and not data_equivalence(ra, rc)
@@ -114,9 +128,28 @@ def test_step_order_errors(env_id):
 
 
 NEAR_MISS = st.sampled_from(
-    ["<model>", "</model>", "<verdict>", "</verdict>", "<checking>", "</checking>", "<think>", "</think>",
-     "True", "False", "Qwen2.5-7B-Instruct", "Qwen3-30B-A3B-Instruct", "Llama-3.2-1B-Instruct",
-     "Qwen2.5-1.5B-Instruct", "Ministral-3-8B-Instruct", "qwen3 30b", "\n", " ", "\\boxed{", "}"]
+    [
+        "<model>",
+        "</model>",
+        "<verdict>",
+        "</verdict>",
+        "<checking>",
+        "</checking>",
+        "<think>",
+        "</think>",
+        "True",
+        "False",
+        "Qwen2.5-7B-Instruct",
+        "Qwen3-30B-A3B-Instruct",
+        "Llama-3.2-1B-Instruct",
+        "Qwen2.5-1.5B-Instruct",
+        "Ministral-3-8B-Instruct",
+        "qwen3 30b",
+        "\n",
+        " ",
+        "\\boxed{",
+        "}",
+    ]
 )
 ACTIONS = st.one_of(
     st.text(max_size=200),

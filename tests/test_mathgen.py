@@ -297,4 +297,3 @@ def test_registered_under_its_name() -> None:
     src = make_task_source("procedural-math", seed=5, train_size=10, test_size=10)
     assert isinstance(src, ProceduralMathSource)
     assert src.get("test", 0).id == "procmath-5/test/0"
-

@@ -146,14 +146,18 @@ def test_costs_and_tokens_are_metered(tiny_tasks):
     env = make_env(tiny_tasks)
     _, _, _, _, info = env.step(route_text(MID))
     spec = env.pool.spec(MID)
-    assert info["cost_usd"] == pytest.approx(spec.cost(info["tokens"]["prompt"], info["tokens"]["completion"]))
+    assert info["cost_usd"] == pytest.approx(
+        spec.cost(info["tokens"]["prompt"], info["tokens"]["completion"])
+    )
     assert info["tokens"]["completion"] == len(RIGHT.split())
     assert info["episode_cost_usd"] == pytest.approx(info["cost_usd"])
 
 
 def test_enforced_usage_budget_reroutes_to_next_best(tiny_tasks):
     pool = scripted_pool({WEAK: WRONG, MID: RIGHT, STRONG: RIGHT})
-    env = MathRouteEnv(pool=pool, task_source=tiny_tasks, enforce_usage_constraints=True, usage_budget_queries=4)
+    env = MathRouteEnv(
+        pool=pool, task_source=tiny_tasks, enforce_usage_constraints=True, usage_budget_queries=4
+    )
     env.reset(seed=0)
     _, _, _, _, info = env.step(route_text(STRONG))  # strong budget: floor(0.25 * 4) = 1
     assert info["called_agent"] == STRONG and "rerouted_from" not in info

@@ -55,17 +55,26 @@ def test_verify_rules():
     assert ok.ok and ok.verdict is True and ok.agent is None and ok.feedback == "fine"
     # a model after True is ignored
     assert parse_verify("<verdict>True</verdict><model>x</model>", AGENTS, stronger).ok
-    reject = parse_verify("<verdict>False</verdict>\n<model>Qwen3-30B-A3B-Instruct</model>", AGENTS, stronger)
+    reject = parse_verify(
+        "<verdict>False</verdict>\n<model>Qwen3-30B-A3B-Instruct</model>", AGENTS, stronger
+    )
     assert reject.ok and reject.agent == "Qwen3-30B-A3B-Instruct"
     missing = parse_verify("<verdict>False</verdict>", AGENTS, stronger)
     assert not missing.ok and "no <model>" in missing.error
-    weaker = parse_verify("<verdict>False</verdict><model>Qwen2.5-1.5B-Instruct</model>", AGENTS, stronger)
+    weaker = parse_verify(
+        "<verdict>False</verdict><model>Qwen2.5-1.5B-Instruct</model>", AGENTS, stronger
+    )
     assert not weaker.ok and "not stronger" in weaker.error
     relaxed = parse_verify(
-        "<verdict>False</verdict><model>Qwen2.5-1.5B-Instruct</model>", AGENTS, stronger, require_stronger=False
+        "<verdict>False</verdict><model>Qwen2.5-1.5B-Instruct</model>",
+        AGENTS,
+        stronger,
+        require_stronger=False,
     )
     assert relaxed.ok and relaxed.agent == "Qwen2.5-1.5B-Instruct"
-    assert parse_verify("<verdict>False</verdict>", AGENTS, []).ok  # nobody stronger: bare False is valid
+    assert parse_verify(
+        "<verdict>False</verdict>", AGENTS, []
+    ).ok  # nobody stronger: bare False is valid
 
 
 def test_huge_inputs_are_linear():
@@ -75,9 +84,27 @@ def test_huge_inputs_are_linear():
 
 
 near_miss = st.sampled_from(
-    ["<model>", "</model>", "<verdict>", "</verdict>", "<checking>", "</checking>", "<think>",
-     "</think>", "< model >", "<MODEL>", "True", "False", "Qwen2.5-7B-Instruct", "qwen3-30b-a3b-instruct",
-     "\n", " ", "<", ">", "/"]
+    [
+        "<model>",
+        "</model>",
+        "<verdict>",
+        "</verdict>",
+        "<checking>",
+        "</checking>",
+        "<think>",
+        "</think>",
+        "< model >",
+        "<MODEL>",
+        "True",
+        "False",
+        "Qwen2.5-7B-Instruct",
+        "qwen3-30b-a3b-instruct",
+        "\n",
+        " ",
+        "<",
+        ">",
+        "/",
+    ]
 )
 fuzz_text = st.one_of(st.text(max_size=300), st.lists(near_miss, max_size=40).map("".join))
 

@@ -1,0 +1,134 @@
+"""The `orchenv` command and the runner behind it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchenv.cli import main
+from orchenv.runner import wilson_interval
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for expected in (
+        "orch/MathRoute-v0",
+        "orch/MathRouteSystem2-v0",
+        "system1",
+        "procedural-math",
+        "cascade",
+    ):
+        assert expected in out
+
+
+def test_run_prints_the_summary(capsys):
+    assert (
+        main(
+            [
+                "run",
+                "orch/MathRoute-v0",
+                "--controller",
+                "random",
+                "--episodes",
+                "30",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    for expected in (
+        "accuracy",
+        "cost",
+        "tokens",
+        "turns",
+        "usage ratio",
+        "Qwen3-30B-A3B-Instruct",
+    ):
+        assert expected in out
+
+
+def test_run_json_single_agent_and_pool(capsys):
+    args = [
+        "run",
+        "orch/MathRoute-v0",
+        "--controller",
+        "single",
+        "-c",
+        "agent=0",
+        "--pool",
+        "system2",
+        "--episodes",
+        "20",
+        "--seed",
+        "3",
+        "--split",
+        "test",
+        "--json",
+        "--no-progress",
+    ]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["episodes"] == 20
+    assert summary["usage_ratios"]["Qwen3-30B-A3B-Instruct"] == 1.0
+    assert summary["usage_ratios"]["Llama-3.2-1B-Instruct"] == 0.0
+    assert summary["mean_turns"] == 2.0
+
+
+def test_same_seed_same_tasks_for_any_controller(capsys):
+    import gymnasium as gym
+    from orchenv.agents import make_controller
+
+    from orchenv.runner import run_episodes
+
+    env = gym.make("orch/MathRoute-v0")
+    _, a = run_episodes(env, make_controller("random", seed=1), 15, seed=7, progress=False)
+    _, b = run_episodes(env, make_controller("single", agent=2), 15, seed=7, progress=False)
+    assert [r.task_id for r in a] == [r.task_id for r in b]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "orch/MathRoute-v0", "--controller", "randon"], "Did you mean 'random'"),
+        (["run", "orch/MathRoute-v0", "-c", "speed=3"], "does not take speed"),
+        (["run", "orch/NoSuchEnv-v0"], "orchenv list"),
+        (["run", "orch/MathRoute-v0", "--pool", "system9"], "unknown pool preset"),
+    ],
+)
+def test_errors_are_clear(capsys, args, message):
+    assert main([*args, "--episodes", "1", "--no-progress"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_wilson_interval():
+    lo, hi = wilson_interval(80, 100)
+    assert 0.70 < lo < 0.80 < hi < 0.88
+    assert wilson_interval(0, 0) == (0.0, 0.0)
+    assert wilson_interval(10, 10)[1] == 1.0
+
+
+@pytest.mark.parametrize("script", ["quickstart.py", "custom_controller.py"])
+def test_examples_run(script):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "correct" in result.stdout or "accuracy" in result.stdout
+
+
+def test_console_script_and_module_entry():
+    result = subprocess.run(
+        [sys.executable, "-m", "orchenv", "list"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and "orch/MathRoute-v0" in result.stdout
