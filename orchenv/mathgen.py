@@ -15,6 +15,11 @@ therefore learn to spot mistakes from the text alone.
 
 Everything is plain Python ints and ``fractions.Fraction`` (no sympy): a task plus
 a worked solution costs well under a millisecond.
+
+Written by hand because no maintained library does this: ``reasoning-gym``
+generates verifiable problems (orchenv exposes it as the ``reasoning-gym`` task
+source) but not step-by-step solutions with injectable, propagating mistakes,
+which the verification half of seed 000's controller needs.
 """
 
 from __future__ import annotations
