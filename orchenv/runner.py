@@ -157,13 +157,17 @@ def run_episodes(
     Task order depends only on the env and ``seed``, never on the controller, so
     controllers run with the same seed see the same tasks.
     """
-    records = []
+    records: list[EpisodeRecord] = []
+    n_correct, total_cost = 0, 0.0
     bar = tqdm(range(episodes), desc="episodes", unit="ep", disable=not progress, leave=False)
     for i in bar:
-        records.append(run_episode(env, controller, seed=seed if i == 0 else None))
-        if progress:
-            acc = sum(r.correct for r in records) / len(records)
-            bar.set_postfix(acc=f"{acc:.3f}", cost=f"${sum(r.cost_usd for r in records):.4f}")
+        record = run_episode(env, controller, seed=seed if i == 0 else None)
+        records.append(record)
+        n_correct += record.correct
+        total_cost += record.cost_usd
+        bar.set_postfix(
+            acc=f"{n_correct / len(records):.3f}", cost=f"${total_cost:.4f}", refresh=False
+        )
     pool = getattr(env.unwrapped, "pool", None)
     agents = (
         list(pool.names)
