@@ -111,6 +111,54 @@ def test_fork_identical_and_independent(env_id):
     assert a.meter.total_calls == (2 if stronger else 1)
 
 
+DIGEST_SCRIPT = """
+import hashlib, gymnasium as gym, orchenv
+from orchenv.agents.baselines import RandomRouter
+env = gym.make({env_id!r})
+h = hashlib.sha256()
+for seed in range(3):
+    ctrl = RandomRouter(seed=seed, p_accept=0.5)
+    obs, info = env.reset(seed=seed)
+    done = False
+    while not done:
+        obs, r, term, trunc, info = env.step(ctrl.act(obs, info))
+        h.update(f"{{obs}}|{{r}}|{{info['episode_cost_usd']}}|{{info['tokens']}}".encode())
+        done = term or trunc
+print(h.hexdigest())
+"""
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_determinism_across_processes(env_id):
+    """Outcomes must not depend on Python's per-process string hash seed."""
+    import os
+    import subprocess
+    import sys
+
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run(
+            [sys.executable, "-c", DIGEST_SCRIPT.format(env_id=env_id)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=True,
+        )
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_render_ansi_transcript(env_id):
+    env = gym.make(env_id, render_mode="ansi")
+    obs, info = env.reset(seed=0)
+    env.step(f"<model>{info['valid_agents'][0]}</model>")
+    text = env.render()
+    assert "controller" in text and info["valid_agents"][0] in text
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_step_order_errors(env_id):
     from orchenv.error import EnvStateError

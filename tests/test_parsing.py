@@ -22,6 +22,12 @@ def test_case_and_whitespace_tolerant():
     assert extract_tag("<Verdict>\nTrue\n</VERDICT>", "verdict") == "True"
 
 
+def test_any_tag_including_answer():
+    assert extract_tag("<think>\\boxed{1}</think><answer> 42 </answer>", "answer") == "42"
+    assert extract_tag("<answer>1</answer><answer>2</answer>", "answer") == "2"
+    assert extract_tag("<answer>open", "answer") is None
+
+
 def test_last_complete_occurrence_wins():
     assert extract_tag("<model>a</model> then <model>b</model>", "model") == "b"
     assert extract_tag("<model>a</model> <model>unclosed", "model") == "a"
