@@ -9,9 +9,9 @@ routes by the problem's length and rejects drafts that lack a boxed answer.
 from __future__ import annotations
 
 import gymnasium as gym
-from orchenv.agents import make_controller
 
 import orchenv  # noqa: F401
+from orchenv.agents import make_controller
 from orchenv.runner import format_summary, run_episodes
 
 

@@ -14,9 +14,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from orchenv.agents.baselines import RandomRouter
 
 import orchenv  # noqa: F401  (registers the ids)
+from orchenv.agents.baselines import RandomRouter
 
 ENV_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("orch/"))
 STEP_KEYS = {

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool
+
 from orchenv.agents.baselines import route_text, verdict_text
 from orchenv.envs.mathroute import MathRouteEnv
-from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool
 
 ALPHA = 0.5
 LAMBDA = {STRONG: 0.25, MID: 0.125, WEAK: 0.0}
