@@ -16,6 +16,7 @@ was right) for analysis and trainers' metrics; policies must not read it.
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -27,7 +28,7 @@ from orchenv.pool import AgentPool, CallContext, Completion, Message, UsageMeter
 from orchenv.spaces import AnyText
 
 
-class OrchestrationEnv(gym.Env[str, str]):
+class OrchestrationEnv(gym.Env[str, str], ABC):
     """Text-in, text-out environment around an agent pool.
 
     Subclasses set ``self.pool`` (lazily is fine) and implement
@@ -60,11 +61,13 @@ class OrchestrationEnv(gym.Env[str, str]):
         self._last_messages: list[Message] = []
 
     # -- subclass hooks -------------------------------------------------------
+    @abstractmethod
     def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        raise NotImplementedError  # abstract hook; every concrete env overrides it
+        """Start an episode; return the first observation and env-specific info."""
 
+    @abstractmethod
     def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        raise NotImplementedError  # abstract hook; every concrete env overrides it
+        """Apply one controller action (always a str); never raise on malformed text."""
 
     def valid_agents(self) -> list[str]:
         """Agents the controller may call now (drives action masks)."""

@@ -44,3 +44,13 @@ def tiny_source() -> ListTaskSource:
         for i in range(4)
     ]
     return ListTaskSource("tiny", {"train": tasks, "test": tasks})
+
+
+#: fragments fuzzers glue together: tags (exact and near-miss), verdict words, agent names
+NEAR_MISS_FRAGMENTS = [
+    "<model>", "</model>", "<verdict>", "</verdict>", "<checking>", "</checking>",
+    "<think>", "</think>", "< model >", "<MODEL>", "True", "False",
+    "Qwen2.5-7B-Instruct", "Qwen3-30B-A3B-Instruct", "qwen3-30b-a3b-instruct",
+    "Llama-3.2-1B-Instruct", "Qwen2.5-1.5B-Instruct", "Ministral-3-8B-Instruct",
+    "\n", " ", "<", ">", "/", "\\boxed{", "}",
+]  # fmt: skip

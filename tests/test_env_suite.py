@@ -14,6 +14,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scenario import NEAR_MISS_FRAGMENTS
 
 import orchenv  # noqa: F401  (registers the ids)
 from orchenv.agents.baselines import RandomRouter
@@ -175,30 +176,7 @@ def test_step_order_errors(env_id):
         env.step("garbage")
 
 
-NEAR_MISS = st.sampled_from(
-    [
-        "<model>",
-        "</model>",
-        "<verdict>",
-        "</verdict>",
-        "<checking>",
-        "</checking>",
-        "<think>",
-        "</think>",
-        "True",
-        "False",
-        "Qwen2.5-7B-Instruct",
-        "Qwen3-30B-A3B-Instruct",
-        "Llama-3.2-1B-Instruct",
-        "Qwen2.5-1.5B-Instruct",
-        "Ministral-3-8B-Instruct",
-        "qwen3 30b",
-        "\n",
-        " ",
-        "\\boxed{",
-        "}",
-    ]
-)
+NEAR_MISS = st.sampled_from(NEAR_MISS_FRAGMENTS)
 ACTIONS = st.one_of(
     st.text(max_size=200),
     st.just(""),

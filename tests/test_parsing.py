@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scenario import NEAR_MISS_FRAGMENTS
 
 from orchenv.parsing import (
     extract_tag,
@@ -89,29 +90,7 @@ def test_huge_inputs_are_linear():
     assert parse_verify("<think>" + "<verdict>" * 100_000, AGENTS, AGENTS).ok is False
 
 
-near_miss = st.sampled_from(
-    [
-        "<model>",
-        "</model>",
-        "<verdict>",
-        "</verdict>",
-        "<checking>",
-        "</checking>",
-        "<think>",
-        "</think>",
-        "< model >",
-        "<MODEL>",
-        "True",
-        "False",
-        "Qwen2.5-7B-Instruct",
-        "qwen3-30b-a3b-instruct",
-        "\n",
-        " ",
-        "<",
-        ">",
-        "/",
-    ]
-)
+near_miss = st.sampled_from(NEAR_MISS_FRAGMENTS)
 fuzz_text = st.one_of(st.text(max_size=300), st.lists(near_miss, max_size=40).map("".join))
 
 
