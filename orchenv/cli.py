@@ -48,7 +48,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         env_kwargs["split"] = args.split
     try:
         env = gym.make(args.env_id, **env_kwargs)
-    except gym.error.Error as exc:
+    except (gym.error.Error, TypeError) as exc:  # unknown id, or an argument the env does not take
         raise OrchEnvError(f"cannot make {args.env_id!r}: {exc}. See `orchenv list`.") from exc
     controller = make_controller(args.controller, **parse_kwargs(args.controller_kwarg))
     summary, records = run_episodes(
