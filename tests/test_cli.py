@@ -101,7 +101,10 @@ def test_same_seed_same_tasks_for_any_controller(capsys):
         (["run", "orch/MathRoute-v0", "-c", "speed=3"], "does not take speed"),
         (["run", "orch/NoSuchEnv-v0"], "orchenv list"),
         (["run", "orch/MathRoute-v0", "--pool", "system9"], "unknown pool preset"),
-        (["run", "orch/MathRoute-v0", "-e", "max_turn=2"], "unexpected keyword argument 'max_turn'"),
+        (
+            ["run", "orch/MathRoute-v0", "-e", "max_turn=2"],
+            "unexpected keyword argument 'max_turn'",
+        ),
         (["run", "orch/MathRoute-v0", "--split", "dev"], "unknown split"),
     ],
 )
