@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,14 +50,21 @@ class AgentSpec:
         return (prompt_tokens * self.price_prompt + completion_tokens * self.price_completion) / 1e6
 
 
+#: how a completion's token counts were obtained
+TOKEN_SOURCES = ("server", "tokenizer", "estimate", "record")
+
+
 @dataclass(frozen=True)
 class Completion:
     """One agent response with its metering.
 
-    ``tokens_estimated`` is True when token counts were computed locally
-    instead of read from the server. ``meta`` carries backend extras (the
-    simulated backend records whether its answer was right: privileged
-    information for oracles and analysis, never shown to controllers).
+    ``token_source`` says how the token counts were obtained: ``"server"`` (the
+    API's ``usage`` field), ``"tokenizer"`` (counted with the model's tokenizer),
+    ``"estimate"`` (a documented character-based estimate, e.g. simulated agents)
+    or ``"record"`` (read back from a replay file). ``cached`` is True when no
+    model ran for this call (replayed or served from a cache). ``meta`` carries
+    backend extras (the simulated backend records whether its answer was right:
+    privileged information for oracles and analysis, never shown to controllers).
     """
 
     agent: str
@@ -66,8 +74,27 @@ class Completion:
     cost_usd: float
     latency_s: float = 0.0
     cached: bool = False
-    tokens_estimated: bool = False
+    token_source: str = "estimate"
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """True unless the counts came from the serving model's own report."""
+        return self.token_source not in ("server", "tokenizer")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe record of this completion (the replay file format uses it)."""
+        return {
+            "agent": self.agent,
+            "text": self.text,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "latency_s": self.latency_s,
+            "cached": self.cached,
+            "token_source": self.token_source,
+            "meta": dict(self.meta),
+        }
 
 
 @dataclass(frozen=True)
@@ -87,11 +114,21 @@ class CallContext:
 
 @runtime_checkable
 class Backend(Protocol):
-    """Produces completions for agents. Implementations must be thread-safe."""
+    """Produces completions for agents. Implementations must be thread-safe.
+
+    Optional extras a backend may define:
+    - ``complete_batch(calls) -> list[Completion]`` for engines that batch
+      natively (local transformers, vLLM); ``AgentPool.call_many`` uses it;
+    - ``max_concurrency: int``, the most calls to run at once in threads;
+    - ``close()``, to release servers, sessions or GPU memory.
+    """
 
     def complete(
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> Completion: ...
+
+
+Call = tuple[AgentSpec, Sequence[Message], CallContext]
 
 
 # backend name -> "module:factory"; a factory takes (**backend_kwargs) and returns a Backend.
@@ -156,6 +193,13 @@ class AgentPool:
                 if key not in self._by_name:
                     raise UnknownNameError(f"agent in {label}", key, self._by_name)
         self.max_concurrency = max_concurrency
+        # one slot pool per backend: concurrent callers (vector envs, call_many) share it
+        self._slots = {
+            name: threading.BoundedSemaphore(
+                int(getattr(backend, "max_concurrency", None) or max_concurrency)
+            )
+            for name, backend in self._backends.items()
+        }
 
     # -- lookup -------------------------------------------------------------
     @property
@@ -188,10 +232,15 @@ class AgentPool:
     def call(
         self, name: str, messages: Sequence[Message], context: CallContext | None = None
     ) -> Completion:
-        """Call one agent and return its completion (latency measured here if the backend did not)."""
+        """Call one agent (waiting for a slot of its backend's concurrency limit).
+
+        Latency is measured here when the backend did not report it.
+        """
         spec = self.spec(name)
+        backend = self._backends[spec.backend]
         start = time.perf_counter()
-        completion = self.backend_for(name).complete(spec, messages, context or CallContext())
+        with self._slots[spec.backend]:
+            completion = backend.complete(spec, messages, context or CallContext())
         if completion.latency_s == 0.0 and not completion.cached:
             completion = _with_latency(completion, time.perf_counter() - start)
         return completion
@@ -199,12 +248,49 @@ class AgentPool:
     def call_many(
         self, calls: Sequence[tuple[str, Sequence[Message], CallContext | None]]
     ) -> list[Completion]:
-        """Run several calls concurrently (threads); results keep the input order."""
+        """Run several calls at once; results keep the input order.
+
+        Calls to a backend with ``complete_batch`` (local engines) go to it as one
+        batch; the others run in threads, at most ``max_concurrency`` per backend.
+        """
         if len(calls) <= 1:
             return [self.call(*c) for c in calls]
-        workers = max(1, min(self.max_concurrency, len(calls)))
+        results: list[Completion | None] = [None] * len(calls)
+        batches: dict[str, list[int]] = {}
+        singles: list[int] = []
+        for i, (name, _, _) in enumerate(calls):
+            backend_name = self.spec(name).backend
+            if hasattr(self._backends[backend_name], "complete_batch"):
+                batches.setdefault(backend_name, []).append(i)
+            else:
+                singles.append(i)
+
+        def run_batch(backend_name: str, indices: list[int]) -> None:
+            batch: list[Call] = [
+                (self.spec(calls[i][0]), calls[i][1], calls[i][2] or CallContext()) for i in indices
+            ]
+            with self._slots[backend_name]:
+                out = self._backends[backend_name].complete_batch(batch)  # type: ignore[attr-defined]
+            for i, completion in zip(indices, out, strict=True):
+                results[i] = completion
+
+        def run_single(i: int) -> None:
+            results[i] = self.call(*calls[i])
+
+        workers = max(1, min(len(singles) + len(batches), 256))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(lambda c: self.call(*c), calls))
+            futures = [pool.submit(run_batch, b, idx) for b, idx in batches.items()]
+            futures += [pool.submit(run_single, i) for i in singles]
+            for future in futures:
+                future.result()  # re-raise the first failure
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        """Release backend resources (HTTP sessions, engines)."""
+        for backend in self._backends.values():
+            close = getattr(backend, "close", None)
+            if callable(close):
+                close()
 
     def describe(self) -> str:
         rows = [

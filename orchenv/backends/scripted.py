@@ -39,5 +39,5 @@ class ScriptedBackend:
             completion_tokens=completion_tokens,
             cost_usd=spec.cost(prompt_tokens, completion_tokens),
             latency_s=1e-3,
-            tokens_estimated=True,
+            token_source="estimate",
         )

@@ -335,7 +335,7 @@ class SimulatedBackend:
             cost_usd=spec.cost(prompt_tokens, completion_tokens),
             latency_s=latency,
             cached=False,
-            tokens_estimated=True,
+            token_source="estimate",
             meta={
                 "correct": bool(correct),
                 "answer": extract_boxed(text),
