@@ -7,7 +7,9 @@ order. Subclasses implement ``_reset_episode`` and ``_step_episode``.
 
 Info schema (every step; see DESIGN.md): ``messages``, ``cost_usd``,
 ``tokens``, ``episode_cost_usd``, ``agent_calls``, ``constraint_costs``,
-``valid_agents``, ``invalid_action``, ``parse_error``, ``turn``; at the
+``valid_agents``, ``invalid_action``, ``parse_error``, ``turn``, ``calls`` (one
+record per agent call this step: agent, tokens, how they were counted, cost,
+latency, cached/replayed); at the
 episode's end also ``task_id``, ``final_answer``, ``correct`` or ``score``,
 ``turns``. ``info["privileged"]`` holds ground truth (e.g. whether a draft
 was right) for analysis and trainers' metrics; policies must not read it.
@@ -57,6 +59,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self.transcript: list[dict[str, Any]] = []
         self.meter = UsageMeter()
         self._step_meter = UsageMeter()
+        self._step_calls: list[dict[str, Any]] = []
         self._last_obs = ""
         self._last_messages: list[Message] = []
 
@@ -89,6 +92,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self.transcript = []
         self.meter = UsageMeter()
         self._step_meter = UsageMeter()
+        self._step_calls = []
         obs, extra = self._reset_episode(dict(options or {}))
         return self._finish(obs, extra, invalid=False, parse_error=None)
 
@@ -100,6 +104,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
                 "step() called after the episode ended (terminated or truncated); call reset()"
             )
         self._step_meter = UsageMeter()
+        self._step_calls = []
         if not isinstance(action, str):
             action = "" if action is None else f"<non-text action of type {type(action).__name__}>"
         obs, reward, terminated, truncated, extra = self._step_episode(action)
@@ -125,6 +130,17 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         completion = self.pool.call(name, messages, context)
         self.meter.record(completion)
         self._step_meter.record(completion)
+        self._step_calls.append(
+            {
+                "agent": completion.agent,
+                "prompt_tokens": completion.prompt_tokens,
+                "completion_tokens": completion.completion_tokens,
+                "token_source": completion.token_source,
+                "cost_usd": completion.cost_usd,
+                "latency_s": completion.latency_s,
+                "cached": completion.cached,
+            }
+        )
         self.transcript.append(
             {
                 "turn": self.turn,
@@ -164,6 +180,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             },
             "episode_cost_usd": self.meter.cost_usd,
             "agent_calls": dict(self.meter.calls),
+            "calls": list(self._step_calls),
             "constraint_costs": self.constraint_costs(),
             "valid_agents": [] if self._done else self.valid_agents(),
             "invalid_action": invalid,

@@ -12,15 +12,17 @@ from __future__ import annotations
 import copy
 import importlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from orchenv.error import ConfigError, UnknownNameError
+from orchenv.error import ConfigError, DataError, UnknownNameError
 from orchenv.tasks import Task
 
 Message = dict[str, str]
@@ -313,12 +315,18 @@ class UsageMeter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    latency_s: float = 0.0
+    cached_calls: int = 0
+    estimated_calls: int = 0
 
     def record(self, completion: Completion) -> None:
         self.calls[completion.agent] = self.calls.get(completion.agent, 0) + 1
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
         self.cost_usd += completion.cost_usd
+        self.latency_s += completion.latency_s
+        self.cached_calls += int(completion.cached)
+        self.estimated_calls += int(completion.tokens_estimated)
 
     @property
     def total_calls(self) -> int:
@@ -336,6 +344,9 @@ class UsageMeter:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cost_usd += other.cost_usd
+        self.latency_s += other.latency_s
+        self.cached_calls += other.cached_calls
+        self.estimated_calls += other.estimated_calls
 
     def copy(self) -> UsageMeter:
         return copy.deepcopy(self)
@@ -348,22 +359,65 @@ def list_presets() -> list[str]:
     return sorted(p.name[:-5] for p in files if p.name.endswith(".json"))
 
 
-def load_preset_data(name: str) -> dict[str, Any]:
-    """The raw preset document (agents, prices with sources, calibration, constraints)."""
-    if name not in list_presets():
-        raise UnknownNameError("pool preset", name, list_presets())
+def load_preset_data(name: str | os.PathLike[str]) -> dict[str, Any]:
+    """The raw pool document: a shipped preset by name, or a ``.json`` / ``.yaml`` pool file.
+
+    A pool file has the presets' schema: ``{"name", "agents": [{"name", "model", "tier",
+    "price" | "price_prompt" + "price_completion", "backend", "backend_kwargs", ...}],
+    "usage_constraints", "lagrange_multipliers"}``.
+    """
+    path = Path(name)
+    if path.suffix.lower() in {".json", ".yaml", ".yml"}:
+        if not path.is_file():
+            raise DataError(f"pool file {str(path)!r} does not exist")
+        text = path.read_text("utf-8")
+        try:
+            if path.suffix.lower() == ".json":
+                data = json.loads(text)
+            else:
+                import yaml
+
+                data = yaml.safe_load(text)
+        except Exception as exc:  # json and yaml raise different types
+            raise DataError(
+                f"pool file {str(path)!r} is not valid {path.suffix[1:]}: {exc}"
+            ) from exc
+        if not isinstance(data, dict) or not isinstance(data.get("agents"), list):
+            raise DataError(f"pool file {str(path)!r} must be a mapping with an 'agents' list")
+        data.setdefault("name", path.stem)
+        return data
+    if str(name) not in list_presets():
+        raise UnknownNameError("pool preset", str(name), list_presets())
     text = resources.files("orchenv.presets").joinpath(f"{name}.json").read_text("utf-8")
     return json.loads(text)
 
 
+def _spec_from_dict(raw: Mapping[str, Any], backend: str | None) -> AgentSpec:
+    """An AgentSpec from a preset entry, resolving ``"price": KEY`` through the price table."""
+    from orchenv.pricing import price_for
+
+    fields = set(AgentSpec.__dataclass_fields__)
+    data = {k: v for k, v in raw.items() if k in fields}
+    if "price" in raw:
+        price = price_for(raw["price"])
+        data.setdefault("price_prompt", price.prompt)
+        data.setdefault("price_completion", price.completion)
+    if backend is not None:
+        data["backend"] = backend
+    missing = {"name", "model", "tier"} - set(data)
+    if missing:
+        raise ConfigError(f"agent entry {dict(raw)!r} lacks {', '.join(sorted(missing))}")
+    return AgentSpec(**data)
+
+
 def make_pool(
-    preset: str | AgentPool,
+    preset: str | os.PathLike[str] | AgentPool,
     *,
     backend: str | None = None,
     backends: Mapping[str, Backend] | None = None,
     backend_kwargs: Mapping[str, Any] | None = None,
 ) -> AgentPool:
-    """Build a pool from a preset name (or pass a pool through).
+    """Build a pool from a preset name or a pool file (or pass a pool through).
 
     ``backend`` overrides every agent's backend name (e.g. ``"replay"``);
     ``backend_kwargs`` are passed to backends built here.
@@ -371,13 +425,7 @@ def make_pool(
     if isinstance(preset, AgentPool):
         return preset
     data = load_preset_data(preset)
-    fields = set(AgentSpec.__dataclass_fields__)
-    specs = []
-    for raw in data["agents"]:
-        spec_data = {k: v for k, v in raw.items() if k in fields}
-        if backend is not None:
-            spec_data["backend"] = backend
-        specs.append(AgentSpec(**spec_data))
+    specs = [_spec_from_dict(raw, backend) for raw in data["agents"]]
     built: dict[str, Backend] = dict(backends or {})
     for spec in specs:
         if spec.backend not in built:

@@ -15,6 +15,7 @@ import gymnasium as gym
 from tqdm.auto import tqdm
 
 from orchenv.error import EnvStateError
+from orchenv.pool import UsageMeter
 
 
 @dataclass
@@ -31,6 +32,9 @@ class EpisodeRecord:
     completion_tokens: int
     agent_calls: dict[str, int]
     invalid_actions: int
+    latency_s: float = 0.0
+    cached_calls: int = 0
+    estimated_calls: int = 0
     actions: list[str] = field(default_factory=list)
     final_answer: str | None = None
 
@@ -52,6 +56,9 @@ class RunSummary:
     usage_ratios: dict[str, float]
     mean_turns: float
     invalid_action_rate: float
+    mean_latency_s: float = 0.0
+    cached_call_fraction: float = 0.0
+    estimated_token_fraction: float = 0.0
     privileged: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,11 +98,7 @@ def run_episode(
             break
     else:
         raise EnvStateError("episode did not end within 10,000 steps")
-    tokens = {"prompt": 0, "completion": 0}
-    unwrapped = env.unwrapped
-    meter = getattr(unwrapped, "meter", None)
-    if meter is not None:
-        tokens = {"prompt": meter.prompt_tokens, "completion": meter.completion_tokens}
+    meter = getattr(env.unwrapped, "meter", None) or UsageMeter()
     correct = bool(info.get("correct", False))
     return EpisodeRecord(
         task_id=str(info.get("task_id", "")),
@@ -104,10 +107,13 @@ def run_episode(
         reward=total,
         turns=int(info.get("turns", len(actions))),
         cost_usd=float(info.get("episode_cost_usd", 0.0)),
-        prompt_tokens=tokens["prompt"],
-        completion_tokens=tokens["completion"],
+        prompt_tokens=meter.prompt_tokens,
+        completion_tokens=meter.completion_tokens,
         agent_calls=dict(info.get("agent_calls", {})),
         invalid_actions=invalid,
+        latency_s=meter.latency_s,
+        cached_calls=meter.cached_calls,
+        estimated_calls=meter.estimated_calls,
         actions=actions,
         final_answer=info.get("final_answer"),
     )
@@ -125,6 +131,7 @@ def summarize(
     successes = sum(r.correct for r in records)
     calls = {a: sum(r.agent_calls.get(a, 0) for r in records) for a in agents}
     steps = sum(len(r.actions) for r in records)
+    total_calls = sum(sum(r.agent_calls.values()) for r in records)
     return RunSummary(
         env_id=env_id,
         controller=controller,
@@ -139,6 +146,9 @@ def summarize(
         usage_ratios={a: c / max(n, 1) for a, c in calls.items()},
         mean_turns=sum(r.turns for r in records) / max(n, 1),
         invalid_action_rate=sum(r.invalid_actions for r in records) / max(steps, 1),
+        mean_latency_s=sum(r.latency_s for r in records) / max(n, 1),
+        cached_call_fraction=sum(r.cached_calls for r in records) / max(total_calls, 1),
+        estimated_token_fraction=sum(r.estimated_calls for r in records) / max(total_calls, 1),
         privileged=privileged,
     )
 
@@ -198,6 +208,9 @@ def format_summary(summary: RunSummary) -> str:
         f"cost         ${summary.total_cost_usd:.4f} total, ${summary.mean_cost_usd:.6f} per episode",
         f"tokens       {summary.mean_prompt_tokens:.0f} prompt + {summary.mean_completion_tokens:.0f} completion per episode",
         f"turns        {summary.mean_turns:.2f} per episode",
+        f"latency      {summary.mean_latency_s:.2f} s of agent time per episode "
+        f"({summary.cached_call_fraction:.0%} of calls replayed/cached, "
+        f"{summary.estimated_token_fraction:.0%} with estimated token counts)",
         f"invalid      {summary.invalid_action_rate:.3f} of actions",
         "usage ratio  (calls / episodes)",
     ]

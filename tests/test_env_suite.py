@@ -22,6 +22,7 @@ from orchenv.agents.baselines import RandomRouter
 ENV_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("orch/"))
 STEP_KEYS = {
     "messages",
+    "calls",
     "cost_usd",
     "tokens",
     "episode_cost_usd",
@@ -79,6 +80,10 @@ def test_info_schema(env_id):
         assert info["constraint_costs"].shape == (len(env.unwrapped.pool.names),)
         # one indicator per agent call made this step, and a call happens iff an agent answered
         assert info["constraint_costs"].sum() == (1 if "called_agent" in info else 0)
+        assert len(info["calls"]) == int(info["constraint_costs"].sum())
+        for call in info["calls"]:
+            assert call["token_source"] in {"server", "tokenizer", "estimate", "record"}
+            assert call["prompt_tokens"] + call["completion_tokens"] == sum(info["tokens"].values())
         assert all(m["role"] in {"system", "user", "assistant"} for m in info["messages"])
     assert set(trace[-1][-1]) >= END_KEYS
     assert isinstance(trace[-1][-1]["correct"], bool)

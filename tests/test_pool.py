@@ -19,6 +19,7 @@ from orchenv.pool import (
     load_preset_data,
     make_pool,
 )
+from orchenv.pricing import price_for, price_table
 from orchenv.tasks import ListTaskSource, Task, difficulty_of, make_task_source
 
 
@@ -36,9 +37,60 @@ def test_presets_follow_seed_000_table_1_and_9():
         accuracies = [pool.spec(n).calibration["accuracy"] for n in pool.names]
         assert accuracies == sorted(accuracies), "names are ordered weakest first"
         for raw in load_preset_data(name)["agents"]:
-            assert raw["price_source"], "every price names its source"
+            price = price_for(raw["price"])
+            assert price.source and "http" in price.source, "every price names its public source"
+            spec = pool.spec(raw["name"])
+            assert (spec.price_prompt, spec.price_completion) == (price.prompt, price.completion)
     assert make_pool("system1").spec("Qwen2.5-7B-Instruct").calibration["accuracy"] == 0.757
     assert make_pool("system2").spec("Llama-3.2-1B-Instruct").calibration["accuracy"] == 0.275
+
+
+def test_price_table_covers_the_seed_papers():
+    table = price_table()
+    for key in ("gpt-4.1", "gpt-4.1-nano", "o3", "qwen3-30b-a3b-instruct-2507"):
+        assert table[key].prompt > 0 and table[key].completion > 0 and table[key].source
+    assert table["gpt-4.1-nano"].prompt < table["gpt-4.1"].prompt
+    with pytest.raises(UnknownNameError, match="Did you mean 'gpt-4.1'"):
+        price_for("gpt-4.l")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_pool_from_a_file_with_price_override(tmp_path, suffix):
+    import json
+
+    import yaml
+
+    doc = {
+        "name": "mine",
+        "agents": [
+            {"name": "nano", "model": "gpt-4.1-nano", "tier": 1, "price": "gpt-4.1-nano",
+             "backend": "simulated", "calibration": {"accuracy": 0.5}},
+            {"name": "big", "model": "gpt-4.1", "tier": 0, "price": "gpt-4.1", "price_completion": 7.0,
+             "backend": "simulated", "calibration": {"accuracy": 0.9}},
+        ],
+        "usage_constraints": {"big": 0.3},
+    }  # fmt: skip
+    path = tmp_path / f"pool{suffix}"
+    path.write_text(json.dumps(doc) if suffix == ".json" else yaml.safe_dump(doc))
+    pool = make_pool(path)
+    assert pool.names == ("nano", "big") and pool.name == "mine"
+    assert pool.spec("nano").price_prompt == 0.1
+    assert (pool.spec("big").price_prompt, pool.spec("big").price_completion) == (2.0, 7.0)
+    assert pool.usage_constraints == {"big": 0.3}
+
+
+def test_bad_pool_files_say_what_is_wrong(tmp_path):
+    from orchenv.error import DataError
+
+    with pytest.raises(DataError, match="does not exist"):
+        make_pool(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(DataError, match="not valid json"):
+        make_pool(bad)
+    bad.write_text('{"agents": [{"name": "x"}]}')
+    with pytest.raises(ConfigError, match="lacks model, tier"):
+        make_pool(bad)
 
 
 def test_unknown_names_suggest_the_right_one():

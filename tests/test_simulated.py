@@ -28,6 +28,7 @@ from orchenv.backends.simulated import (
 from orchenv.error import BackendError, ConfigError
 from orchenv.grading import check_math_solution
 from orchenv.pool import AgentSpec, CallContext, load_preset_data, make_backend, make_pool
+from orchenv.pricing import price_for
 from orchenv.tasks import Task
 
 N_TASKS = 2000
@@ -141,9 +142,9 @@ def test_preset_documents_prices_and_targets(preset):
     assert {n: a["calibration"]["accuracy"] for n, a in agents.items()} == TARGETS[preset]
     for agent in agents.values():
         assert agent["backend"] == "simulated"
-        assert agent["price_prompt"] > 0 and agent["price_completion"] > 0
-        assert "retrieved 2026-11" in agent["price_source"]
-        assert "http" in agent["price_source"]
+        price = price_for(agent["price"])
+        assert price.prompt > 0 and price.completion > 0
+        assert "retrieved 2026-11" in price.source and "http" in price.source
         assert 300 <= agent["calibration"]["mean_completion_tokens"] <= 800
     pool = make_pool(preset)
     strongest, middle, weakest = pool.strongest(), pool.names[1], pool.weakest()
