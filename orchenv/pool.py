@@ -136,6 +136,11 @@ Call = tuple[AgentSpec, Sequence[Message], CallContext]
 # backend name -> "module:factory"; a factory takes (**backend_kwargs) and returns a Backend.
 BACKENDS: dict[str, str] = {
     "simulated": "orchenv.backends.simulated:SimulatedBackend",
+    "openai": "orchenv.backends.openai_compat:OpenAICompatBackend",
+    "hf": "orchenv.backends.hf:HFBackend",
+    "vllm": "orchenv.backends.vllm_backend:VLLMBackend",
+    "replay": "orchenv.backends.replay:ReplayBackend",
+    "recording": "orchenv.backends.recording:RecordingBackend",
 }
 
 

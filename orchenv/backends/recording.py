@@ -1,0 +1,305 @@
+"""Record every agent call of a run to a replay file, and resume a run that was cut short.
+
+Why: a live evaluation can be replayed exactly (``ReplayBackend``) only if
+each call was written down, and a long run killed halfway (a preempted job,
+an OOM, Ctrl-C) should restart without paying again for the calls it made.
+
+``RecordingBackend(inner=..., path=...)`` wraps any backend. Each finished
+call is appended to the file (format: ``orchenv.backends.replay``) as one
+complete JSON line, written with a single ``os.write`` on a descriptor opened
+with ``O_APPEND`` and then ``fsync``-ed. On POSIX an ``O_APPEND`` write places
+its bytes at the end of the file atomically, and on local file systems a
+regular-file write of a few kilobytes is not interleaved with other writers;
+inside one process a lock serialises the writes anyway. A killed run
+therefore keeps every finished record and at worst one trailing partial line,
+which readers skip and which the next recorder cuts off before appending.
+
+With ``resume=True`` (default) a call whose key is already in the file is
+answered from it without calling the inner backend, so re-running the same
+seeds skips everything already recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from orchenv.backends.replay import (
+    check_keying,
+    completion_from_record,
+    describe_key,
+    encode_record,
+    key_from_fields,
+    make_record,
+    replay_key,
+    scan_jsonl,
+)
+from orchenv.error import BackendError, ConfigError
+from orchenv.pool import AgentSpec, Backend, Call, CallContext, Completion, Message, make_backend
+
+logger = logging.getLogger(__name__)
+
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+class RecordingBackend:
+    """Wraps a backend and appends each call it answers to a JSON Lines replay file.
+
+    Args:
+        inner: the backend that answers (an instance, or a registered name
+            built here with ``inner_kwargs``).
+        path: the replay file; created (with its folder) at the first call.
+        keying: ``"prompt"`` or ``"turn"``: how calls are matched when resuming
+            (and the ``key`` written in each record).
+        inner_kwargs: keyword arguments for an inner backend given by name.
+        resume: answer calls already in the file from the file instead of
+            calling ``inner`` (marked ``cached=True``, ``token_source="record"``).
+            With ``resume=False`` every call goes to ``inner`` and is appended,
+            even when its key is recorded (readers keep a key's first record).
+        fsync: ``fsync`` after every record (durable across power loss; turn it
+            off for fast simulated runs where a lost tail is harmless).
+
+    The file is read once, lazily, at the first call. The inner call runs
+    outside the lock (calls proceed concurrently); appends are serialised.
+    When the inner backend reports no latency, the recorder measures it, as
+    ``AgentPool.call`` would, so a replay reports the same figure. One recording
+    process per file is the supported setup.
+    """
+
+    def __init__(
+        self,
+        *,
+        inner: Backend | str,
+        path: str | Path,
+        keying: str = "prompt",
+        inner_kwargs: Mapping[str, Any] | None = None,
+        resume: bool = True,
+        fsync: bool = True,
+    ) -> None:
+        self.keying = check_keying(keying)
+        self.path = Path(path)
+        if self.path.suffix.lower() in _PARQUET_SUFFIXES:
+            raise ConfigError(
+                f"RecordingBackend writes JSON Lines; {str(self.path)!r} looks like parquet. "
+                "Record to a .jsonl file and convert it afterwards if needed."
+            )
+        if isinstance(inner, str):
+            self.inner: Backend = make_backend(inner, **dict(inner_kwargs or {}))
+        else:
+            if inner_kwargs:
+                raise ConfigError("inner_kwargs applies only to an inner backend given by name")
+            self.inner = inner
+        self.resume = bool(resume)
+        self.fsync = bool(fsync)
+        self.max_concurrency = getattr(self.inner, "max_concurrency", None)
+        if callable(getattr(self.inner, "complete_batch", None)):
+            # only then: AgentPool.call_many batches backends that have the attribute
+            self.complete_batch = self._complete_batch
+        self._fd: int | None = None
+        self._records: dict[str, dict[str, Any]] = {}
+        self._closed = False
+        self._lock = threading.Lock()
+        self.recorded = 0  # records appended by this backend
+        self.resumed = 0  # calls answered from the file
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordingBackend(inner={self.inner!r}, path={str(self.path)!r}, "
+            f"keying={self.keying!r}, resume={self.resume}, fsync={self.fsync})"
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a copy in another process opens its own descriptor and rereads the file
+        state = self.__dict__.copy()
+        state.pop("complete_batch", None)
+        state["_fd"], state["_lock"], state["_records"] = None, None, {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        if callable(getattr(self.inner, "complete_batch", None)):
+            self.complete_batch = self._complete_batch
+
+    # -- the file -----------------------------------------------------------------------
+    def _open(self) -> None:
+        """Open the file for appending, load its records, and cut off a torn last line."""
+        if self._fd is not None:
+            return
+        with self._lock:
+            if self._closed:
+                raise BackendError(f"RecordingBackend for {str(self.path)!r} is closed")
+            if self._fd is not None:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(self.path, flags, 0o644)
+            try:
+                with self.path.open("rb") as fh:
+                    if fh.read(4) == b"PAR1":
+                        raise ConfigError(
+                            f"{str(self.path)!r} is a parquet file; RecordingBackend appends "
+                            "JSON Lines"
+                        )
+                scan = scan_jsonl(self.path)
+                if scan.valid_end < scan.size:
+                    logger.warning(
+                        "%s: cutting off %d bytes of a torn last line before appending",
+                        self.path,
+                        scan.size - scan.valid_end,
+                    )
+                    os.ftruncate(fd, scan.valid_end)
+                if scan.newline_missing:
+                    self._write(fd, b"\n")
+                records: dict[str, dict[str, Any]] = {}
+                for record in scan.records:
+                    key = self._key_of(record)
+                    if key in records:
+                        logger.debug("%s: duplicate key %s ignored", self.path, describe_key(key))
+                    else:
+                        records[key] = record
+            except BaseException:
+                os.close(fd)
+                raise
+            self._records = records
+            self._fd = fd
+            logger.info(
+                "recording to %s (%d records already there, resume=%s)",
+                self.path,
+                len(records),
+                self.resume,
+            )
+
+    def _key_of(self, record: Mapping[str, Any]) -> str:
+        return key_from_fields(
+            record["task_id"],
+            record["agent"],
+            record.get("prompt_sha256"),
+            record["turn"],
+            self.keying,
+        )
+
+    def _write(self, fd: int, data: bytes) -> None:
+        """Write all of ``data``: one ``os.write`` unless the OS accepts only part of it."""
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if self.fsync:
+            os.fsync(fd)
+
+    def _append(self, key: str, record: dict[str, Any]) -> None:
+        line = encode_record(record)
+        with self._lock:
+            if self._fd is None:
+                raise BackendError(f"RecordingBackend for {str(self.path)!r} is closed")
+            if self.resume and key in self._records:
+                # another thread recorded the same call meanwhile; keep one record per key
+                logger.debug("%s: %s already recorded", self.path, describe_key(key))
+                return
+            self._write(self._fd, line)
+            self._records.setdefault(key, record)
+            self.recorded += 1
+
+    def _lookup(self, key: str) -> Completion | None:
+        if not self.resume:
+            return None
+        record = self._records.get(key)
+        if record is None:
+            return None
+        with self._lock:
+            self.resumed += 1
+        return completion_from_record(record)
+
+    @staticmethod
+    def _task_id(spec: AgentSpec, context: CallContext) -> str:
+        if context.task is None:
+            raise BackendError(
+                f"the recording backend needs the task of the call to agent {spec.name!r}: "
+                "records are keyed on the task id. Environments pass it; when calling by hand "
+                "use pool.call(name, messages, CallContext(task=task, turn=turn))."
+            )
+        return context.task.id
+
+    # -- the Backend protocol -------------------------------------------------------------
+    def complete(
+        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
+    ) -> Completion:
+        """The recorded answer when resuming, else the inner backend's answer, recorded."""
+        task_id = self._task_id(spec, context)
+        self._open()
+        key = replay_key(task_id, spec.name, messages, context.turn, self.keying)
+        hit = self._lookup(key)
+        if hit is not None:
+            return hit
+        start = time.perf_counter()
+        completion = self.inner.complete(spec, messages, context)
+        if completion.latency_s == 0.0 and not completion.cached:
+            completion = dataclasses.replace(completion, latency_s=time.perf_counter() - start)
+        self._append(key, self._record(task_id, spec, messages, context, completion))
+        return completion
+
+    def _record(
+        self,
+        task_id: str,
+        spec: AgentSpec,
+        messages: Sequence[Message],
+        context: CallContext,
+        completion: Completion,
+    ) -> dict[str, Any]:
+        return make_record(
+            task_id=task_id,
+            agent=spec.name,
+            turn=context.turn,
+            messages=messages,
+            completion=completion,
+            keying=self.keying,
+        )
+
+    def _complete_batch(self, calls: Sequence[Call]) -> list[Completion]:
+        """Batched calls: recorded ones from the file, the rest as one inner batch, recorded."""
+        self._open()
+        results: list[Completion | None] = [None] * len(calls)
+        todo: list[int] = []
+        keys: list[str] = []
+        task_ids: list[str] = []
+        for i, (spec, messages, context) in enumerate(calls):
+            task_ids.append(self._task_id(spec, context))
+            key = replay_key(task_ids[i], spec.name, messages, context.turn, self.keying)
+            keys.append(key)
+            hit = self._lookup(key)
+            if hit is None:
+                todo.append(i)
+            else:
+                results[i] = hit
+        if todo:
+            out = self.inner.complete_batch([calls[i] for i in todo])  # type: ignore[attr-defined]
+            if len(out) != len(todo):
+                raise BackendError(
+                    f"inner backend {self.inner!r} returned {len(out)} completions "
+                    f"for a batch of {len(todo)}"
+                )
+            for i, completion in zip(todo, out, strict=True):
+                spec, messages, context = calls[i]
+                record = self._record(task_ids[i], spec, messages, context, completion)
+                self._append(keys[i], record)
+                results[i] = completion
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        """Close the file and the inner backend (idempotent)."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+            already, self._closed = self._closed, True
+        if fd is not None:
+            os.close(fd)
+        if not already:
+            close = getattr(self.inner, "close", None)
+            if callable(close):
+                close()

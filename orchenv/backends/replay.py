@@ -1,0 +1,523 @@
+"""Replay recorded agent calls: deterministic, free and offline re-runs of a live run.
+
+Why: live LLM calls are slow, cost money and never answer twice the same.
+``RecordingBackend`` (``orchenv.backends.recording``) writes every call of a
+run to a replay file; ``ReplayBackend`` answers the same calls from that file,
+so an evaluation, a bug report or a figure can be reproduced exactly without
+the models.
+
+Replay file format (version 1)
+------------------------------
+JSON Lines, one record per agent call, UTF-8::
+
+    {"v": 1,
+     "key": "<task_id>\\x1f<agent>\\x1f<prompt_sha256>",   # or "...\\x1fturn=<turn>"
+     "task_id": "...", "agent": "...", "turn": 2,
+     "prompt_sha256": "<hex sha256 of the canonical JSON of the messages>",
+     "completion": {Completion.to_dict(): agent, text, prompt_tokens, completion_tokens,
+                    cost_usd, latency_s, cached, token_source, meta},
+     "recorded_at": "2025-01-01T12:00:00.000+00:00"}
+
+``prompt_sha256`` hashes ``json.dumps(messages, sort_keys=True,
+ensure_ascii=False, separators=(",", ":"))`` encoded as UTF-8.
+
+Keying: ``"prompt"`` (default) matches a call by task id, agent and the exact
+prompt, so a replay answers only calls that were really made. ``"turn"``
+matches by task id, agent and turn number, for runs whose prompts change in
+irrelevant ways (a template edit, a timestamp) but whose trajectory is fixed;
+two episodes on the same task that diverge share turn keys (the first record
+wins). Readers derive the key from the record's fields for the keying asked
+for, so a file recorded with one keying can be replayed with the other; the
+stored ``key`` is informational.
+
+A file may also be a parquet table with the same columns (``completion`` as a
+JSON string column), for large logs converted offline; writers always write
+JSON Lines. When a key appears twice, the first record wins. A truncated or
+corrupt *last* line (a writer killed mid-write) is skipped with a warning; a
+corrupt line anywhere else is a ``DataError`` naming the line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from orchenv.error import BackendError, ConfigError, DataError, require
+from orchenv.pool import AgentSpec, Backend, CallContext, Completion, Message, make_backend
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+KEYINGS = ("prompt", "turn")
+MODES = ("strict", "fallthrough")
+_SEP = "\x1f"  # ASCII unit separator: cannot occur in ids written by hand
+_PARQUET_MAGIC = b"PAR1"
+_REQUIRED_COMPLETION: dict[str, type | tuple[type, ...]] = {
+    "text": str,
+    "prompt_tokens": int,
+    "completion_tokens": int,
+    "cost_usd": (int, float),
+}
+
+
+# -- keys -----------------------------------------------------------------------------
+def check_keying(keying: str) -> str:
+    """Validate a keying name (shared by the replay and recording backends)."""
+    if keying not in KEYINGS:
+        raise ConfigError(f"keying must be one of {KEYINGS}, got {keying!r}")
+    return keying
+
+
+def prompt_sha256(messages: Sequence[Message]) -> str:
+    """Hex SHA-256 of the canonical JSON of a messages list (the replay format's prompt hash)."""
+    canonical = json.dumps(
+        [dict(m) for m in messages], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def key_from_fields(
+    task_id: str, agent: str, prompt_hash: str | None, turn: int, keying: str = "prompt"
+) -> str:
+    """A replay key from a record's fields (no messages needed)."""
+    if keying == "turn":
+        return f"{task_id}{_SEP}{agent}{_SEP}turn={int(turn)}"
+    check_keying(keying)
+    if not prompt_hash:
+        raise DataError(f"prompt keying needs a prompt_sha256 (task {task_id!r}, agent {agent!r})")
+    return f"{task_id}{_SEP}{agent}{_SEP}{prompt_hash}"
+
+
+def replay_key(
+    task_id: str, agent: str, messages: Sequence[Message], turn: int, keying: str = "prompt"
+) -> str:
+    """The key a call is recorded and replayed under (see the module docstring)."""
+    check_keying(keying)
+    digest = prompt_sha256(messages) if keying == "prompt" else None
+    return key_from_fields(task_id, agent, digest, turn, keying)
+
+
+def describe_key(key: str) -> str:
+    """A key with its separators made visible, for messages."""
+    return key.replace(_SEP, " | ")
+
+
+# -- records --------------------------------------------------------------------------
+def make_record(
+    *,
+    task_id: str,
+    agent: str,
+    turn: int,
+    messages: Sequence[Message],
+    completion: Completion,
+    keying: str = "prompt",
+) -> dict[str, Any]:
+    """One replay record (format version 1) for a finished call."""
+    digest = prompt_sha256(messages)
+    return {
+        "v": FORMAT_VERSION,
+        "key": key_from_fields(task_id, agent, digest, turn, keying),
+        "task_id": task_id,
+        "agent": agent,
+        "turn": int(turn),
+        "prompt_sha256": digest,
+        "completion": completion.to_dict(),
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+    }
+
+
+def _json_default(obj: Any) -> Any:
+    """JSON fallback for backend extras in ``meta`` (numpy scalars and arrays, sets, paths)."""
+    if hasattr(obj, "item") and callable(obj.item):
+        try:
+            return obj.item()
+        except (TypeError, ValueError):
+            pass
+    if hasattr(obj, "tolist") and callable(obj.tolist):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    logger.debug("replay record: storing %s value as its str()", type(obj).__name__)
+    return str(obj)
+
+
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """One record as a single UTF-8 JSON line ending in ``\\n`` (newlines in text are escaped)."""
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    return (line + "\n").encode("utf-8")
+
+
+def completion_from_record(record: Mapping[str, Any]) -> Completion:
+    """The recorded completion, marked as replayed: ``cached=True``, ``token_source="record"``.
+
+    Tokens, cost, text and meta are the recorded ones; ``latency_s`` is the
+    original call's latency (kept for analysis; serving from the file is instant).
+    """
+    c = record["completion"]
+    return Completion(
+        agent=str(c.get("agent", record["agent"])),
+        text=c["text"],
+        prompt_tokens=int(c["prompt_tokens"]),
+        completion_tokens=int(c["completion_tokens"]),
+        cost_usd=float(c["cost_usd"]),
+        latency_s=float(c.get("latency_s") or 0.0),
+        cached=True,
+        token_source="record",
+        meta=dict(c.get("meta") or {}),
+    )
+
+
+def _validate(record: Any, where: str) -> dict[str, Any]:
+    """Check a parsed record's schema; ``where`` names the file and line for the error."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: a replay record must be a JSON object, got {type(record)}")
+    version = record.get("v", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise DataError(
+            f"{where}: replay format version {version!r} is not supported "
+            f"(this orchenv reads version {FORMAT_VERSION})"
+        )
+    for name in ("task_id", "agent"):
+        if not isinstance(record.get(name), str):
+            raise DataError(f"{where}: field {name!r} must be a string, got {record.get(name)!r}")
+    turn = record.get("turn")
+    if isinstance(turn, float) and turn.is_integer():
+        record["turn"] = turn = int(turn)
+    if not isinstance(turn, int) or isinstance(turn, bool):
+        raise DataError(f"{where}: field 'turn' must be an integer, got {turn!r}")
+    digest = record.get("prompt_sha256")
+    if digest is not None and not isinstance(digest, str):
+        raise DataError(f"{where}: field 'prompt_sha256' must be a string, got {digest!r}")
+    completion = record.get("completion")
+    if isinstance(completion, str):  # parquet stores it as a JSON string
+        try:
+            completion = record["completion"] = json.loads(completion)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: field 'completion' is not valid JSON: {exc}") from exc
+    if not isinstance(completion, dict):
+        raise DataError(f"{where}: field 'completion' must be an object, got {completion!r:.80}")
+    for name, kind in _REQUIRED_COMPLETION.items():
+        value = completion.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise DataError(
+                f"{where}: completion field {name!r} must be {getattr(kind, '__name__', 'a number')}"
+                f", got {value!r:.80}"
+            )
+    meta = completion.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise DataError(f"{where}: completion 'meta' must be an object, got {meta!r:.80}")
+    if not isinstance(record.get("key"), str):
+        record["key"] = key_from_fields(
+            record["task_id"],
+            record["agent"],
+            digest,
+            record["turn"],
+            "prompt" if digest else "turn",
+        )
+    return record
+
+
+# -- reading --------------------------------------------------------------------------
+@dataclass
+class JsonlScan:
+    """What a scan of a JSON Lines replay file found.
+
+    ``valid_end`` is the byte offset just past the last well-formed line (blank
+    lines included); bytes beyond it are a torn last line a writer must cut off
+    before appending. ``newline_missing`` is True when the last well-formed
+    line lacks its ``\\n`` (a writer must add one before appending).
+    """
+
+    records: list[dict[str, Any]]
+    valid_end: int
+    size: int
+    newline_missing: bool
+
+
+def scan_jsonl(path: str | Path) -> JsonlScan:
+    """Parse a JSON Lines replay file, tolerating a torn last line (see the module docstring)."""
+    path = Path(path)
+    records: list[dict[str, Any]] = []
+    valid_end = 0
+    last_byte = b""
+    with path.open("rb") as fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            where = f"{path}:{lineno}"
+            if not raw.strip():
+                valid_end += len(raw)
+                continue
+            try:
+                parsed = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                rest = fh.read()
+                if rest.strip():
+                    raise DataError(
+                        f"{where}: corrupt replay record ({exc}); only a torn last line is "
+                        "skipped, a corrupt line in the middle means the file was damaged"
+                    ) from exc
+                logger.warning(
+                    "%s: skipping a truncated or corrupt last line (%d bytes; a writer was "
+                    "probably killed mid-write): %r",
+                    where,
+                    len(raw) + len(rest),
+                    (raw + rest)[:80],
+                )
+                break
+            records.append(_validate(parsed, where))
+            valid_end += len(raw)
+            last_byte = raw[-1:]
+        size = fh.seek(0, 2)
+    return JsonlScan(records, valid_end, size, bool(records) and last_byte != b"\n")
+
+
+def _is_parquet(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(4) == _PARQUET_MAGIC
+
+
+def _iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
+    pq = require("pyarrow.parquet", "data", "reading a parquet replay file")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for damaged files
+        raise DataError(f"{path}: cannot read the parquet replay file: {exc}") from exc
+    missing = {"task_id", "agent", "turn", "completion"} - set(table.column_names)
+    if missing:
+        raise DataError(
+            f"{path}: a parquet replay file needs the columns task_id, agent, turn, "
+            f"prompt_sha256, completion; missing {sorted(missing)}"
+        )
+    for i, row in enumerate(table.to_pylist()):
+        yield _validate(row, f"{path} row {i}")
+
+
+def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Every valid record of a replay file (JSON Lines or parquet) in file order."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"replay file {str(path)!r} does not exist (or is not a file)")
+    if _is_parquet(path):
+        yield from _iter_parquet(path)
+    else:
+        yield from scan_jsonl(path).records
+
+
+def index_records(
+    records: Iterable[Mapping[str, Any]], keying: str | None = None, *, source: str = "records"
+) -> dict[str, dict[str, Any]]:
+    """Records by key (the stored key, or one derived for ``keying``); the first record wins."""
+    if keying is not None:
+        check_keying(keying)
+    out: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if keying is None:
+            key = record["key"]
+        else:
+            key = key_from_fields(
+                record["task_id"],
+                record["agent"],
+                record.get("prompt_sha256"),
+                record["turn"],
+                keying,
+            )
+        if key in out:
+            logger.debug(
+                "%s: duplicate key %s; keeping the first record", source, describe_key(key)
+            )
+            continue
+        out[key] = dict(record)
+    return out
+
+
+def read_records(path: str | Path, keying: str | None = None) -> dict[str, dict[str, Any]]:
+    """Records of a replay file by key; duplicate keys keep the first record.
+
+    ``keying=None`` uses the keys stored in the file; ``"prompt"`` or ``"turn"``
+    derives them from the records' fields (to replay with another keying).
+    """
+    return index_records(iter_records(path), keying, source=str(path))
+
+
+# -- the backend ----------------------------------------------------------------------
+class ReplayBackend:
+    """Answers agent calls from a replay file written by ``RecordingBackend``.
+
+    Args:
+        path: the replay file (JSON Lines, or parquet with the same columns).
+        mode: ``"strict"`` raises ``BackendError`` for a call that is not in the
+            file (a replay that diverged from its recording must not silently
+            go live); ``"fallthrough"`` sends it to ``fallback`` instead.
+        fallback: the backend for missed calls in fallthrough mode: an instance
+            or a registered backend name (built on the first miss).
+        keying: ``"prompt"`` or ``"turn"`` (see the module docstring).
+        fallback_kwargs: keyword arguments for a fallback given by name.
+
+    The file is read once, lazily, at the first call (thread-safe). A hit is the
+    recorded completion with ``cached=True`` and ``token_source="record"``; its
+    ``latency_s`` is the original call's latency (for analysis; a replay itself
+    is instant). A fallthrough answer is the fallback's completion, unchanged.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str | Path,
+        mode: str = "strict",
+        fallback: Backend | str | None = None,
+        keying: str = "prompt",
+        fallback_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
+        self.keying = check_keying(keying)
+        if mode == "fallthrough" and fallback is None:
+            raise ConfigError(
+                "ReplayBackend(mode='fallthrough') needs a fallback backend (an instance or a "
+                "registered name such as 'simulated') to answer calls missing from the file"
+            )
+        if mode == "strict" and fallback is not None:
+            logger.warning("ReplayBackend: fallback %r is unused in strict mode", fallback)
+        if fallback_kwargs and not isinstance(fallback, str):
+            raise ConfigError("fallback_kwargs applies only to a fallback given by name")
+        self.path = Path(path)
+        self.mode = mode
+        self._fallback_arg = fallback
+        self._fallback_kwargs = dict(fallback_kwargs or {})
+        self._fallback: Backend | None = None if isinstance(fallback, str) else fallback
+        if self._fallback is not None and getattr(self._fallback, "max_concurrency", None):
+            self.max_concurrency = self._fallback.max_concurrency  # type: ignore[attr-defined]
+        self._records: dict[str, dict[str, Any]] | None = None
+        self._by_task_agent: dict[tuple[str, str], list[int]] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ReplayBackend(path={str(self.path)!r}, mode={self.mode!r}, keying={self.keying!r}, "
+            f"fallback={self._fallback_arg!r})"
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_lock"] = None
+        state["_records"], state["_by_task_agent"] = None, {}  # reloaded lazily
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # -- loading ------------------------------------------------------------------------
+    def load(self) -> int:
+        """Read the file now (it is otherwise read at the first call); the number of keys."""
+        return len(self._load())
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        records = self._records
+        if records is not None:
+            return records
+        with self._lock:
+            if self._records is None:
+                start = time.perf_counter()
+                if not self.path.exists() and self.mode == "fallthrough":
+                    logger.warning(
+                        "replay file %s does not exist: no records yet, every call goes to "
+                        "the fallback %r",
+                        self.path,
+                        self._fallback_arg,
+                    )
+                    loaded: dict[str, dict[str, Any]] = {}
+                else:
+                    loaded = read_records(self.path, self.keying)
+                index: dict[tuple[str, str], list[int]] = {}
+                for record in loaded.values():
+                    index.setdefault((record["task_id"], record["agent"]), []).append(
+                        record["turn"]
+                    )
+                self._by_task_agent = index
+                self._records = loaded
+                logger.info(
+                    "replay: %d records from %s in %.3f s (keying %r, mode %r)",
+                    len(loaded),
+                    self.path,
+                    time.perf_counter() - start,
+                    self.keying,
+                    self.mode,
+                )
+            return self._records
+
+    def _fallback_backend(self) -> Backend:
+        if self._fallback is None:
+            with self._lock:
+                if self._fallback is None:
+                    assert isinstance(self._fallback_arg, str)
+                    self._fallback = make_backend(self._fallback_arg, **self._fallback_kwargs)
+        return self._fallback
+
+    # -- the Backend protocol -------------------------------------------------------------
+    def complete(
+        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
+    ) -> Completion:
+        """The recorded completion for this call, or the fallback's answer in fallthrough mode."""
+        task = context.task
+        if task is None:
+            raise BackendError(
+                f"the replay backend needs the task to answer agent {spec.name!r}: records are "
+                "keyed on the task id. Environments pass it; when calling by hand use "
+                "pool.call(name, messages, CallContext(task=task, turn=turn))."
+            )
+        records = self._load()
+        key = replay_key(task.id, spec.name, messages, context.turn, self.keying)
+        record = records.get(key)
+        if record is not None:
+            with self._lock:
+                self.hits += 1
+            return completion_from_record(record)
+        with self._lock:
+            self.misses += 1
+        if self.mode == "strict":
+            raise BackendError(self._miss_message(task.id, spec.name, context.turn, key))
+        logger.debug("replay miss %s: calling the fallback", describe_key(key))
+        return self._fallback_backend().complete(spec, messages, context)
+
+    def _miss_message(self, task_id: str, agent: str, turn: int, key: str) -> str:
+        msg = (
+            f"no recorded call for task {task_id!r}, agent {agent!r}, turn {turn} "
+            f"(key {describe_key(key)!r}, {self.keying} keying) in replay file {str(self.path)!r} "
+            f"({len(self._records or {})} records)."
+        )
+        turns = self._by_task_agent.get((task_id, agent))
+        if turns and self.keying == "prompt":
+            msg += (
+                f" The file has {len(turns)} record(s) for this task and agent (turns "
+                f"{sorted(set(turns))}) with other prompts: the prompt differs from the recorded "
+                "one (a changed template, or a trajectory that diverged)."
+            )
+        elif not turns:
+            msg += " The file has no record for this task and agent."
+        return msg + (
+            " Replay with the recording's seeds, controller and pool; use "
+            "ReplayBackend(mode='fallthrough', fallback=...) to send missing calls to a live "
+            "backend, keying='turn' if only the prompt wording changed, or re-record the run "
+            "with RecordingBackend."
+        )
+
+    def close(self) -> None:
+        """Close the fallback backend (one built from a name is rebuilt if a later call misses)."""
+        fallback = self._fallback
+        if isinstance(self._fallback_arg, str):
+            self._fallback = None
+        close = getattr(fallback, "close", None)
+        if callable(close):
+            close()
