@@ -42,7 +42,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from orchenv.runner import format_summary, run_episodes
 
     env_kwargs = parse_kwargs(args.env_kwarg)
-    if args.pool:
+    if args.record or args.replay:
+        from orchenv.pool import make_pool
+
+        env_kwargs["pool"] = make_pool(
+            args.pool or _default_pool(args.env_id),
+            record_to=args.record,
+            replay_from=args.replay,
+            replay_mode=args.replay_mode,
+        )
+    elif args.pool:
         env_kwargs["pool"] = args.pool
     if args.split:
         env_kwargs["split"] = args.split
@@ -67,6 +76,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_pool(env_id: str) -> str:
+    """The pool preset an env id is registered with (for --record / --replay without --pool)."""
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise OrchEnvError(f"cannot make {env_id!r}: {exc}. See `orchenv list`.") from exc
+    pool = spec.kwargs.get("pool", "system1")
+    if not isinstance(pool, str):
+        raise OrchEnvError(f"{env_id!r} is registered with a built pool; pass --pool")
+    return pool
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orchenv", description=__doc__)
     parser.add_argument("--version", action="version", version=f"orchenv {orchenv.__version__}")
@@ -85,7 +106,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--episodes", type=int, default=100, help="number of episodes (default: 100)"
     )
     p_run.add_argument("--seed", type=int, default=0, help="seed of the first reset (default: 0)")
-    p_run.add_argument("--pool", help="pool preset (e.g. system1, system2)")
+    p_run.add_argument("--pool", help="pool preset (system1, system2) or a pool file (.json/.yaml)")
+    p_run.add_argument(
+        "--record", metavar="FILE", help="record every agent call to this JSONL file (resumable)"
+    )
+    p_run.add_argument("--replay", metavar="FILE", help="answer agent calls from a recorded file")
+    p_run.add_argument(
+        "--replay-mode",
+        choices=["strict", "fallthrough"],
+        default="strict",
+        help="on a missing record: fail (strict) or call the live backend (fallthrough)",
+    )
     p_run.add_argument("--split", help="task split (default: the env's)")
     p_run.add_argument(
         "--controller-kwarg",

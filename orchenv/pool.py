@@ -208,6 +208,21 @@ class AgentPool:
             for name, backend in self._backends.items()
         }
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> AgentPool:
+        # A pool is a handle to shared resources (connections, engines, replay files,
+        # concurrency slots): copies of envs or env specs share it rather than clone it.
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_slots"] = {name: sem._initial_value for name, sem in self._slots.items()}  # type: ignore[attr-defined]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        slots = state.pop("_slots")
+        self.__dict__.update(state)
+        self._slots = {name: threading.BoundedSemaphore(n) for name, n in slots.items()}
+
     # -- lookup -------------------------------------------------------------
     @property
     def names(self) -> tuple[str, ...]:
@@ -421,24 +436,44 @@ def make_pool(
     backend: str | None = None,
     backends: Mapping[str, Backend] | None = None,
     backend_kwargs: Mapping[str, Any] | None = None,
+    record_to: str | os.PathLike[str] | None = None,
+    replay_from: str | os.PathLike[str] | None = None,
+    replay_mode: str = "strict",
 ) -> AgentPool:
     """Build a pool from a preset name or a pool file (or pass a pool through).
 
-    ``backend`` overrides every agent's backend name (e.g. ``"replay"``);
-    ``backend_kwargs`` are passed to backends built here.
+    ``backend`` overrides every agent's backend name; ``backend_kwargs`` are passed
+    to backends built here. ``record_to`` wraps every backend in a
+    ``RecordingBackend`` appending to that JSONL file (a rerun resumes: recorded calls
+    are not made again). ``replay_from`` answers from a recorded file instead,
+    ``replay_mode="strict"`` (a missing record is an error) or ``"fallthrough"`` (a
+    miss calls the preset's own backend).
     """
     if isinstance(preset, AgentPool):
+        if record_to or replay_from:
+            raise ConfigError("record_to / replay_from need a preset name or pool file, not a pool")
         return preset
+    if record_to and replay_from:
+        raise ConfigError("choose record_to or replay_from, not both")
     data = load_preset_data(preset)
     specs = [_spec_from_dict(raw, backend) for raw in data["agents"]]
     built: dict[str, Backend] = dict(backends or {})
     for spec in specs:
         if spec.backend not in built:
             built[spec.backend] = make_backend(spec.backend, **dict(backend_kwargs or {}))
+    if record_to:
+        for name, inner in list(built.items()):
+            built[name] = make_backend("recording", inner=inner, path=record_to)
+    elif replay_from:
+        for name, live in list(built.items()):
+            fallback = live if replay_mode == "fallthrough" else None
+            built[name] = make_backend(
+                "replay", path=replay_from, mode=replay_mode, fallback=fallback
+            )
     return AgentPool(
         specs,
         built,
-        name=data.get("name", preset),
+        name=str(data.get("name", preset)),
         usage_constraints=data.get("usage_constraints"),
         lagrange_multipliers=data.get("lagrange_multipliers"),
     )

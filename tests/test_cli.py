@@ -137,3 +137,37 @@ def test_console_script_and_module_entry():
         [sys.executable, "-m", "orchenv", "list"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0 and "orch/MathRoute-v0" in result.stdout
+
+
+def test_record_then_replay_strictly(tmp_path, capsys):
+    rec = tmp_path / "run.jsonl"
+    base = [
+        "run",
+        "orch/MathRouteSystem2-v0",
+        "--episodes",
+        "12",
+        "--seed",
+        "4",
+        "--json",
+        "--no-progress",
+    ]
+    assert main([*base, "--controller", "random", "-c", "p_accept=0.5", "--record", str(rec)]) == 0
+    recorded = json.loads(capsys.readouterr().out)
+    assert recorded["cached_call_fraction"] == 0.0 and rec.exists()
+    assert main([*base, "--controller", "random", "-c", "p_accept=0.5", "--replay", str(rec)]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["cached_call_fraction"] == 1.0
+    for key in ("accuracy", "mean_reward", "total_cost_usd", "usage_ratios", "mean_turns"):
+        assert replayed[key] == recorded[key], key
+    # a different controller asks for calls that were never recorded: strict replay says so
+    assert main([*base, "--controller", "single", "--replay", str(rec)]) == 2
+    assert "no recorded call" in capsys.readouterr().err
+
+
+def test_pool_file_examples_parse():
+    from orchenv.pool import make_pool
+
+    for path in sorted((ROOT / "examples" / "pools").glob("*.yaml")):
+        pool = make_pool(path)
+        assert len(pool.names) == 3 and all(pool.spec(n).backend == "openai" for n in pool.names)
+        assert all(pool.spec(n).price_completion > 0 for n in pool.names)
