@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
-from fake_openai import FakeOpenAIServer, Fault, usage_for
+from orchenv.fake_openai import FakeOpenAIServer, Fault, usage_for
 
 import orchenv  # noqa: F401 - registers the env ids
 from orchenv.backends.openai_compat import OpenAICompatBackend, OpenAIRequestError
