@@ -120,7 +120,7 @@ def test_wilson_interval():
     assert wilson_interval(10, 10)[1] == 1.0
 
 
-@pytest.mark.parametrize("script", ["quickstart.py", "custom_controller.py"])
+@pytest.mark.parametrize("script", ["quickstart.py", "custom_controller.py", "record_replay.py"])
 def test_examples_run(script):
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / script)],
