@@ -21,7 +21,7 @@ Resets run sequentially (they do not call agents).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
 from typing import Any
@@ -37,11 +37,11 @@ class ThreadedVectorEnv(SyncVectorEnv):
 
     def __init__(
         self,
-        env_fns: Iterator[Callable[[], gym.Env]] | Sequence[Callable[[], gym.Env]],
+        env_fns: Sequence[Callable[[], gym.Env]],
         *,
         max_workers: int | None = None,
         copy: bool = True,
-        observation_mode: str | gym.Space = "same",
+        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
     ) -> None:
         super().__init__(
