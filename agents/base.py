@@ -13,9 +13,13 @@ from orchenv.error import ConfigError, UnknownNameError
 class Controller(Protocol):
     """Anything that turns an observation (and its info) into the controller's text.
 
-    Optional: ``reset(seed)`` called at each episode start, and a class attribute
-    ``privileged = True`` for controllers that read ``info["privileged"]`` (ground
-    truth); leaderboards show those apart.
+    Optional:
+    - ``reset(seed)``, called at each episode start;
+    - ``bind(env)``, called with the unwrapped env before each episode, for
+      controllers that consult pool agents through ``env.consult(name, messages)``
+      (charged to the episode) or, if privileged, inspect ``env.task``;
+    - a class attribute ``privileged = True`` for controllers that read ground truth
+      (``info["privileged"]``, ``env.task.answers``); leaderboards show them apart.
     """
 
     def act(self, obs: str, info: dict[str, Any]) -> str: ...

@@ -60,6 +60,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self.meter = UsageMeter()
         self._step_meter = UsageMeter()
         self._step_calls: list[dict[str, Any]] = []
+        self._consulted: list[Completion] = []
+        self.task: Any = None  # the current Task; subclasses set it in _reset_episode
         self._last_obs = ""
         self._last_messages: list[Message] = []
 
@@ -93,6 +95,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self.meter = UsageMeter()
         self._step_meter = UsageMeter()
         self._step_calls = []
+        self._consulted = []
         obs, extra = self._reset_episode(dict(options or {}))
         return self._finish(obs, extra, invalid=False, parse_error=None)
 
@@ -105,6 +108,10 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             )
         self._step_meter = UsageMeter()
         self._step_calls = []
+        for completion in self._consulted:  # calls the controller made since the last step
+            self._step_meter.record(completion)
+            self._step_calls.append({**self._call_record(completion), "consult": True})
+        self._consulted = []
         if not isinstance(action, str):
             action = "" if action is None else f"<non-text action of type {type(action).__name__}>"
         obs, reward, terminated, truncated, extra = self._step_episode(action)
@@ -130,17 +137,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         completion = self.pool.call(name, messages, context)
         self.meter.record(completion)
         self._step_meter.record(completion)
-        self._step_calls.append(
-            {
-                "agent": completion.agent,
-                "prompt_tokens": completion.prompt_tokens,
-                "completion_tokens": completion.completion_tokens,
-                "token_source": completion.token_source,
-                "cost_usd": completion.cost_usd,
-                "latency_s": completion.latency_s,
-                "cached": completion.cached,
-            }
-        )
+        self._step_calls.append(self._call_record(completion))
         self.transcript.append(
             {
                 "turn": self.turn,
@@ -148,6 +145,38 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
                 "text": completion.text,
                 "cost_usd": completion.cost_usd,
             }
+        )
+        return completion
+
+    @staticmethod
+    def _call_record(completion: Completion) -> dict[str, Any]:
+        return {
+            "agent": completion.agent,
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            "token_source": completion.token_source,
+            "cost_usd": completion.cost_usd,
+            "latency_s": completion.latency_s,
+            "cached": completion.cached,
+        }
+
+    def consult(self, name: str, messages: Sequence[Message]) -> Completion:
+        """Call a pool agent on the controller's behalf (a verifier, self-consistency samples).
+
+        For controllers that use pool agents outside the env's action protocol, e.g. a
+        cascade whose verifier is an agent. The call is charged to the episode (cost,
+        tokens, ``agent_calls``) and reported in the next step's ``info["calls"]`` with
+        ``"consult": True`` and in its ``constraint_costs``, so such controllers are
+        compared on equal terms.
+        """
+        if not self._started or self._done:
+            raise EnvStateError("consult() needs an episode in progress; call reset() first")
+        context = CallContext(task=self.task, turn=self.turn)
+        completion = self.pool.call(name, messages, context)
+        self.meter.record(completion)
+        self._consulted.append(completion)
+        self.transcript.append(
+            {"turn": self.turn, "role": f"{name} (consulted)", "text": completion.text}
         )
         return completion
 

@@ -85,6 +85,8 @@ def run_episode(
 ) -> EpisodeRecord:
     """Play one episode; the controller's ``reset(seed)`` is called first when it has one."""
     obs, info = env.reset(seed=seed, options=dict(options or {}))
+    if hasattr(controller, "bind"):
+        controller.bind(env.unwrapped)
     if hasattr(controller, "reset"):
         controller.reset(seed)
     total, invalid, actions = 0.0, 0, []

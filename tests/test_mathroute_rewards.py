@@ -176,3 +176,27 @@ def test_enforcement_needs_a_budget_size(tiny_tasks):
 
     with pytest.raises(ConfigError, match="usage_budget_queries"):
         MathRouteEnv(task_source=tiny_tasks, enforce_usage_constraints=True)
+
+
+def test_consulted_calls_are_charged_to_the_episode(tiny_tasks):
+    env = make_env(tiny_tasks)
+    env.step(route_text(WEAK))
+    # a controller asks the strong agent for a second opinion before giving its verdict
+    opinion = env.consult(STRONG, [{"role": "user", "content": "check this draft"}])
+    assert opinion.text == RIGHT
+    _, reward, _, _, info = env.step(verdict_text(False, MID))
+    assert reward == pytest.approx(expected(1, 1, MID)), "consulting does not change eq. (3)"
+    assert info["agent_calls"] == {WEAK: 1, STRONG: 1, MID: 1}
+    assert [c.get("consult", False) for c in info["calls"]] == [True, False]
+    np.testing.assert_array_equal(info["constraint_costs"], [0, 1, 1])
+    assert info["episode_cost_usd"] == pytest.approx(env.meter.cost_usd)
+
+
+def test_consult_needs_an_episode(tiny_tasks):
+    from orchenv.error import EnvStateError
+
+    env = MathRouteEnv(
+        pool=scripted_pool({WEAK: WRONG, MID: RIGHT, STRONG: RIGHT}), task_source=tiny_tasks
+    )
+    with pytest.raises(EnvStateError, match="reset"):
+        env.consult(WEAK, [{"role": "user", "content": "x"}])
