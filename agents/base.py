@@ -30,7 +30,40 @@ CONTROLLERS: dict[str, str] = {
     "random": "orchenv.agents.baselines:RandomRouter",
     "single": "orchenv.agents.baselines:SingleAgent",
     "cascade": "orchenv.agents.baselines:CascadeController",
+    "oracle": "orchenv.agents.baselines:OracleRouter",
+    "knn": "orchenv.agents.routers:KNNRouter",
+    "classifier": "orchenv.agents.routers:ClassifierRouter",
+    "llm": "orchenv.agents.llm:LLMController",
+    "router-r1": "orchenv.agents.llm:RouterR1Controller",
 }
+
+
+def env_label(env: Any) -> str:
+    """A name for ``env`` in error messages: its registered id, else its class name."""
+    if env is None:
+        return "this environment"
+    spec = getattr(env, "spec", None)
+    env_id = getattr(spec, "id", None)
+    return str(env_id) if env_id else type(getattr(env, "unwrapped", env)).__name__
+
+
+def require_phase(info: dict[str, Any], controller: str, env: Any = None) -> str:
+    """``info["phase"]`` ("route" or "verify"), or a ConfigError naming what is missing.
+
+    Routing baselines only apply to envs with a route-then-verify protocol (the
+    MathRoute family); on any other env they fail here with a clear message
+    instead of emitting actions that env cannot read.
+    """
+    phase = info.get("phase")
+    if phase in ("route", "verify") and isinstance(info.get("valid_agents"), list):
+        return str(phase)
+    raise ConfigError(
+        f"controller {controller!r} does not apply to {env_label(env)}: it needs info['phase'] "
+        "('route' or 'verify') and info['valid_agents'] (agents weakest first), as "
+        f"orch/MathRoute-v0 provides; this env's info has phase={phase!r} and keys "
+        f"{sorted(info)}. Use a controller written for this env, or 'llm' (which only "
+        "needs info['messages'])."
+    )
 
 
 def make_controller(name: str, **kwargs: Any) -> Controller:

@@ -1,0 +1,175 @@
+"""Prompted LLM controllers: any live pool backend acting as the controller model.
+
+The controller model reads the env's own controller prompts (``info["messages"]``)
+and its raw reply is the action: parsing, and penalising malformed output, is
+the env's business. Its calls are not agent usage: they never touch the pool
+and are metered on the controller (``controller_cost_usd``, ``controller_calls``,
+token totals), priced by the ``price_prompt`` / ``price_completion`` you give.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from orchenv.agents.base import require_phase
+from orchenv.agents.baselines import verdict_text
+from orchenv.error import ConfigError, UnknownNameError
+from orchenv.pool import BACKENDS, AgentSpec, Backend, CallContext, Completion, make_backend
+
+logger = logging.getLogger(__name__)
+
+#: backends that cannot act as a controller model
+_NOT_CONTROLLERS = {
+    "simulated": "the simulated backend cannot act as a controller model: it needs a task "
+    "and only writes math solutions. Use a live model: backend='openai' (any "
+    "OpenAI-compatible server, e.g. vLLM) or backend='hf' (a local transformers model)",
+    "replay": "the replay backend answers recorded agent calls by task; it cannot act as a "
+    "controller model. Use backend='openai' or backend='hf'",
+}
+
+
+def _generation_kwargs(backend: str, temperature: float, max_tokens: int) -> dict[str, Any]:
+    """The per-agent ``backend_kwargs`` that set decoding for each backend's own keys."""
+    if backend == "openai":
+        return {"params": {"temperature": temperature, "max_tokens": max_tokens}}
+    if backend == "hf":
+        sample = temperature > 0
+        return {
+            "max_new_tokens": max_tokens,
+            "do_sample": sample,
+            "temperature": temperature if sample else 1.0,
+        }
+    if backend == "vllm":
+        return {"temperature": temperature, "max_tokens": max_tokens}
+    return {}
+
+
+class LLMController:
+    """A prompted LLM as the controller: sends the env's prompt, returns the model's text.
+
+    Table 1 rows "Controller V1/V2" use a trained controller model; this is the
+    untrained (prompted) form of the same loop, and the harness for any model you
+    serve. Works on every env (it needs only ``info["messages"]``). Not privileged.
+
+    Args:
+        backend: a registered backend name (``"openai"``, ``"hf"``, ``"vllm"``) or a
+            backend instance. ``"simulated"`` is rejected (it cannot write
+            controller text).
+        model: the model id the backend serves (``openai``: the request's model;
+            ``hf``: a local path or cached name, unless ``backend_kwargs["model"]``).
+        backend_kwargs: arguments of the backend's constructor (e.g. ``base_url``).
+        temperature, max_tokens: decoding; 0 means greedy.
+        price_prompt, price_completion: USD per 1M tokens, for ``controller_cost_usd``.
+        one_shot: route once with the model, then accept every draft without
+            calling it (Router-R1 style); needs an env with ``info["phase"]``.
+    """
+
+    privileged = False
+    #: what ``one_shot=None`` means for this class
+    default_one_shot = False
+    _name = "llm"
+
+    def __init__(
+        self,
+        *,
+        backend: str | Backend = "openai",
+        model: str | None = None,
+        backend_kwargs: Mapping[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        price_prompt: float = 0.0,
+        price_completion: float = 0.0,
+        one_shot: bool | None = None,
+    ) -> None:
+        backend_kwargs = dict(backend_kwargs or {})
+        if isinstance(backend, str):
+            if backend in _NOT_CONTROLLERS:
+                raise ConfigError(_NOT_CONTROLLERS[backend])
+            if backend not in BACKENDS:
+                raise UnknownNameError("backend", backend, BACKENDS)
+            if model is None and "model" not in backend_kwargs:
+                raise ConfigError(
+                    f"the {backend!r} controller needs model=...: the model id the server "
+                    "serves (openai) or a local model path (hf)"
+                )
+        else:
+            from orchenv.backends.simulated import SimulatedBackend
+
+            if isinstance(backend, SimulatedBackend):
+                raise ConfigError(_NOT_CONTROLLERS["simulated"])
+            if backend_kwargs:
+                raise ConfigError("backend_kwargs apply only when backend is a name")
+        if not temperature >= 0:
+            raise ConfigError(f"temperature must be >= 0, got {temperature!r}")
+        if not (isinstance(max_tokens, int) and max_tokens >= 1):
+            raise ConfigError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+        if price_prompt < 0 or price_completion < 0:
+            raise ConfigError("price_prompt and price_completion must be >= 0 (USD per 1M tokens)")
+        backend_name = backend if isinstance(backend, str) else "custom"
+        self.backend_name = backend_name
+        self.backend_kwargs = backend_kwargs
+        self.one_shot = self.default_one_shot if one_shot is None else bool(one_shot)
+        # a private spec: the controller is not a pool agent and never counts as agent usage
+        self.spec = AgentSpec(
+            name="controller",
+            model=model or str(backend_kwargs.get("model", "controller")),
+            tier=0,
+            price_prompt=float(price_prompt),
+            price_completion=float(price_completion),
+            backend=backend_name,
+            backend_kwargs=_generation_kwargs(backend_name, float(temperature), max_tokens),
+        )
+        self._backend: Backend | None = None if isinstance(backend, str) else backend
+        self._owns_backend = isinstance(backend, str)
+        self._env: Any = None
+        self.controller_calls = 0
+        self.controller_cost_usd = 0.0
+        self.controller_prompt_tokens = 0
+        self.controller_completion_tokens = 0
+
+    def bind(self, env: Any) -> None:
+        env = getattr(env, "unwrapped", env)  # gym.make's wrappers do not forward attributes
+        self._env = env
+
+    def _get_backend(self) -> Backend:
+        if self._backend is None:  # built on first use: construction does no I/O
+            self._backend = make_backend(self.backend_name, **self.backend_kwargs)
+        return self._backend
+
+    def complete(self, messages: list[dict[str, str]]) -> Completion:
+        """One controller-model call, metered on this controller."""
+        completion = self._get_backend().complete(self.spec, messages, CallContext(task=None))
+        self.controller_calls += 1
+        self.controller_cost_usd += completion.cost_usd
+        self.controller_prompt_tokens += completion.prompt_tokens
+        self.controller_completion_tokens += completion.completion_tokens
+        return completion
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        if self.one_shot and require_phase(info, self._name, self._env) == "verify":
+            return verdict_text(True, note="one-shot router: accept without checking")
+        messages = info.get("messages") or [{"role": "user", "content": obs}]
+        return self.complete(list(messages)).text
+
+    def close(self) -> None:
+        """Release the backend (HTTP client, loaded model) if this controller built it."""
+        close = getattr(self._backend, "close", None)
+        if self._owns_backend and callable(close):
+            close()
+
+
+class RouterR1Controller(LLMController):
+    """Router-R1-style one-shot LLM router: the model routes once, every draft is accepted.
+
+    Table 1 row "Router-R1" (seed 000 runs it as a single routing decision, since
+    its queries are not decomposed). The model sees the env's routing prompt; at
+    verification turns no model call is made (one controller call per episode).
+    Untrained here; a GRPO-trained checkpoint served by ``openai`` / ``hf`` /
+    ``vllm`` plugs in through ``model``. Same arguments as ``LLMController``
+    (``one_shot`` defaults to True). Not privileged.
+    """
+
+    default_one_shot = True
+    _name = "router-r1"
