@@ -12,6 +12,7 @@ import gymnasium as gym
 
 import orchenv
 from orchenv.error import OrchEnvError
+from orchenv.eval.cli import add_subcommands
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--json", action="store_true", help="print the summary as JSON")
     p_run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p_run.set_defaults(func=_cmd_run)
+    add_subcommands(sub)  # eval, leaderboard (orchenv.eval.cli)
     return parser
 
 

@@ -1,20 +1,21 @@
 """Run a controller on an environment for N episodes and summarise the results.
 
-This is the engine behind ``orchenv run``; the evaluation harness (JSONL logs,
-resume, leaderboards) builds on the same per-episode records.
+This is the engine behind ``orchenv run``; the evaluation harness
+(``orchenv.eval``: JSONL logs, resume, leaderboards) builds on the same
+per-episode records (``EpisodeRecord``) and aggregates (``summarize``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import gymnasium as gym
 from tqdm.auto import tqdm
 
-from orchenv.error import EnvStateError
+from orchenv.error import EnvStateError, OrchEnvError
 from orchenv.pool import UsageMeter
 
 
@@ -38,6 +39,20 @@ class EpisodeRecord:
     actions: list[str] = field(default_factory=list)
     final_answer: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (fresh containers); hand-written because ``asdict``'s deep copy is
+        the slowest part of logging an episode."""
+        out = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        out["agent_calls"] = dict(self.agent_calls)
+        out["actions"] = list(self.actions)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeRecord:
+        """Rebuild a record from ``to_dict()`` output; extra keys (e.g. a log line's run
+        identity) are ignored, so JSONL logs read back directly."""
+        return cls(**{k: data[k] for k in _RECORD_FIELDS if k in data})
+
 
 @dataclass
 class RunSummary:
@@ -60,9 +75,13 @@ class RunSummary:
     cached_call_fraction: float = 0.0
     estimated_token_fraction: float = 0.0
     privileged: bool = False
+    mean_score: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(EpisodeRecord))
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -84,7 +103,7 @@ def run_episode(
     options: Mapping[str, Any] | None = None,
 ) -> EpisodeRecord:
     """Play one episode; the controller's ``reset(seed)`` is called first when it has one."""
-    obs, info = env.reset(seed=seed, options=dict(options or {}))
+    obs, info = env.reset(seed=seed, options=dict(options) if options else None)
     if hasattr(controller, "bind"):
         controller.bind(env.unwrapped)
     if hasattr(controller, "reset"):
@@ -129,6 +148,7 @@ def summarize(
     agents: list[str],
     privileged: bool,
 ) -> RunSummary:
+    """Aggregate episode records; usage ratios are calls per agent / episodes (seed 000)."""
     n = len(records)
     successes = sum(r.correct for r in records)
     calls = {a: sum(r.agent_calls.get(a, 0) for r in records) for a in agents}
@@ -152,7 +172,25 @@ def summarize(
         cached_call_fraction=sum(r.cached_calls for r in records) / max(total_calls, 1),
         estimated_token_fraction=sum(r.estimated_calls for r in records) / max(total_calls, 1),
         privileged=privileged,
+        mean_score=sum(r.score for r in records) / max(n, 1),
     )
+
+
+def env_id_of(env: gym.Env) -> str:
+    """The registered id of ``env`` (its class name when it was not made by ``gym.make``)."""
+    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def pool_agents(env: gym.Env, records: Sequence[EpisodeRecord] = ()) -> list[str]:
+    """The agents usage is reported for: the env's pool (weakest first) once it is built,
+    else every agent the records mention, so agents never called still get a 0 ratio."""
+    try:
+        pool = getattr(env.unwrapped, "pool", None)
+    except OrchEnvError:  # an OrchestrationEnv whose pool is built lazily, not yet
+        pool = None
+    if pool is not None and hasattr(pool, "names"):
+        return list(pool.names)
+    return sorted({a for r in records for a in r.agent_calls})
 
 
 def run_episodes(
@@ -180,18 +218,11 @@ def run_episodes(
         bar.set_postfix(
             acc=f"{n_correct / len(records):.3f}", cost=f"${total_cost:.4f}", refresh=False
         )
-    pool = getattr(env.unwrapped, "pool", None)
-    agents = (
-        list(pool.names)
-        if pool is not None
-        else sorted({a for r in records for a in r.agent_calls})
-    )
-    env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
     summary = summarize(
         records,
-        env_id=env_id,
+        env_id=env_id_of(env),
         controller=controller_name or type(controller).__name__,
-        agents=agents,
+        agents=pool_agents(env, records),
         privileged=bool(getattr(controller, "privileged", False)),
     )
     return summary, records
@@ -207,6 +238,11 @@ def format_summary(summary: RunSummary) -> str:
         f"episodes     {summary.episodes}",
         f"accuracy     {summary.accuracy:.3f}  (95% CI {lo:.3f}-{hi:.3f})",
         f"reward       {summary.mean_reward:.3f} per episode",
+        *(
+            [f"score        {summary.mean_score:.3f} mean"]
+            if not math.isclose(summary.mean_score, summary.accuracy)
+            else []
+        ),
         f"cost         ${summary.total_cost_usd:.4f} total, ${summary.mean_cost_usd:.6f} per episode",
         f"tokens       {summary.mean_prompt_tokens:.0f} prompt + {summary.mean_completion_tokens:.0f} completion per episode",
         f"turns        {summary.mean_turns:.2f} per episode",

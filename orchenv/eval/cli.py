@@ -1,0 +1,136 @@
+"""``orchenv eval`` and ``orchenv leaderboard``: the subcommands ``orchenv.cli`` wires in."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def add_subcommands(sub: Any) -> None:
+    """Add ``eval`` and ``leaderboard`` to the ``orchenv`` subparsers object ``sub``."""
+    p_eval = sub.add_parser(
+        "eval",
+        help="evaluate a controller over seeds x episodes into a resumable run directory",
+        description=(
+            "Play EPISODES episodes per seed, log each to OUT/episodes.jsonl as it finishes, "
+            "then write OUT/summary.json. Rerunning the same command after a crash resumes "
+            "where it stopped; episode i of seed s always gets the same task."
+        ),
+    )
+    p_eval.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
+    p_eval.add_argument("--controller", default="random", help="controller name (default: random)")
+    p_eval.add_argument(
+        "--controller-kwarg",
+        "-c",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="controller argument, repeatable (values parsed as JSON when possible)",
+    )
+    p_eval.add_argument(
+        "--env-kwarg",
+        "-e",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment argument, repeatable (values parsed as JSON when possible)",
+    )
+    p_eval.add_argument("--pool", help="pool preset (system1, system2) or a pool file")
+    p_eval.add_argument("--split", help="task split (default: the env's)")
+    p_eval.add_argument(
+        "--episodes", type=int, default=100, help="episodes per seed (default: 100)"
+    )
+    p_eval.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], metavar="SEED", help="seeds (default: 0)"
+    )
+    p_eval.add_argument("--out", required=True, metavar="DIR", help="run directory")
+    p_eval.add_argument(
+        "--overwrite", action="store_true", help="discard a previous run in DIR and start over"
+    )
+    p_eval.add_argument(
+        "--fsync-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="fsync the log every K episodes (1: each one; 0: off, the default)",
+    )
+    p_eval.add_argument(
+        "--fsync-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="fsync the log once this many seconds have passed since the last fsync, checked "
+        "as each episode ends (default: 1; 0: off; always at the end). A killed "
+        "process never loses a finished episode; a power cut loses at most the unsynced tail",
+    )
+    p_eval.add_argument("--json", action="store_true", help="print the pooled summary as JSON")
+    p_eval.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p_eval.set_defaults(func=cmd_eval)
+
+    p_board = sub.add_parser(
+        "leaderboard",
+        help="build a leaderboard (markdown, HTML, plots) from eval run directories",
+        description=(
+            "Ranking: within each (env, pool, split) group, controllers that do not read "
+            "ground truth first, by accuracy (higher first), ties by lower mean cost per "
+            "episode; privileged controllers (marked †) after them, ranked the same way."
+        ),
+    )
+    p_board.add_argument("runs", nargs="+", metavar="DIR", help="run directories of `orchenv eval`")
+    p_board.add_argument("--out", required=True, metavar="BOARD", help="output directory")
+    p_board.add_argument("--title", default="orchenv leaderboard", help="page title")
+    p_board.add_argument(
+        "--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)"
+    )
+    p_board.set_defaults(func=cmd_leaderboard)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import json
+
+    from orchenv.agents.base import parse_kwargs
+    from orchenv.eval.harness import EvalConfig, evaluate
+    from orchenv.runner import format_summary
+
+    config = EvalConfig(
+        env_id=args.env_id,
+        controller=args.controller,
+        controller_kwargs=parse_kwargs(args.controller_kwarg),
+        env_kwargs=parse_kwargs(args.env_kwarg),
+        pool=args.pool,
+        split=args.split,
+        episodes=args.episodes,
+        seeds=list(args.seeds),
+    )
+    result = evaluate(
+        config,
+        args.out,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        fsync_every=args.fsync_every,
+        fsync_interval_s=args.fsync_interval if args.fsync_interval > 0 else None,
+    )
+    if args.json:
+        print(json.dumps(result.summary["pooled"], indent=2))
+        return 0
+    pooled = result.summary["pooled"]
+    print(format_summary(result.pooled))
+    print(f"pool         {pooled['pool']}   split {pooled['split']}")
+    if len(result.per_seed) > 1:
+        spread = result.summary["accuracy_across_seeds"]
+        accs = ", ".join(f"{s}: {r.accuracy:.3f}" for s, r in result.per_seed.items())
+        print(f"seeds        {accs}  (mean {spread['mean']:.3f}, sd {spread['std']:.3f})")
+    print(f"written      {result.out_dir} ({result.ran} episodes run now)")
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from orchenv.eval.leaderboard import build_leaderboard
+
+    board = build_leaderboard(args.runs, args.out, title=args.title, plots=not args.no_plots)
+    for path in board.files:
+        print(path)
+    return 0
