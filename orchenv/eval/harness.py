@@ -292,14 +292,12 @@ class EpisodeLog:
         self._last_sync = time.monotonic()
         # one encoder for the whole run (json.dumps with options builds one per call); rows
         # are trees, so the cycle check is skipped
-        self._encode = json.JSONEncoder(
-            separators=(",", ":"), check_circular=False, default=_json_default
-        ).encode
-        self._prefix = self._encode(dict(header))[:-1] + "," if header else "{"
+        self._encode = _encoder()
+        self._prefix = self._encode(dict(header))[:-1] + b"," if header else b"{"
 
     def append(self, row: Mapping[str, Any]) -> None:
         """Write ``header`` + ``row`` as one line (``row`` must not be empty)."""
-        data = (self._prefix + self._encode(row)[1:] + "\n").encode()
+        data = self._prefix + self._encode(row)[1:] + b"\n"
         written = os.write(self.fd, data)
         while written < len(data):  # a short write (rare; signals, full disks): finish it
             written += os.write(self.fd, data[written:])
@@ -323,6 +321,20 @@ class EpisodeLog:
             finally:
                 os.close(self.fd)
                 self.fd = -1
+
+
+def _encoder() -> Callable[[Any], bytes]:
+    """Compact JSON as bytes: ``orjson`` when installed (the ``eval`` extra; ~4x faster, and
+    encoding is most of what logging an episode costs), else the standard library."""
+    try:
+        import orjson
+    except ImportError:
+        encode = json.JSONEncoder(
+            separators=(",", ":"), check_circular=False, default=_json_default
+        ).encode
+        return lambda value: encode(value).encode()
+    option = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    return lambda value: orjson.dumps(value, default=_json_default, option=option)
 
 
 def _json_default(value: Any) -> Any:
