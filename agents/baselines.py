@@ -48,7 +48,8 @@ def cost_order(pool: AgentPool, agents: Sequence[str] | None = None) -> list[str
 
 
 def resolve_agent(name: str, pool: AgentPool) -> str:
-    """A pool agent by name (case and punctuation ignored) or alias ``strongest`` / ``weakest``."""
+    """A pool agent by name (case and punctuation ignored) or alias ``strongest`` / ``middle``
+    (the median by strength) / ``weakest``."""
     found = match_agent(name, pool.names)
     if found is not None:
         return found
@@ -57,7 +58,9 @@ def resolve_agent(name: str, pool: AgentPool) -> str:
         return pool.strongest()
     if alias == "weakest":
         return pool.weakest()
-    raise UnknownNameError("agent", name, [*pool.names, "strongest", "weakest"])
+    if alias == "middle":
+        return pool.names[len(pool.names) // 2]
+    raise UnknownNameError("agent", name, [*pool.names, "strongest", "middle", "weakest"])
 
 
 def solver_messages(problem: str, note: str = "") -> list[Message]:

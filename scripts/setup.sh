@@ -13,5 +13,5 @@ fi
 spec="."
 [ -n "$extras" ] && spec=".[${extras}]"
 pins=()
-case ",$extras," in *,train,*) pins+=("torch==2.13.0");; esac
+case ",$extras," in *,train,*|*,embed,*) pins+=("torch==2.13.0");; esac
 .venv/bin/python -m pip install -q "${pins[@]}" -e "$spec"
