@@ -15,6 +15,8 @@ class Controller(Protocol):
 
     Optional:
     - ``reset(seed)``, called at each episode start;
+    - ``reseed(seed)``, used by the evaluation harness to derive each episode's randomness
+      from the episode's seed (so a resumed evaluation is exact) without rebuilding;
     - ``bind(env)``, called with the unwrapped env before each episode, for
       controllers that consult pool agents through ``env.consult(name, messages)``
       (charged to the episode) or, if privileged, inspect ``env.task``;

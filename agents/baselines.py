@@ -96,6 +96,10 @@ class RandomRouter:
             raise ConfigError(f"p_accept must be in [0, 1], got {p_accept}")
         self.p_accept = p_accept
         self.rng = np.random.default_rng(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the random stream from ``seed`` (the evaluation harness seeds each episode)."""
+        self.rng = np.random.default_rng(seed)
         self._env: Any = None
 
     def bind(self, env: Any) -> None:
@@ -283,6 +287,10 @@ class CascadeController:
         self.verifier_accuracy = accuracy
         self.samples = samples
         self.privileged = self.mode == "noisy-oracle"
+        self.rng = np.random.default_rng(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the random stream from ``seed`` (the evaluation harness seeds each episode)."""
         self.rng = np.random.default_rng(seed)
         self._env: Any = None
         self._judge_name: str | None = None

@@ -23,7 +23,7 @@ import time
 import gymnasium as gym
 
 import orchenv  # noqa: F401
-from orchenv.agents import RandomRouter, make_controller
+from orchenv.agents import make_controller
 from orchenv.eval import EvalConfig, episode_seed, evaluate
 
 ENV_ID = "orch/MathRoute-v0"
@@ -35,16 +35,16 @@ def bare_loop(
 ) -> tuple[float, float]:
     """(wall, CPU) seconds of the plain reset/act/step loop over the same (seed, episode) tasks.
 
-    ``per_episode``: seed the controller per episode as the harness does (``RandomRouter``
-    has no ``reset(seed)``, so it is rebuilt), which makes the loop's results identical to
-    the harness's; otherwise one controller per seed, its RNG running on across episodes.
+    ``per_episode``: re-seed the controller per episode as the harness does
+    (``RandomRouter.reseed``), which makes the loop's results identical to the harness's;
+    otherwise one controller per seed, its RNG running on across episodes.
     """
     start, cpu = time.perf_counter(), time.process_time()
     for seed in seeds:
         controller = make_controller("random", seed=seed, **CONTROLLER_KWARGS)
         for i in range(episodes):
             if per_episode:
-                controller = RandomRouter(seed=episode_seed(seed, i), **CONTROLLER_KWARGS)
+                controller.reseed(episode_seed(seed, i))
             obs, info = env.reset(seed=episode_seed(seed, i))
             controller.bind(env.unwrapped)
             while True:

@@ -193,7 +193,12 @@ class _ControllerSource:
         return make_controller(self.name, **self.kwargs, **extra)  # checks kwargs, clear errors
 
     def for_episode(self, controller: Any, ep_seed: int) -> Any:
-        """The controller to play this episode with (``run_episode`` calls ``reset``)."""
+        """The controller to play this episode with, its randomness derived from ``ep_seed``:
+        re-seeded in place when it has ``reseed(seed)``, rebuilt otherwise (``run_episode``
+        calls ``reset`` when it has one)."""
+        if hasattr(controller, "reseed") and self.seedable:
+            controller.reseed(ep_seed)
+            return controller
         if hasattr(controller, "reset") or not self.seedable:
             return controller
         if self.factory is not None:
