@@ -96,11 +96,11 @@ class RandomRouter:
             raise ConfigError(f"p_accept must be in [0, 1], got {p_accept}")
         self.p_accept = p_accept
         self.rng = np.random.default_rng(seed)
+        self._env: Any = None
 
     def reseed(self, seed: int) -> None:
         """Restart the random stream from ``seed`` (the evaluation harness seeds each episode)."""
         self.rng = np.random.default_rng(seed)
-        self._env: Any = None
 
     def bind(self, env: Any) -> None:
         env = getattr(env, "unwrapped", env)  # gym.make's wrappers do not forward attributes
@@ -288,12 +288,12 @@ class CascadeController:
         self.samples = samples
         self.privileged = self.mode == "noisy-oracle"
         self.rng = np.random.default_rng(seed)
+        self._env: Any = None
+        self._judge_name: str | None = None
 
     def reseed(self, seed: int) -> None:
         """Restart the random stream from ``seed`` (the evaluation harness seeds each episode)."""
         self.rng = np.random.default_rng(seed)
-        self._env: Any = None
-        self._judge_name: str | None = None
 
     def bind(self, env: Any) -> None:
         env = getattr(env, "unwrapped", env)  # gym.make's wrappers do not forward attributes
