@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -276,7 +277,7 @@ def make_embedder(name: str) -> TfidfEmbedder | MiniLMEmbedder:
 
 
 # -- the routers -------------------------------------------------------------------------
-class _LearnedRouter:
+class _LearnedRouter(ABC):
     """Shared fit / route / usage-cap logic; subclasses implement ``_train`` and ``_predict``."""
 
     privileged = False
@@ -414,11 +415,13 @@ class _LearnedRouter:
         return route_text(choice, f"estimated success {note}")
 
     # -- subclass hooks -------------------------------------------------------------------
+    @abstractmethod
     def _train(self, features: np.ndarray, labels: np.ndarray) -> None:
-        raise NotImplementedError
+        """Fit on (tasks x features) and (tasks x agents) 0/1 correctness labels."""
 
+    @abstractmethod
     def _predict(self, features: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Estimated success probability per (query, agent)."""
 
 
 class KNNRouter(_LearnedRouter):

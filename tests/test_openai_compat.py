@@ -277,16 +277,13 @@ def test_calls_overlap_on_the_server():
     with FakeOpenAIServer(reply="ok", latency_s=0.2) as srv:
         pool = one_agent_pool(srv, fast_backend(timeout_s=5.0, max_concurrency=16))
         calls = [("a", [{"role": "user", "content": f"q{i}"}], None) for i in range(16)]
-        start = time.monotonic()
         out = pool.call_many(calls)
-        elapsed = time.monotonic() - start
         pool.close()
     assert [c.text for c in out] == ["ok"] * 16
     assert sorted(r.body["messages"][0]["content"] for r in srv.requests) == sorted(
         f"q{i}" for i in range(16)
     )
-    assert srv.max_in_flight > 1
-    assert elapsed < 1.6
+    assert srv.max_in_flight > 1, "the 16 calls overlapped on the server"
 
 
 def test_configuration_errors(server):
