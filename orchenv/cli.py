@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p_run.set_defaults(func=_cmd_run)
     add_subcommands(sub)  # eval, leaderboard (orchenv.eval.cli)
+    from orchenv.agents.grpo.cli import add_subcommands as add_train
+
+    add_train(sub)  # train grpo (orchenv.agents.grpo.cli; parser only, no torch)
     return parser
 
 
