@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from orchenv.core import OrchestrationEnv
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, math_answer
@@ -217,6 +219,16 @@ class MathRouteEnv(OrchestrationEnv):
         if self.draft_agent is None or not self.require_stronger:
             return list(self.pool.names)
         return list(self.pool.stronger_than(self.draft_agent))
+
+    def demo_action(self, rng: np.random.Generator) -> str:
+        """Route to a random agent, or give a random verdict (rejecting to a random stronger one)."""
+        agents = self.valid_agents()
+        if self.draft_agent is None:
+            return f"<model>{agents[int(rng.integers(len(agents)))]}</model>"
+        if not agents or rng.random() < 0.5:
+            return "<checking>demo</checking><verdict>True</verdict>"
+        pick = agents[int(rng.integers(len(agents)))]
+        return f"<checking>demo</checking><verdict>False</verdict><model>{pick}</model>"
 
     # -- prompts ----------------------------------------------------------------------
     def _system_prompt(self) -> str:

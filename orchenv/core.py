@@ -74,6 +74,14 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Apply one controller action (always a str); never raise on malformed text."""
 
+    @abstractmethod
+    def demo_action(self, rng: np.random.Generator) -> str:
+        """A random well-formed action for the current state.
+
+        Used by the shared test suite (determinism, ``fork()``), by docs and by smoke tests
+        of new envs: every env says what a valid move looks like.
+        """
+
     def valid_agents(self) -> list[str]:
         """Agents the controller may call now (drives action masks)."""
         return list(self.pool.names) if self._pool is not None else []
