@@ -30,6 +30,7 @@ class Controller(Protocol):
 # name -> "module:Class"; resolved lazily so heavy controllers import only when used
 CONTROLLERS: dict[str, str] = {
     "random": "orchenv.agents.baselines:RandomRouter",
+    "env-random": "orchenv.agents.baselines:EnvRandomController",
     "single": "orchenv.agents.baselines:SingleAgent",
     "cascade": "orchenv.agents.baselines:CascadeController",
     "oracle": "orchenv.agents.baselines:OracleRouter",

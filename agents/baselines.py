@@ -391,3 +391,32 @@ def _majority(answers: Sequence[str | None]) -> tuple[str | None, int]:
         return None, 0
     best = max(range(len(clusters)), key=lambda i: (clusters[i][1], -i))
     return clusters[best]
+
+
+class EnvRandomController:
+    """Random well-formed moves of whatever env it is bound to (the env's ``demo_action``).
+
+    The one baseline that applies to every registered env: a floor for comparisons and a
+    smoke test for new envs. Not privileged.
+    """
+
+    privileged = False
+
+    def __init__(self, *, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self._env: Any = None
+
+    def reseed(self, seed: int) -> None:
+        """Restart the random stream from ``seed`` (the evaluation harness seeds each episode)."""
+        self.rng = np.random.default_rng(seed)
+
+    def bind(self, env: Any) -> None:
+        self._env = getattr(env, "unwrapped", env)
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        if self._env is None or not hasattr(self._env, "demo_action"):
+            raise ConfigError(
+                "env-random needs bind(env) with an orchenv env first "
+                "(orchenv.runner.run_episodes and orchenv eval do this)"
+            )
+        return self._env.demo_action(self.rng)

@@ -42,6 +42,17 @@ def register_envs() -> None:
         "seed 000 critique-and-routing controller, System 2 pool (Qwen3-30B / Ministral-3-8B / Llama-3.2-1B)",
         pool="system2",
     )
+    _register(
+        "orch/BudgetRoute-v0",
+        "orchenv.envs.budgetroute:BudgetRouteEnv",
+        "seed 001 CoRL: answer itself or consult paid experts under a low/medium/high dollar budget",
+        pool="corl",
+    )
+    _register(
+        "orch/OrchMAS-v0",
+        "orchenv.envs.orchmas:OrchMASEnv",
+        "seed 002 OrchMAS: give one executor a free-form role and request each turn, then answer",
+    )
 
 
 register_envs()

@@ -25,6 +25,9 @@ from orchenv.error import ConfigError, UnknownNameError
 from orchenv.runner import run_episodes
 
 ENV_IDS = sorted(env_id for env_id in gym.registry if env_id.startswith("orch/"))
+# the route-then-verify protocol of seed 000 that the routing baselines are written for
+ROUTE_VERIFY_IDS = [e for e in ENV_IDS if "MathRoute" in e]
+OTHER_IDS = [e for e in ENV_IDS if e not in ROUTE_VERIFY_IDS]
 N = 300  # test-split episodes for the accuracy comparisons
 
 
@@ -191,7 +194,7 @@ def test_cascade_arguments():
 
 
 # -- every env, and envs that do not apply ---------------------------------------------
-@pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.parametrize("env_id", ROUTE_VERIFY_IDS)
 @pytest.mark.parametrize(
     ("name", "kwargs"),
     [
@@ -206,6 +209,20 @@ def test_cascade_arguments():
 def test_baselines_run_on_every_env(env_id, name, kwargs):
     summary, _ = _run(make_controller(name, **kwargs), 20, env_id=env_id)
     assert summary.episodes == 20 and summary.invalid_action_rate == 0.0
+
+
+@pytest.mark.parametrize("env_id", OTHER_IDS)
+@pytest.mark.parametrize("name", ["random", "single", "oracle", "cascade", "knn", "classifier"])
+def test_routing_baselines_say_clearly_where_they_do_not_apply(env_id, name):
+    kwargs = {"embedder": "tfidf", "n_train": 20} if name in ("knn", "classifier") else {}
+    with pytest.raises(ConfigError, match="does not apply to " + env_id):
+        _run(make_controller(name, **kwargs), 2, env_id=env_id)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_env_random_runs_everywhere(env_id):
+    summary, _ = _run(make_controller("env-random", seed=3), 10, env_id=env_id)
+    assert summary.episodes == 10 and summary.invalid_action_rate == 0.0
 
 
 def test_a_baseline_on_an_env_without_phases_fails_clearly():

@@ -48,7 +48,7 @@ def test_different_answers(reference, candidate):
 
 
 def test_odd_inputs_never_raise():
-    for junk in (None, "", "\\frac{", "}}}{{{", "x" * 100_000, "\\boxed{\\boxed{"):
+    for junk in (None, "", "\\frac{", "}}}{{{", "x" * 100_000, "\\boxed{\\boxed{", "9" * 50_000):
         assert math_equal("5", junk) is False
     assert math_equal(None, "5") is False  # type: ignore[arg-type]
 
