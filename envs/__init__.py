@@ -53,6 +53,11 @@ def register_envs() -> None:
         "orchenv.envs.orchmas:OrchMASEnv",
         "seed 002 OrchMAS: give one executor a free-form role and request each turn, then answer",
     )
+    _register(
+        "orch/Puppeteer-v0",
+        "orchenv.envs.puppeteer:PuppeteerEnv",
+        "seed 003 Puppeteer: name the next agent (model x reasoning pattern, tool, terminate)",
+    )
 
 
 register_envs()
