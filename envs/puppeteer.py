@@ -73,6 +73,24 @@ AGENT_SYSTEM = (
     "answer as \\boxed{{ANSWER}}."
 )
 
+#: the agents' system prompt per task kind (first line ``Pattern: X`` is read by the backend)
+AGENT_SYSTEMS: dict[str, str] = {
+    "gsm-hard": AGENT_SYSTEM,
+    "multiple-choice": (
+        "Pattern: {pattern}\nYou are one agent in a team answering a multiple-choice question. "
+        "Apply the '{pattern}' reasoning pattern to the task and the trajectory so far, and end "
+        "with the letter of the chosen option as \\boxed{{LETTER}} (one of A, B, C, D)."
+    ),
+    "commongen": (
+        "Pattern: {pattern}\nYou are one agent in a team writing one coherent sentence that uses "
+        "every given concept. Apply the '{pattern}' reasoning pattern to the task and the "
+        "trajectory so far, and end with the sentence as \\boxed{{SENTENCE}}."
+    ),
+}
+
+TASK_KINDS: tuple[str, ...] = ("gsm-hard", "multiple-choice", "commongen")
+LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
+
 #: the local corpus of ``tool:search``
 SEARCH_CORPUS: dict[str, str] = {
     "order-of-operations": "Order of operations: evaluate parentheses first, then "
@@ -106,6 +124,139 @@ _TEMPLATES: tuple[tuple[str, str], ...] = (
 
 
 SPLITS = ("train", "test")
+
+
+def _task_rng(seed: int, index: int, split: str, train_tag: int, test_tag: int):
+    if split not in SPLITS:
+        raise UnknownNameError("split", split, SPLITS)
+    tag = train_tag if split == "train" else test_tag
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, tag, int(index)])
+
+
+_NAMES = ("Ann", "Bob", "Cara", "Dan", "Eve", "Finn", "Gus", "Hana", "Ivo", "Jun")
+
+
+def multiple_choice_task(seed: int, index: int, split: str = "train") -> Task:
+    """A procedural multiple-choice reasoning question (options A-D, one correct letter).
+
+    Deterministic in ``(seed, split, index)``; train and test draw from different random
+    streams. Kinds: the next term of an arithmetic sequence, the youngest of an age chain,
+    a remainder. ``answers`` is the correct letter; ``meta["options"]`` the four options.
+    """
+    rng = _task_rng(seed, index, split, 11, 17)
+    kind = int(rng.integers(3))
+    if kind == 0:
+        a, d = int(rng.integers(2, 500)), int(rng.integers(3, 60))
+        terms = ", ".join(str(a + k * d) for k in range(4))
+        question = f"What is the next number in the sequence {terms}, ...?"
+        right = a + 4 * d
+        wrong = [right + d, right - 1, right + 2 * d]
+        correct, distractors = str(right), [str(w) for w in wrong]
+    elif kind == 1:
+        people = [_NAMES[int(i)] for i in rng.permutation(len(_NAMES))[:4]]
+        facts = " ".join(
+            f"{people[k]} is older than {people[k + 1]}." for k in rng.permutation(3).tolist()
+        )
+        question = f"{facts} Who is the youngest?"
+        correct, distractors = people[3], people[:3]
+    else:
+        n, k = int(rng.integers(1_000, 999_999)), int(rng.integers(3, 13))
+        question = f"What is the remainder when {n} is divided by {k}?"
+        right = n % k
+        pool = [v for v in range(k) if v != right]
+        picks = rng.choice(len(pool), size=min(3, len(pool)), replace=False)
+        correct, distractors = str(right), [str(pool[int(i)]) for i in picks]
+    slot = int(rng.integers(4))
+    options = list(distractors[:3])
+    options.insert(slot, correct)
+    letter = LETTERS[slot]
+    body = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+    return Task(
+        id=f"mc-{seed}-{index}" if split == "train" else f"mc-{seed}-{split}-{index}",
+        prompt=f"{question}\n{body}\nAnswer with the letter of the correct option.",
+        answers=(letter,),
+        meta={"family": "multiple-choice", "options": tuple(options), "difficulty": 0.5},
+    )
+
+
+#: CommonGen-Hard-style concept vocabulary (base forms)
+CONCEPTS: tuple[str, ...] = (
+    "dog", "frisbee", "catch", "throw", "river", "boat", "paddle", "mountain", "climb", "rope",
+    "guitar", "play", "stage", "crowd", "cheer", "kitchen", "cook", "knife", "onion", "cut",
+    "ball", "kick", "goal", "field", "snow", "ski", "slope", "jacket", "book", "read",
+    "lamp", "desk", "paint", "wall", "brush", "ladder", "tree", "plant", "garden", "water",
+    "horse", "ride", "fence", "jump", "bread", "bake", "oven", "market", "sell", "fish",
+)  # fmt: skip
+
+
+def commongen_task(seed: int, index: int, split: str = "train") -> Task:
+    """A CommonGen-Hard-style task: write one sentence that covers 3-6 concept words.
+
+    Deterministic in ``(seed, split, index)``; train and test draw from different random
+    streams. ``meta["concepts"]`` holds the concepts; ``answers`` a reference sentence that
+    covers all of them (graded by ``concept_coverage``, not by equality).
+    """
+    rng = _task_rng(seed, index, split, 13, 19)
+    n = int(rng.integers(3, 7))
+    concepts = tuple(CONCEPTS[int(i)] for i in rng.choice(len(CONCEPTS), size=n, replace=False))
+    reference = "The story involves " + ", ".join(concepts) + "."
+    return Task(
+        id=f"cgen-{seed}-{index}" if split == "train" else f"cgen-{seed}-{split}-{index}",
+        prompt="Write one coherent sentence that uses all of these concepts: "
+        + ", ".join(concepts),
+        answers=(reference,),
+        meta={"family": "commongen", "concepts": concepts, "difficulty": 0.5},
+    )
+
+
+def _concept_forms(concept: str) -> set[str]:
+    c = concept.lower()
+    forms = {c, c + "s", c + "es", c + "ing", c + "ed", c + "d"}
+    if c.endswith("e"):
+        forms |= {c[:-1] + "ing", c[:-1] + "ed"}
+    if c.endswith("y"):
+        forms |= {c[:-1] + "ies", c[:-1] + "ied"}
+    forms |= {c + c[-1] + "ing", c + c[-1] + "ed"}  # doubled consonant: cut -> cutting
+    return forms
+
+
+def concept_coverage(sentence: str | None, concepts: Sequence[str]) -> float:
+    """The fraction of ``concepts`` that ``sentence`` uses, in [0, 1].
+
+    Lemma-insensitive simple matching: the sentence is lowercased and stripped of punctuation;
+    a concept counts when some word equals it or a simple plural / -ing / -ed form of it
+    (``throw`` matches ``throws``, ``throwing``, ``throwed``; ``bake`` matches ``baking``;
+    ``cut`` matches ``cutting``).
+    """
+    if not concepts:
+        return 0.0
+    words = set(re.sub(r"[^a-z0-9\s]", " ", (sentence or "").lower()).split())
+    hits = sum(1 for c in concepts if _concept_forms(c) & words)
+    return hits / len(concepts)
+
+
+def make_task(kind: str, seed: int, index: int, split: str = "train") -> Task:
+    """The task of a kind (``TASK_KINDS``), deterministic in ``(seed, split, index)``."""
+    if kind == "gsm-hard":
+        return gsm_hard_task(seed, index, split)
+    if kind == "multiple-choice":
+        return multiple_choice_task(seed, index, split)
+    if kind == "commongen":
+        return commongen_task(seed, index, split)
+    raise UnknownNameError("puppeteer tasks", kind, TASK_KINDS)
+
+
+def extract_choice(text: str | None) -> str | None:
+    """The option letter of a reply: ``\\boxed{B}``, ``B``, ``(B)``, ``B. ...`` or ``Answer: B``."""
+    if not text:
+        return None
+    boxed = extract_boxed(text)
+    for candidate in ((boxed,) if boxed else ()) + (text,):
+        m = re.fullmatch(r"\s*\(?([A-Da-d])\)?\s*(?:[.:)].*)?", candidate, flags=re.S)
+        if m:
+            return m.group(1).upper()
+    m = re.search(r"answer\s*(?:is)?\s*[:=]?\s*\(?([A-D])\b", text, flags=re.I)
+    return m.group(1).upper() if m else None
 
 
 def gsm_hard_task(seed: int, index: int, split: str = "train") -> Task:
@@ -150,6 +301,13 @@ class PatternBackend:
     answer plus a nonzero offset. Outcomes are deterministic in (seed, task, model, pattern,
     step); the pattern is read from the system prompt's first line (``Pattern: X``) and the
     current answer from ``CallContext.draft``.
+
+    Per task kind (``task.meta["family"]``): GSM-Hard boxes a number; multiple-choice boxes the
+    correct letter with probability ``P(correct)``, else a fixed wrong letter (per task, model
+    and pattern); CommonGen boxes a sentence in which each concept appears independently with
+    probability ``P(correct)`` (concepts the draft already covers stay covered under critique /
+    reflect / modify; summarize / conclude restate the draft), some in a plural / -ing form.
+    Width branches differ through ``CallContext.turn`` (``turn + 1000 * branch``).
     """
 
     def __init__(self, seed: int = 0) -> None:
@@ -168,20 +326,33 @@ class PatternBackend:
                     pattern = first[len("Pattern: ") :].strip()
                 break
         draft = context.draft
+        family = task.meta.get("family", "gsm-hard")
+        logit = math.log(spec.calibration["accuracy"] / (1 - spec.calibration["accuracy"]))
+        logit += PATTERN_LOGIT.get(pattern, 0.0)
+        revising = bool(draft) and pattern in ("critique", "reflect", "modify")
+        if revising:
+            logit += REVISE_LOGIT
+        p = 1.0 / (1.0 + math.exp(-logit))
+        key = (self.seed, task.id, spec.name, pattern)
         if pattern in ("summarize", "conclude") and draft:
             answer = draft
+        elif family == "commongen":
+            concepts = task.meta["concepts"]
+            words = []
+            for c in concepts:
+                kept = revising and concept_coverage(draft, (c,)) == 1.0
+                if kept or stable_uniform("cgen", *key, c, context.turn) < p:
+                    plural = stable_uniform("form", *key, c) < 0.3
+                    words.append(c + "s" if plural else c)
+            answer = "Here is a scene with " + (", ".join(words) or "nothing special") + "."
+        elif stable_uniform("puppeteer", *key, context.turn) < p:
+            answer = task.answer
+        elif family == "multiple-choice":
+            wrong = [x for x in LETTERS if x != task.answer]
+            answer = wrong[int(stable_uniform("off", *key) * len(wrong))]
         else:
-            logit = math.log(spec.calibration["accuracy"] / (1 - spec.calibration["accuracy"]))
-            logit += PATTERN_LOGIT.get(pattern, 0.0)
-            if draft and pattern in ("critique", "reflect", "modify"):
-                logit += REVISE_LOGIT
-            p = 1.0 / (1.0 + math.exp(-logit))
-            u = stable_uniform("puppeteer", self.seed, task.id, spec.name, pattern, context.turn)
-            if u < p:
-                answer = task.answer
-            else:
-                off = 1 + int(stable_uniform("off", self.seed, task.id, spec.name, pattern) * 997)
-                answer = str(int(task.answer) + off)
+            off = 1 + int(stable_uniform("off", *key) * 997)
+            answer = str(int(task.answer) + off)
         text = f"[{pattern}] Working through the problem step by step. \\boxed{{{answer}}}"
         completion_tokens = int(spec.calibration["tokens"])
         prompt_tokens = estimate_prompt_tokens(messages)
@@ -196,6 +367,18 @@ class PatternBackend:
             token_source="estimate",
             meta={"pattern": pattern, "answer": answer},
         )
+
+
+def majority_vote(answers: Sequence[str | None]) -> str | None:
+    """The most frequent non-None answer (exact string match); ties go to the earliest."""
+    counts: dict[str, int] = {}
+    for answer in answers:
+        if answer is not None:
+            counts[answer] = counts.get(answer, 0) + 1
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(a for a in answers if a is not None and counts[a] == best)
 
 
 def puppeteer_pool(preset: str = "mimas", *, seed: int = 0) -> AgentPool:
@@ -233,6 +416,21 @@ class PuppeteerEnv(OrchestrationEnv):
     (GPT-4o-mini / Llama-3.1-405B, 45% / 55%). ``tool:run_python`` with correct code solves
     the task exactly.
 
+    ``tasks`` picks the task kind (``TASK_KINDS``): ``"gsm-hard"`` (default, above);
+    ``"multiple-choice"`` (``multiple_choice_task``: options A-D, graded by the letter, see
+    ``extract_choice``; agents box a letter); ``"commongen"`` (``commongen_task``: 3-6 concept
+    words, the answer is a sentence boxed by the agent, or its last line; the score is
+    ``concept_coverage`` in [0, 1]; agents cover each concept with the pattern-dependent
+    probability). For every kind the tools' last stdout line of ``run_python`` becomes the answer.
+
+    ``width`` (default 1; the paper explores up to 3 in parallel): each named model agent is
+    called ``width`` times per step, branch b (0-based) with ``CallContext.turn = t + 1000 b``
+    and a "Branch b+1 of W" line in its system prompt (width 1 adds no line), so simulated
+    outcomes differ; the step's answer is the majority vote of the branches' answers (exact
+    string match, ties to the earliest branch; ``majority_vote``), listed in
+    ``info["branch_answers"]``. All branches' tokens count in ``F_t`` and in the metering.
+    Tools, terminate and malformed actions are not branched.
+
     ## Action format
     ``<agent>NAME</agent>`` plus the tool's argument:
 
@@ -256,25 +454,27 @@ class PuppeteerEnv(OrchestrationEnv):
     ## Rewards
     Eq. 6: ``R_T = r - lambda * C_T`` and ``R_t = gamma * R_{t+1} - lambda * C_t`` with
     ``C_t = F_t * log(1 + t / phi)``, t the 1-based step, ``F_t`` = the step's tokens / 1000
-    (a model call's prompt + completion tokens; a tool's input + output tokens estimated as
+    (a model call's prompt + completion tokens, summed over width branches; a tool's input + output tokens estimated as
     characters / 4; terminate and malformed actions 0). ``r`` = 1 if the final answer equals
     the reference (``math_equal``) else 0. Reported per step as ``-lambda * C_t`` at
     non-final steps and ``r - lambda * C_T`` at the final step, so the ``gamma``-discounted
     return from step t equals ``R_t``. Defaults: ``lam=0.1``, ``gamma=0.99`` (reported in
     ``info["gamma"]``), ``phi=4.0`` (the default episode length: the cost factor reaches
     ``log 2`` at the last step). ``info`` has ``step_tokens`` (F_t * 1000) and ``step_cost``
-    (C_t).
+    (C_t). For ``tasks="commongen"``, ``r`` is the concept coverage score (partial credit).
 
     ## Episode end
     Terminated at ``terminate`` or after ``max_steps`` steps (default 4; the last named agent
-    acts first). ``info`` then carries ``task_id``, ``final_answer``, ``correct``, ``turns``.
+    acts first). ``info`` then carries ``task_id``, ``final_answer``, ``score`` (``r``),
+    ``correct`` (``score == 1.0``), ``turns``.
 
     ## Arguments
     See ``__init__``; ``split`` is "train" or "test" (disjoint random streams).
     ``reset(options={"task_index": i})`` picks a task.
 
     ## Version history
-    - v0: initial version (no width / majority vote; web tools out of scope).
+    - v0: initial version (web tools out of scope); later added ``tasks`` (multiple-choice,
+      commongen) and ``width`` with majority vote, defaults unchanged.
     """
 
     _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source", "_search_index")
@@ -296,8 +496,15 @@ class PuppeteerEnv(OrchestrationEnv):
         pool: AgentPool | None = None,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
+        tasks: str = "gsm-hard",
+        width: int = 1,
     ) -> None:
         super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
+        if tasks not in TASK_KINDS:
+            raise UnknownNameError("puppeteer tasks", tasks, TASK_KINDS)
+        if int(width) < 1:
+            raise ConfigError(f"width must be >= 1, got {width}")
+        self.tasks, self.width = tasks, int(width)
         if max_steps < 1:
             raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
         if not phi > 0:
@@ -419,7 +626,7 @@ class PuppeteerEnv(OrchestrationEnv):
             index = int(options["task_index"])
         else:
             index = int(self.np_random.integers(self.n_tasks))
-        self.task = gsm_hard_task(self.task_seed, index, self.split)
+        self.task = make_task(self.tasks, self.task_seed, index, self.split)
         self.history, self.answer, self._notice = [], None, ""
         obs, extra = self._observation()
         extra["task_id"] = self.task.id
@@ -467,28 +674,25 @@ class PuppeteerEnv(OrchestrationEnv):
                 self.transcript.append({"turn": self.turn, "role": f"tool:{name}", "text": output})
             else:
                 assert name is not None and arg is not None
-                messages: list[Message] = [
-                    {"role": "system", "content": AGENT_SYSTEM.format(pattern=arg)},
-                    {"role": "user", "content": self._agent_context()},
-                ]
-                context = CallContext(task=self.task, turn=self.turn, draft=self.answer)
-                completion = self.call_agent(name, messages, context)
-                tokens = completion.prompt_tokens + completion.completion_tokens
-                reply = completion.text[: self.max_reply_chars]
-                self.history.append((f"{name}:{arg}", reply))
-                boxed = extract_boxed(completion.text)
-                if boxed:
-                    self.answer = boxed
+                tokens, reply, answers = self._call_branches(name, arg)
+                self.history.append((f"{name}:{arg}", reply[: self.max_reply_chars]))
+                voted = majority_vote(answers)
+                if voted is not None:
+                    self.answer = voted
                 extra["called_agent"] = f"{name}:{arg}"
+                if self.width > 1:
+                    extra["branch_answers"] = answers
         if self.turn >= self.max_steps:
             terminated = True
         cost = (tokens / 1000.0) * math.log(1.0 + self.turn / self.phi)
         reward -= self.lam * cost
         extra.update(step_tokens=tokens, step_cost=cost)
         if terminated:
-            correct = self._is_correct(self.answer)
-            reward += 1.0 if correct else 0.0
-            extra.update(correct=correct, final_answer=self.answer, turns=self.turn)
+            score = self._score(self.answer)
+            reward += score
+            extra.update(
+                correct=score == 1.0, score=score, final_answer=self.answer, turns=self.turn
+            )
         extra["privileged"] = {"reference": self.task.answer}
         obs, obs_extra = self._observation()
         extra.update(obs_extra)
@@ -499,10 +703,60 @@ class PuppeteerEnv(OrchestrationEnv):
         lines = [f"{a}: {out}" for a, out in self.history]
         return f"Task:\n{self.task.prompt}\n\nTrajectory so far:\n" + ("\n".join(lines) or "-")
 
+    def _call_branches(self, name: str, pattern: str) -> tuple[int, str, list[str | None]]:
+        """Call ``name`` once per width branch; (tokens of all branches, reply, answers)."""
+        assert self.task is not None
+        system = AGENT_SYSTEMS[self.tasks].format(pattern=pattern)
+        tokens, texts, answers = 0, [], []
+        for branch in range(self.width):
+            content = system
+            if self.width > 1:
+                content += f"\nBranch {branch + 1} of {self.width} (parallel exploration)."
+            messages: list[Message] = [
+                {"role": "system", "content": content},
+                {"role": "user", "content": self._agent_context()},
+            ]
+            turn = self.turn + 1000 * branch
+            context = CallContext(task=self.task, turn=turn, draft=self.answer)
+            completion = self.call_agent(name, messages, context)
+            tokens += completion.prompt_tokens + completion.completion_tokens
+            texts.append(completion.text)
+            answers.append(self._extract_answer(completion.text))
+        voted = majority_vote(answers)
+        pick = answers.index(voted) if voted is not None else 0
+        reply = texts[pick]
+        if self.width > 1:
+            count = sum(1 for a in answers if a == voted)
+            reply = f"{reply} [majority {count}/{self.width}]"
+        return tokens, reply, answers
+
+    def _extract_answer(self, text: str) -> str | None:
+        """The answer of a model reply for this task kind (None when it has none)."""
+        if self.tasks == "multiple-choice":
+            return extract_choice(text)
+        boxed = extract_boxed(text)
+        if boxed:
+            return boxed.strip() if self.tasks == "commongen" else boxed
+        if self.tasks == "commongen":
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            return lines[-1] if lines else None
+        return None
+
+    def _score(self, answer: str | None) -> float:
+        """The final-answer score ``r`` in [0, 1]: 0/1 correctness, or concept coverage."""
+        assert self.task is not None
+        if self.tasks == "commongen":
+            return concept_coverage(answer, self.task.meta["concepts"])
+        return 1.0 if self._is_correct(answer) else 0.0
+
     def _is_correct(self, answer: str | None) -> bool:
         assert self.task is not None
         if not answer:
             return False
+        if self.tasks == "multiple-choice":
+            return extract_choice(answer) == self.task.answer
+        if self.tasks == "commongen":
+            return concept_coverage(answer, self.task.meta["concepts"]) == 1.0
         try:
             cleaned = re.sub(r"[,$\s]", "", answer)
             return math_equal(self.task.answer, cleaned)

@@ -8,7 +8,19 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from orchenv.envs.puppeteer import PATTERNS, PuppeteerEnv, gsm_hard_task
+from orchenv.backends.scripted import ScriptedBackend
+from orchenv.envs.puppeteer import (
+    PATTERNS,
+    TASK_KINDS,
+    PuppeteerEnv,
+    commongen_task,
+    concept_coverage,
+    extract_choice,
+    gsm_hard_task,
+    majority_vote,
+    multiple_choice_task,
+)
+from orchenv.pool import AgentPool, AgentSpec
 
 
 def make(**kw):
@@ -132,3 +144,132 @@ def test_demo_action_valid_and_deterministic():
             done = term or trunc
     assert gsm_hard_task(0, 5) == gsm_hard_task(0, 5)
     assert len(env.valid_agents()) == 0 or len(PATTERNS) == 8
+
+
+# -- task kinds and width ----------------------------------------------------------------
+
+
+def scripted_env(replies, **kw):
+    spec = AgentSpec(name="m", model="m", tier=0, backend="scripted")
+    backend = ScriptedBackend({"m": replies})
+    env = PuppeteerEnv(pool=AgentPool([spec], {"scripted": backend}, name="s"), **kw)
+    env.reset(seed=0, options={"task_index": 2})
+    return env, backend
+
+
+@pytest.mark.parametrize("tasks", TASK_KINDS)
+def test_check_env_each_task_kind(tasks):
+    for width in (1, 3):
+        env = PuppeteerEnv(tasks=tasks, width=width)
+        check_env(env, skip_render_check=True)
+        env.close()
+
+
+@pytest.mark.parametrize("tasks", TASK_KINDS)
+def test_task_kinds_deterministic_and_splits_disjoint(tasks):
+    from orchenv.envs.puppeteer import make_task
+
+    assert make_task(tasks, 0, 4) == make_task(tasks, 0, 4)
+    train = {make_task(tasks, 0, i).prompt for i in range(30)}
+    test = {make_task(tasks, 0, i, "test").prompt for i in range(30)}
+    assert len(train) > 20 and len(train & test) < 3
+    env = PuppeteerEnv(tasks=tasks)
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, term, trunc, info = env.step(env.demo_action(rng))
+            assert not info["invalid_action"], info["parse_error"]
+            done = term or trunc
+        assert isinstance(info["score"], float) and 0.0 <= info["score"] <= 1.0
+
+
+def test_multiple_choice_grading_by_hand():
+    task = multiple_choice_task(0, 2)
+    letter = task.answer
+    wrong = next(x for x in "ABCD" if x != letter)
+    assert len(task.meta["options"]) == 4 == len(set(task.meta["options"]))
+    assert extract_choice(f"so \\boxed{{{letter}}}") == letter
+    assert extract_choice(f"The answer is ({letter.lower()})") == letter
+    assert extract_choice("no letter here 42") is None
+    env, _ = scripted_env(f"I pick \\boxed{{{letter}}}", tasks="multiple-choice")
+    assert env.task == task
+    env.step("<agent>m:reasoning</agent>")
+    _, r, term, _, info = env.step("<agent>terminate</agent>")
+    assert term and info["correct"] and info["score"] == 1.0 and r == 1.0
+    env, _ = scripted_env(f"\\boxed{{{wrong}}}", tasks="multiple-choice")
+    env.step("<agent>m:reasoning</agent>")
+    _, r, _, _, info = env.step("<agent>terminate</agent>")
+    assert not info["correct"] and info["score"] == 0.0 and r == 0.0
+    # the simulated agents answer a letter
+    env = PuppeteerEnv(tasks="multiple-choice", preset="titan")
+    env.reset(seed=0, options={"task_index": 1})
+    env.step(f"<agent>{env.pool.names[1]}:reasoning</agent>")
+    assert env.answer in ("A", "B", "C", "D")
+
+
+def test_commongen_coverage_by_hand():
+    concepts = ("dog", "throw", "bake", "cut", "berry")
+    assert concept_coverage("Dogs throwing, baked; cutting berries!", concepts) == 1.0
+    assert concept_coverage("A dog throws.", concepts) == pytest.approx(2 / 5)
+    assert concept_coverage("", concepts) == 0.0 and concept_coverage(None, concepts) == 0.0
+    assert concept_coverage("doghouse", ("dog",)) == 0.0
+    task = commongen_task(0, 2)
+    assert 3 <= len(task.meta["concepts"]) <= 6
+    assert concept_coverage(task.answer, task.meta["concepts"]) == 1.0
+
+
+def test_commongen_partial_score_in_reward_eq6():
+    lam, phi = 0.1, 4.0
+    concepts = commongen_task(0, 2).meta["concepts"]
+    sentence = "We saw " + " and ".join(concepts[:2]) + "."
+    env, _ = scripted_env(f"\\boxed{{{sentence}}}", tasks="commongen", lam=lam, phi=phi)
+    _, r1, _, _, info1 = env.step("<agent>m:reasoning</agent>")
+    c1 = info1["step_tokens"] / 1000 * math.log(1 + 1 / phi)
+    assert r1 == pytest.approx(-lam * c1)
+    _, r2, term, _, info = env.step("<agent>terminate</agent>")
+    score = 2 / len(concepts)
+    assert term and info["score"] == pytest.approx(score) and info["correct"] is False
+    assert info["final_answer"] == sentence and r2 == pytest.approx(score)
+    # a last step that calls an agent: R_T = r - lam * C_T
+    env, _ = scripted_env(f"\\boxed{{{sentence}}}", tasks="commongen", max_steps=1)
+    _, r, term, _, info = env.step("<agent>m:reasoning</agent>")
+    c = info["step_tokens"] / 1000 * math.log(1 + 1 / 4.0)
+    assert term and r == pytest.approx(score - 0.1 * c)
+
+
+def test_commongen_simulated_agents_cover_fractions():
+    env = PuppeteerEnv(tasks="commongen", preset="titan")
+    scores = []
+    for i in range(40):
+        env.reset(seed=0, options={"task_index": i})
+        env.step(f"<agent>{env.pool.names[1]}:reasoning</agent>")
+        scores.append(env.step("<agent>terminate</agent>")[4]["score"])
+    assert 0.3 < np.mean(scores) < 0.95 and len(set(scores)) > 3
+
+
+def test_majority_vote_width3_by_hand():
+    assert majority_vote(["1", "2", "2"]) == "2"
+    assert majority_vote(["1", "2", "3"]) == "1"  # tie -> first
+    assert majority_vote([None, "5", None]) == "5" and majority_vote([None]) is None
+    replies = {1: "\\boxed{10}", 1001: "\\boxed{20}", 2001: "\\boxed{20}"}
+    env, backend = scripted_env(lambda spec, msgs, ctx: replies[ctx.turn], width=3, lam=0.1)
+    _, r, _, _, info = env.step("<agent>m:reasoning</agent>")
+    assert info["branch_answers"] == ["10", "20", "20"] and env.answer == "20"
+    assert len(backend.calls) == 3 and info["agent_calls"] == {"m": 3}
+    assert [c[2].turn for c in backend.calls] == [1, 1001, 2001]
+    assert "Branch 2 of 3" in backend.calls[1][1][0]["content"]
+    tokens = sum(sum(len(m["content"].split()) for m in msgs) + 1 for _, msgs, _ in backend.calls)
+    assert info["step_tokens"] == tokens == info["tokens"]["prompt"] + info["tokens"]["completion"]
+    assert r == pytest.approx(-0.1 * tokens / 1000 * math.log(1 + 1 / 4.0))
+    # multiple-choice votes on the extracted letters
+    replies = {2: "\\boxed{B}", 1002: "(C)", 2002: "Answer: B"}
+    env2, _ = scripted_env(
+        lambda spec, msgs, ctx: replies.get(ctx.turn, "\\boxed{A}"),
+        width=3,
+        tasks="multiple-choice",
+    )
+    env2.step("<agent>m:reasoning</agent>")
+    _, _, _, _, info = env2.step("<agent>m:reasoning</agent>")
+    assert info["branch_answers"] == ["B", "C", "B"] and env2.answer == "B"
