@@ -225,7 +225,7 @@ class BudgetRouteEnv(OrchestrationEnv):
 
     def _observation(self) -> tuple[str, dict[str, Any]]:
         messages = self._controller_messages()
-        text = "\n\n".join(m["content"] for m in messages)
+        text = self.render_messages(messages)
         return text, {
             "messages": messages,
             "phase": "act",
@@ -289,14 +289,6 @@ class BudgetRouteEnv(OrchestrationEnv):
         return any(math_equal(ref, bare) for ref in self.task.answers)
 
     # -- episode ------------------------------------------------------------------------
-    def _pick_task(self, options: Mapping[str, Any]) -> Task:
-        source = self.task_source
-        if "task_id" in options:
-            return source.by_id(str(options["task_id"]))
-        if "task_index" in options:
-            return source.get(self.split, int(options["task_index"]))
-        return source.sample(self.split, self.np_random)
-
     def _pick_mode(self, options: Mapping[str, Any]) -> str:
         mode = options.get("budget_mode", self.fixed_budget_mode)
         if mode is None:
@@ -308,7 +300,7 @@ class BudgetRouteEnv(OrchestrationEnv):
 
     def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         self._ensure_built()
-        self.task = self._pick_task(options)
+        self.task = self.pick_task(options)
         self.budget_mode = self._pick_mode(options)
         self.history = []
         self._notice = ""

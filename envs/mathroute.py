@@ -285,29 +285,17 @@ class MathRouteEnv(OrchestrationEnv):
             user += "\n\nWrite a complete, corrected solution."
         return [{"role": "system", "content": SOLVER_SYSTEM}, {"role": "user", "content": user}]
 
-    @staticmethod
-    def _render(messages: list[Message]) -> str:
-        return "\n\n".join(m["content"] for m in messages)
-
     def _observation(self) -> tuple[str, dict[str, Any]]:
         messages = self._controller_messages()
         phase = "route" if self.draft_agent is None else "verify"
-        return self._render(messages), {"messages": messages, "phase": phase}
+        return self.render_messages(messages), {"messages": messages, "phase": phase}
 
     # -- episode ------------------------------------------------------------------------
-    def _pick_task(self, options: Mapping[str, Any]) -> Task:
-        source = self.task_source
-        if "task_id" in options:
-            return source.by_id(str(options["task_id"]))
-        if "task_index" in options:
-            return source.get(self.split, int(options["task_index"]))
-        return source.sample(self.split, self.np_random)
-
     def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         self._ensure_built()
         if options.get("reset_usage_ledger"):
             self.ledger = {}
-        self.task = self._pick_task(options)
+        self.task = self.pick_task(options)
         self.draft = self.draft_agent = self.draft_correct = None
         self._notice = ""
         obs, extra = self._observation()

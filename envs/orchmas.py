@@ -409,21 +409,13 @@ class OrchMASEnv(OrchestrationEnv):
 
     def _observation(self) -> tuple[str, dict[str, Any]]:
         messages = self._controller_messages()
-        obs = "\n\n".join(m["content"] for m in messages)
+        obs = self.render_messages(messages)
         return obs, {"messages": messages, "phase": "act"}
 
     # -- episode ------------------------------------------------------------------------
-    def _pick_task(self, options: Mapping[str, Any]) -> Task:
-        source = self.task_source
-        if "task_id" in options:
-            return source.by_id(str(options["task_id"]))
-        if "task_index" in options:
-            return source.get(self.split, int(options["task_index"]))
-        return source.sample(self.split, self.np_random)
-
     def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         self._ensure_built()
-        self.task = self._pick_task(options)
+        self.task = self.pick_task(options)
         self.history = []
         self.format_sum = 0.0
         self.paid = 0.0

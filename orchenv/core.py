@@ -156,6 +156,25 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         )
         return completion
 
+    def pick_task(self, options: Mapping[str, Any]) -> Any:
+        """The episode's task: ``options["task_id"]``, ``options["task_index"]`` into
+        ``self.split``, or a draw from the split with the env's ``np_random``.
+
+        For envs with a ``task_source`` property and a ``split`` attribute.
+        """
+        source = self.task_source  # type: ignore[attr-defined]
+        split = self.split  # type: ignore[attr-defined]
+        if "task_id" in options:
+            return source.by_id(str(options["task_id"]))
+        if "task_index" in options:
+            return source.get(split, int(options["task_index"]))
+        return source.sample(split, self.np_random)
+
+    @staticmethod
+    def render_messages(messages: Sequence[Message]) -> str:
+        """Chat messages as the one-string observation (contents joined by blank lines)."""
+        return "\n\n".join(m["content"] for m in messages)
+
     @staticmethod
     def _call_record(completion: Completion) -> dict[str, Any]:
         return {

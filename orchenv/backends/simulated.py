@@ -37,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -323,6 +324,29 @@ class SimulatedBackend:
         digest = self._prompt_digest(spec, task, messages)
         text = self._solution_text(spec, task, correct, digest[0] % self.text_variants)
 
+        return self.metered(
+            spec,
+            task,
+            messages,
+            text,
+            digest,
+            {
+                "correct": bool(correct),
+                "answer": extract_boxed(text),
+                "p_correct": _sigmoid(mean_margin / self.agent_noise),
+            },
+        )
+
+    def metered(
+        self,
+        spec: AgentSpec,
+        task: Task,
+        messages: Sequence[Message],
+        text: str,
+        digest: bytes,
+        meta: dict[str, Any],
+    ) -> Completion:
+        """A Completion for ``text`` with simulated token counts, cost and latency."""
         prompt_tokens = estimate_prompt_tokens(messages)
         completion_tokens = self._completion_tokens(spec, task, text, digest)
         tps = float(spec.calibration.get("tokens_per_second", DEFAULT_TOKENS_PER_SECOND))
@@ -336,11 +360,7 @@ class SimulatedBackend:
             latency_s=latency,
             cached=False,
             token_source="estimate",
-            meta={
-                "correct": bool(correct),
-                "answer": extract_boxed(text),
-                "p_correct": _sigmoid(mean_margin / self.agent_noise),
-            },
+            meta=meta,
         )
 
     def _solution_text(self, spec: AgentSpec, task: Task, correct: bool, variant: int) -> str:

@@ -35,12 +35,8 @@ import re
 from collections.abc import Sequence
 
 from orchenv.backends.simulated import (
-    _FIRST_TOKEN_S,
-    _PREFILL_TOKENS_PER_S,
-    DEFAULT_TOKENS_PER_SECOND,
     SimulatedBackend,
     _sigmoid,
-    estimate_prompt_tokens,
 )
 from orchenv.error import BackendError
 from orchenv.grading import extract_boxed
@@ -175,20 +171,13 @@ class RoleAwareExecutorBackend(SimulatedBackend):
             text = self._solution_text(spec, task, correct, variant)
         else:
             text = self._short_answer_text(task, correct, variant)
-        prompt_tokens = estimate_prompt_tokens(messages)
-        completion_tokens = self._completion_tokens(spec, task, text, digest)
-        tps = float(spec.calibration.get("tokens_per_second", DEFAULT_TOKENS_PER_SECOND))
-        latency = _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
-        return Completion(
-            agent=spec.name,
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=spec.cost(prompt_tokens, completion_tokens),
-            latency_s=latency,
-            cached=False,
-            token_source="estimate",
-            meta={
+        return self.metered(
+            spec,
+            task,
+            messages,
+            text,
+            digest,
+            {
                 "correct": bool(correct),
                 "answer": extract_boxed(text),
                 "p_correct": _sigmoid(margin / self.agent_noise),
