@@ -113,6 +113,9 @@ class TokenizerCounter:
             return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> TokenizerCounter:
+        return self  # read-only; env forks share it
+
     def __getstate__(self) -> dict[str, Any]:
         return {"name": self.name}
 
