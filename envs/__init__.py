@@ -58,6 +58,18 @@ def register_envs() -> None:
         "orchenv.envs.puppeteer:PuppeteerEnv",
         "seed 003 Puppeteer: name the next agent (model x reasoning pattern, tool, terminate)",
     )
+    multihop = "orchenv.envs.multihopqa:MultihopQAEnv"
+    for suffix, router, label in (
+        ("", "rcr", "RCR routing (token budgets, importance scores)"),
+        ("Full", "full", "full-context routing"),
+        ("Static", "static", "static per-role routing"),
+    ):
+        _register(
+            f"orch/MultihopQA{suffix}-v0",
+            multihop,
+            f"seed 004 multihop QA: plan the hops for a Searcher and a Recommender over shared memory, {label}",
+            router=router,
+        )
 
 
 register_envs()

@@ -14,6 +14,7 @@ import re
 import string
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
 
@@ -162,16 +163,31 @@ def exact_match(reference: str, candidate: str | None) -> bool:
     return candidate is not None and normalize_text(reference) == normalize_text(candidate)
 
 
-def f1_score(reference: str, candidate: str | None) -> float:
-    """Token-level F1 between normalised strings (SQuAD / HotpotQA definition)."""
+def answer_prf(reference: str, candidate: str | None) -> tuple[float, float, float]:
+    """Token-level (precision, recall, F1) between normalised strings (SQuAD / HotpotQA).
+
+    An unanswered candidate scores (0, 0, 0); two strings that normalise to
+    nothing count as a match (1, 1, 1).
+    """
     if candidate is None:
-        return 0.0
+        return 0.0, 0.0, 0.0
     ref, pred = normalize_text(reference).split(), normalize_text(candidate).split()
     if not ref or not pred:
-        return float(ref == pred)
-    common = Counter(ref) & Counter(pred)
-    overlap = sum(common.values())
+        same = float(ref == pred)
+        return same, same, same
+    overlap = sum((Counter(ref) & Counter(pred)).values())
     if overlap == 0:
-        return 0.0
+        return 0.0, 0.0, 0.0
     precision, recall = overlap / len(pred), overlap / len(ref)
-    return 2 * precision * recall / (precision + recall)
+    return precision, recall, 2 * precision * recall / (precision + recall)
+
+
+def best_answer_prf(references: Sequence[str], candidate: str | None) -> tuple[float, float, float]:
+    """``answer_prf`` against the reference (or alias) that gives the highest F1."""
+    scores = [answer_prf(ref, candidate) for ref in references] or [(0.0, 0.0, 0.0)]
+    return max(scores, key=lambda prf: prf[2])
+
+
+def f1_score(reference: str, candidate: str | None) -> float:
+    """Token-level F1 between normalised strings (SQuAD / HotpotQA definition)."""
+    return answer_prf(reference, candidate)[2]

@@ -134,6 +134,8 @@ TASK_SOURCES: dict[str, str] = {
     "procedural-math": "orchenv.mathgen:ProceduralMathSource",
     "champ": "orchenv.loaders:load_champ",
     "reasoning-gym": "orchenv.loaders:ReasoningGymSource",
+    "multihop-synth": "orchenv.multihop:SyntheticMultihopSource",
+    "multihop-file": "orchenv.multihop:load_multihop",
 }
 
 
