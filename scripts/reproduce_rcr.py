@@ -56,11 +56,10 @@ def table(rows: list[dict[str, Any]], reference: dict[str, Any] | None = None) -
     head = "| setting | tokens (K) | vs full | F1 | EM | precision | recall | quality (1-5) | latency parallel (s) | latency serial (s) |"
     lines = [head, "|" + "---|" * 10]
     for row in rows:
-        saving = (
-            f"{100 * (1 - row['tokens_total'] / reference['tokens_total']):+.1f}% fewer"
-            if reference and row is not reference
-            else "-"
-        )
+        saving = "-"
+        if reference and row is not reference:
+            change = 1 - row["tokens_total"] / reference["tokens_total"]
+            saving = f"{100 * abs(change):.1f}% {'fewer' if change >= 0 else 'more'}"
         lines.append(
             f"| {row['label']} | {row['tokens_total'] / 1000:.2f} | {saving} | {100 * row['f1']:.1f} | "
             f"{100 * row['em']:.1f} | {100 * row['precision']:.1f} | {100 * row['recall']:.1f} | "
