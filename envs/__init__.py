@@ -58,6 +58,11 @@ def register_envs() -> None:
         "orchenv.envs.puppeteer:PuppeteerEnv",
         "seed 003 Puppeteer: name the next agent (model x reasoning pattern, tool, terminate)",
     )
+    _register(
+        "orch/WebShop-v0",
+        "orchenv.envs.webshop:WebShopEnv",
+        "seed 004 WebShop: search, browse, choose options and buy (text mode, generated catalog or the original data files)",
+    )
     multihop = "orchenv.envs.multihopqa:MultihopQAEnv"
     for suffix, router, label in (
         ("", "rcr", "RCR routing (token budgets, importance scores)"),
