@@ -36,6 +36,7 @@ for English BPE vocabularies.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import re
@@ -73,14 +74,22 @@ _TAG_RE = re.compile(
     r"<(" + "|".join(ITEM_TYPES) + r")(?:\s+key=\"([^\"]{1,200})\")?\s*>(.*?)</\1\s*>",
     re.IGNORECASE | re.DOTALL,
 )
-_WORD_RE = re.compile(r"[a-z0-9]+")
+_WORD_RE = re.compile(r"\w+")  # unicode letters and digits: non-Latin text has words too
+_TYPE_CODE = {kind: code for code, kind in enumerate(ITEM_TYPES)}
+_TYPE_NAMES = np.asarray(ITEM_TYPES, dtype=object)
+#: YAML plain scalars that parse back as the same string (anything else is written quoted)
+_PLAIN = re.compile(r"[^\W\d](?:[\w .,/()+-]|:(?=\S))*(?<! )")  # "planner:plan" stays plain
+_PLAIN_FLOW = re.compile(r"[^\W\d][\w ./()+-]*(?<! )")  # inside [a, b]: no commas
+#: how many per-keyword masks a memory keeps up to date (oldest dropped first)
+_KEYWORD_CACHE = 256
 
 
 # -- token counting -----------------------------------------------------------
 class TokenCounter(Protocol):
     """Counts the tokens of a text as the agents' tokenizer would."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def count(self, text: str) -> int: ...
 
@@ -191,14 +200,41 @@ class MemoryItem:
     tokens: int = 0
 
     def render(self) -> str:
-        """The YAML-like block an agent's prompt carries for this item."""
-        head = f"- id: {self.id}\n  round: {self.round}\n  role: {self.role}\n  type: {self.type}\n"
+        """The YAML-like block an agent's prompt carries for this item.
+
+        Names that YAML would misread (``"q: who"``, ``"true"``, ``"a, b"`` in
+        tags) are written double-quoted, so the block parses back to the item.
+        """
+        head = (
+            f"- id: {self.id}\n  round: {self.round}\n  role: {_yaml_scalar(self.role)}\n"
+            f"  type: {self.type}\n"
+        )
         if self.key:
-            head += f"  key: {self.key}\n"
+            head += f"  key: {_yaml_scalar(self.key)}\n"
         if self.tags:
-            head += "  tags: [" + ", ".join(self.tags) + "]\n"
+            head += "  tags: [" + ", ".join(_yaml_scalar(t, flow=True) for t in self.tags) + "]\n"
         body = "\n".join("    " + line for line in self.text.splitlines())
         return head + "  text: |\n" + body
+
+
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "null"})
+
+
+def _yaml_scalar(value: str, *, flow: bool = False) -> str:
+    """``value`` as a YAML scalar: plain when that reads back as the same string, else quoted."""
+    plain = (_PLAIN_FLOW if flow else _PLAIN).fullmatch(value)
+    if plain and value.lower() not in _YAML_WORDS:
+        return value
+    quoted = []  # a YAML double-quoted scalar; \U escapes, since YAML does not pair surrogates
+    for char in value:
+        if char in '"\\':
+            quoted.append("\\" + char)
+        elif char.isprintable():
+            quoted.append(char)
+        else:
+            code = ord(char)
+            quoted.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    return '"' + "".join(quoted) + '"'
 
 
 @dataclass(frozen=True)
@@ -246,7 +282,8 @@ def extract_drafts(output: AgentOutput) -> list[Draft]:
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(_WORD_RE.findall(text.lower()))
+    """The novelty test's view of a text: its lowercased words (the text itself if it has none)."""
+    return frozenset(_WORD_RE.findall(text.lower())) or frozenset({text})
 
 
 def containment(new: frozenset[str], old: frozenset[str]) -> float:
@@ -267,6 +304,11 @@ class SharedMemory:
         min_chars: drafts shorter than this (after stripping) are dropped.
         max_item_chars: longer drafts are cut (with a marker), so one runaway
             output cannot flood every prompt.
+
+    Keys are scoped by item type: ``<evidence key="Paris">`` and
+    ``<query key="Paris">`` are different items. The store keeps an inverted
+    index (type, word) -> items for the novelty test and numpy columns for the
+    routers, both updated per write, so neither costs O(memory) per call.
     """
 
     def __init__(
@@ -279,17 +321,16 @@ class SharedMemory:
     ) -> None:
         if not 0.0 < novelty_threshold <= 1.0:
             raise ConfigError(f"novelty_threshold must be in (0, 1], got {novelty_threshold}")
+        if max_item_chars < 1:
+            raise ConfigError(f"max_item_chars must be >= 1, got {max_item_chars}")
         self.counter = make_token_counter(token_counter)
         self.novelty_threshold = novelty_threshold
         self.min_chars = min_chars
         self.max_item_chars = max_item_chars
-        self._items: list[MemoryItem] = []
-        self._words: list[frozenset[str]] = []
-        self._next_id = 0
         self.round = 0
         self.version = 0  # bumped on every change; routers' caches key on it
-        self._columns: dict[str, Any] = {}
         self.dropped: list[tuple[Draft, str]] = []  # (draft, why) for the last update
+        self.clear()
 
     # -- read access --------------------------------------------------------
     @property
@@ -304,29 +345,45 @@ class SharedMemory:
 
     @property
     def total_tokens(self) -> int:
-        return sum(item.tokens for item in self._items)
+        return int(self._tokens.sum())
 
-    def find(self, key: str) -> MemoryItem | None:
-        """The item stored under ``key``, if any."""
-        return next((item for item in self._items if item.key == key), None)
+    def find(self, key: str, type: str | None = None) -> MemoryItem | None:
+        """The item stored under ``key`` (of ``type``; any type, oldest first, if None)."""
+        kinds = ITEM_TYPES if type is None else (type,)
+        serials = [s for kind in kinds if (s := self._by_key.get((kind, key))) is not None]
+        return self._items[self._position(min(serials))] if serials else None
 
     def clear(self) -> None:
-        self._items.clear()
-        self._words.clear()
+        """Forget every item (the round restarts at 0)."""
+        self._items: list[MemoryItem] = []
+        self._serials: list[int] = []  # per item, increasing: the number in its id
+        self._hay: list[str] = []  # per item: lowercased text and tags, for keyword search
+        self._item_words: dict[int, frozenset[str]] = {}  # serial -> words (novelty test)
+        self._postings: dict[tuple[str, str], set[int]] = {}  # (type, word) -> serials
+        self._by_key: dict[tuple[str, str], int] = {}  # (type, key) -> serial
+        self._rounds = np.zeros(0, dtype=np.float64)
+        self._tokens = np.zeros(0, dtype=np.int64)
+        self._type_codes = np.zeros(0, dtype=np.int8)
+        self._keyword_masks: dict[str, np.ndarray] = {}  # lowercased keyword -> mask, kept current
         self._next_id = 0
         self.round = 0
         self._changed()
 
     # -- the update pipeline (eq. 5) ----------------------------------------
     def update(self, outputs: Sequence[AgentOutput], round: int) -> list[MemoryItem]:
-        """``M_{t+1} = Update(M_t, {O_t^i})``: extract, filter, structure, resolve. Deterministic."""
+        """``M_{t+1} = Update(M_t, {O_t^i})``: extract, filter, structure, resolve. Deterministic.
+
+        Every output is extracted before anything is stored, so an output with
+        an unknown type raises without leaving the round half applied.
+        """
+        drafts = [draft for output in outputs for draft in extract_drafts(output)]
         self.dropped = []
+        self.round = max(self.round, round)
         stored = []
-        for output in outputs:
-            for draft in extract_drafts(output):
-                item = self._integrate(draft, round)
-                if item is not None:
-                    stored.append(item)
+        for draft in drafts:
+            item = self._integrate(draft, round)
+            if item is not None:
+                stored.append(item)
         return stored
 
     def write(
@@ -343,6 +400,7 @@ class SharedMemory:
         if type not in ITEM_TYPES:
             raise UnknownNameError("memory item type", type, ITEM_TYPES)
         self.dropped = []
+        self.round = max(self.round, round)
         return self._integrate(Draft(role, type, text.strip(), key, tuple(tags)), round)
 
     def _integrate(self, draft: Draft, round: int) -> MemoryItem | None:
@@ -355,89 +413,143 @@ class SharedMemory:
         key = draft.key
         if key is None and draft.type in SINGLETON_TYPES:
             key = f"{draft.role}:{draft.type}"
-        words = _words(text)
-        old_index = self._index_of_key(key) if key is not None else None
-        if old_index is not None and draft.type in MERGE_TYPES:
-            text = self._merged(self._items[old_index].text, text)
+        old = self._by_key.get((draft.type, key)) if key is not None else None
+        if old is not None and draft.type in MERGE_TYPES:
+            text = self._merged(self._items[self._position(old)].text, text)
             words = _words(text)
-        elif self._is_duplicate(words, draft.type, skip=old_index):
-            self.dropped.append((draft, "near-duplicate of an existing item"))
-            return None
-        self.round = max(self.round, round)
+        else:
+            words = _words(text)
+            if self._is_duplicate(words, draft.type, skip=old):
+                self.dropped.append((draft, "near-duplicate of an existing item"))
+                return None
         item = self._structure(draft, text, key, round)
-        if old_index is not None:  # conflict resolution: the newer version wins, moved to the end
-            del self._items[old_index]
-            del self._words[old_index]
-        self._items.append(item)
-        self._words.append(words)
+        if old is not None:  # conflict resolution: the newer version wins, moved to the end
+            self._remove(self._position(old))
+        self._append(item, words)
         self._changed()
         return item
 
     def _structure(self, draft: Draft, text: str, key: str | None, round: int) -> MemoryItem:
         item_id = f"m{self._next_id}"
-        self._next_id += 1
         item = MemoryItem(item_id, round, draft.role, draft.type, text, draft.tags, key)
         return replace(item, tokens=self.counter.count(item.render()))
 
     @staticmethod
     def _merged(old: str, new: str) -> str:
-        lines = old.splitlines()
-        seen = set(lines)
-        lines += [line for line in new.splitlines() if line not in seen]
-        return "\n".join(lines)
-
-    def _index_of_key(self, key: str) -> int | None:
-        for index, item in enumerate(self._items):
-            if item.key == key:
-                return index
-        return None
+        """The union of the lines of ``old`` and ``new``, old lines first, no line twice."""
+        return "\n".join(dict.fromkeys(old.splitlines() + new.splitlines()))
 
     def _is_duplicate(self, words: frozenset[str], kind: str, skip: int | None) -> bool:
-        return any(
-            index != skip
-            and item.type == kind
-            and containment(words, other) >= self.novelty_threshold
-            for index, (item, other) in enumerate(zip(self._items, self._words, strict=True))
-        )
+        """Whether an item of ``kind`` (other than serial ``skip``) contains ``words``.
+
+        Prefix filtering: an item holding at least ``c`` of the ``n`` words must
+        hold one of any ``n - c + 1`` of them, so only the items listed under
+        the rarest ``n - c + 1`` words are candidates; each is then checked
+        exactly with ``containment``.
+        """
+        postings = self._postings
+        need = max(1, math.ceil(self.novelty_threshold * len(words)) - 1)  # -1: float slack
+        rarest = sorted(words, key=lambda w: len(postings.get((kind, w), ())))
+        candidates: set[int] = set()
+        for word in rarest[: len(words) - need + 1]:
+            candidates.update(postings.get((kind, word), ()))
+        candidates.discard(skip)  # type: ignore[arg-type]
+        n, threshold, known = len(words), self.novelty_threshold, self._item_words
+        # containment(words, known[serial]) >= threshold, inlined: this runs per candidate
+        return any(len(words & known[serial]) / n >= threshold for serial in candidates)
+
+    # -- bookkeeping ----------------------------------------------------------
+    def _position(self, serial: int) -> int:
+        return bisect.bisect_left(self._serials, serial)
+
+    def _append(self, item: MemoryItem, words: frozenset[str]) -> None:
+        serial = self._next_id
+        self._next_id += 1
+        self._items.append(item)
+        self._serials.append(serial)
+        self._item_words[serial] = words
+        for word in words:
+            self._postings.setdefault((item.type, word), set()).add(serial)
+        if item.key is not None:
+            self._by_key[(item.type, item.key)] = serial
+        hay = _haystack(item)
+        self._hay.append(hay)
+        self._rounds = np.append(self._rounds, np.float64(item.round))
+        self._tokens = np.append(self._tokens, np.int64(item.tokens))
+        self._type_codes = np.append(self._type_codes, np.int8(_TYPE_CODE[item.type]))
+        for keyword, mask in self._keyword_masks.items():
+            self._keyword_masks[keyword] = np.append(mask, keyword in hay)
+
+    def _remove(self, position: int) -> None:
+        item = self._items.pop(position)
+        serial = self._serials.pop(position)
+        for word in self._item_words.pop(serial):
+            listed = self._postings[(item.type, word)]
+            listed.discard(serial)
+            if not listed:
+                del self._postings[(item.type, word)]
+        if item.key is not None and self._by_key.get((item.type, item.key)) == serial:
+            del self._by_key[(item.type, item.key)]
+        del self._hay[position]
+        self._rounds = np.delete(self._rounds, position)
+        self._tokens = np.delete(self._tokens, position)
+        self._type_codes = np.delete(self._type_codes, position)
+        for keyword, mask in self._keyword_masks.items():
+            self._keyword_masks[keyword] = np.delete(mask, position)
 
     def _changed(self) -> None:
         self.version += 1
-        self._columns = {}
+        self._columns: dict[Any, Any] = {}  # per-version cache (types, combined masks)
 
     # -- cached columns for vectorised routing --------------------------------
     def columns(self) -> dict[str, Any]:
-        """numpy columns (rounds, tokens, types) of the current items, cached per version."""
-        if "rounds" not in self._columns:
-            self._columns.update(
-                rounds=np.fromiter((m.round for m in self._items), dtype=np.float64),
-                tokens=np.fromiter((m.tokens for m in self._items), dtype=np.int64),
-                types=np.array([m.type for m in self._items], dtype=object),
-            )
-        return self._columns
+        """numpy columns (rounds, tokens, types) of the current items (read-only views)."""
+        if "types" not in self._columns:
+            self._columns["types"] = _TYPE_NAMES[self._type_codes]
+        return {"rounds": self._rounds, "tokens": self._tokens, "types": self._columns["types"]}
 
-    def keyword_mask(self, keywords: tuple[str, ...]) -> np.ndarray:
-        """Whether each item contains one of ``keywords`` (case-insensitive), cached per version."""
-        cache_key = ("kw", keywords)
+    def keyword_mask(self, keywords: Sequence[str]) -> np.ndarray:
+        """Whether each item's text or tags contain one of ``keywords`` (case-insensitive).
+
+        One mask per keyword is kept current as items come and go (the first
+        request for a keyword scans the memory once), so routing after a
+        write costs O(keywords) numpy operations, not a pass over the texts.
+        """
+        lowered = tuple(dict.fromkeys(k.lower() for k in keywords if k))
+        cache_key = ("kw", lowered)
         if cache_key not in self._columns:
-            lowered = tuple(k.lower() for k in keywords if k)
-            mask = np.fromiter(
-                (
-                    any(k in m.text.lower() or any(k in t.lower() for t in m.tags) for k in lowered)
-                    for m in self._items
-                ),
-                dtype=bool,
-                count=len(self._items),
-            )
+            mask = np.zeros(len(self._items), dtype=bool)
+            for keyword in lowered:
+                mask |= self._keyword_column(keyword)
             self._columns[cache_key] = mask
+        combined: np.ndarray = self._columns[cache_key]
+        return combined
+
+    def _keyword_column(self, keyword: str) -> np.ndarray:
+        mask = self._keyword_masks.get(keyword)
+        if mask is None:
+            mask = np.fromiter(
+                (keyword in hay for hay in self._hay), dtype=bool, count=len(self._hay)
+            )
+            if len(self._keyword_masks) >= _KEYWORD_CACHE:
+                del self._keyword_masks[next(iter(self._keyword_masks))]
+            self._keyword_masks[keyword] = mask
+        return mask
+
+    def type_mask(self, types: Sequence[str]) -> np.ndarray:
+        """Whether each item's type is one of ``types``."""
+        cache_key = ("type", tuple(types))
+        if cache_key not in self._columns:
+            wanted = np.zeros(len(ITEM_TYPES), dtype=bool)
+            wanted[[_TYPE_CODE[t] for t in types if t in _TYPE_CODE]] = True
+            self._columns[cache_key] = wanted[self._type_codes]
         mask: np.ndarray = self._columns[cache_key]
         return mask
 
-    def type_mask(self, types: tuple[str, ...]) -> np.ndarray:
-        cache_key = ("type", types)
-        if cache_key not in self._columns:
-            self._columns[cache_key] = np.isin(self.columns()["types"], list(types))
-        mask: np.ndarray = self._columns[cache_key]
-        return mask
+
+def _haystack(item: MemoryItem) -> str:
+    """What keyword search looks in: the text and the tags, lowercased, NUL-separated."""
+    return "\x00".join((item.text, *item.tags)).lower()
 
 
 def render_context(items: Sequence[MemoryItem]) -> str:
@@ -462,6 +574,13 @@ class RoleSpec:
     budget_offset: int = 0
     static_types: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:  # a bare string is one name, not a sequence of letters
+        for field_name in ("keywords", "static_types"):
+            value = getattr(self, field_name)
+            object.__setattr__(
+                self, field_name, (value,) if isinstance(value, str) else tuple(value)
+            )
+
 
 @dataclass(frozen=True)
 class Routing:
@@ -481,6 +600,8 @@ class Router(ABC):
     def __init__(self, roles: Mapping[str, RoleSpec]) -> None:
         if not roles:
             raise ConfigError("a router needs at least one RoleSpec")
+        for spec in roles.values():
+            _check_types(spec.static_types, f"static_types of role {spec.name!r}")
         self.roles = dict(roles)
 
     def role(self, name: str) -> RoleSpec:
@@ -571,16 +692,32 @@ class RCRRouter(Router):
     ) -> None:
         super().__init__(roles)
         if selector not in ("greedy", "exact"):
-            raise ConfigError(f"selector must be 'greedy' or 'exact', got {selector!r}")
+            raise UnknownNameError("selector", selector, ("greedy", "exact"))
         if on_overflow not in ("skip", "stop"):
-            raise ConfigError(f"on_overflow must be 'skip' or 'stop', got {on_overflow!r}")
-        if len(weights) != 3:
-            raise ConfigError(f"weights must be (w1, w2, w3), got {weights!r}")
-        if decay < 0:
-            raise ConfigError(f"decay must be >= 0, got {decay}")
+            raise UnknownNameError("on_overflow mode", on_overflow, ("skip", "stop"))
+        try:
+            numbers = tuple(float(w) for w in weights)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"weights must be three numbers (w1, w2, w3), got {weights!r}"
+            ) from None
+        if len(numbers) != 3 or not all(math.isfinite(w) and w >= 0 for w in numbers):
+            raise ConfigError(
+                f"weights must be three finite numbers >= 0 (w1, w2, w3), got {weights!r}"
+            )
+        if not (
+            isinstance(decay, (int, float, np.integer, np.floating))
+            and math.isfinite(decay)
+            and decay >= 0
+        ):
+            raise ConfigError(f"decay (lambda) must be a finite number >= 0, got {decay!r}")
+        if isinstance(beta_base, bool) or not isinstance(beta_base, (int, np.integer)):
+            raise ConfigError(f"beta_base must be an int (tokens), got {beta_base!r}")
         self.stage_types = {k: tuple(v) for k, v in (stage_types or {}).items()}
+        for stage, types in self.stage_types.items():
+            _check_types(types, f"stage_types[{stage!r}]")
         self.beta_base = int(beta_base)
-        self.weights = tuple(float(w) for w in weights)
+        self.weights: tuple[float, float, float] = (numbers[0], numbers[1], numbers[2])
         self.decay = float(decay)
         self.selector = selector
         self.on_overflow = on_overflow
@@ -604,8 +741,9 @@ class RCRRouter(Router):
             return np.zeros(0)
         w1, w2, w3 = self.weights
         t = memory.round if now is None else now
-        alpha = w3 * np.exp(-self.decay * np.maximum(t - memory.columns()["rounds"], 0.0))
-        all_keywords = tuple(spec.keywords) + tuple(keywords)
+        alpha = w3 * np.exp(-self.decay * np.maximum(t - memory._rounds, 0.0))
+        extra = (keywords,) if isinstance(keywords, str) else tuple(keywords)
+        all_keywords = spec.keywords + extra
         if w1 and all_keywords:
             alpha += w1 * memory.keyword_mask(all_keywords)
         preferred = self.stage_types.get(stage, ())
@@ -629,7 +767,7 @@ class RCRRouter(Router):
         alpha = self.scores(memory, role, stage, now=now, keywords=keywords)
         if not len(memory):
             return Routing([], limit, 0)
-        tokens = memory.columns()["tokens"]
+        tokens = memory._tokens
         if self.selector == "exact":
             chosen = knapsack_select(alpha, tokens, limit)
         else:
@@ -648,59 +786,96 @@ def greedy_select(
     """Algorithm 1: indices by descending value, added while the budget holds.
 
     Ties keep memory order (stable sort). With ``stop_at_overflow`` the scan
-    ends at the first item that does not fit; otherwise it skips that item.
+    ends at the first item that does not fit; otherwise it skips that item
+    (first-fit). Returned in the order they were taken.
+
+    Only the head of the sorted order is ever scanned: at most
+    ``budget // lightest + 1`` items fit before the first overflow, so the
+    top ``k`` are found by partition (O(n)) and sorted; the head grows only
+    when first-fit still has room after scanning it. Same result as a full
+    stable sort, without the O(n log n) sort of a large memory.
     """
-    if len(values) == 0 or budget <= 0:
+    n = len(values)
+    if n == 0 or budget <= 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.argsort(-values, kind="stable")
-    ordered_weights = weights[order]
-    prefix = np.cumsum(ordered_weights)
+    lightest = int(weights.min())
+    k = n if lightest <= 0 else min(n, budget // lightest + 1)
+    while True:
+        order = _head_order(values, k)
+        chosen, remaining, overflowed = _scan(order, weights, budget, stop_at_overflow)
+        complete = len(order) == n or (overflowed if stop_at_overflow else remaining < lightest)
+        if complete:
+            return np.asarray(chosen, dtype=np.int64)
+        k = min(n, 4 * k)
+
+
+def _head_order(values: np.ndarray, k: int) -> np.ndarray:
+    """The first (at least) ``k`` indices of the stable descending order of ``values``."""
+    n = len(values)
+    if k >= n or n <= 256:
+        return np.argsort(-values, kind="stable")
+    kth = np.partition(values, n - k)[n - k]  # the k-th largest value
+    head = np.flatnonzero(values >= kth)  # every tie of it too, in memory order
+    return head[np.argsort(-values[head], kind="stable")]
+
+
+def _scan(
+    order: np.ndarray, weights: np.ndarray, budget: int, stop_at_overflow: bool
+) -> tuple[list[int], int, bool]:
+    """Algorithm 1's loop over ``order``: (taken, budget left, whether an item overflowed)."""
+    prefix = np.cumsum(weights[order])
     n_fit = int(np.searchsorted(prefix, budget, side="right"))
-    chosen = list(order[:n_fit])
-    if stop_at_overflow or n_fit == len(order):
-        return np.asarray(chosen, dtype=np.int64)
+    chosen = order[:n_fit].tolist()
     remaining = budget - (int(prefix[n_fit - 1]) if n_fit else 0)
+    if stop_at_overflow or n_fit == len(order):
+        return chosen, remaining, n_fit < len(order)
     rest = order[n_fit + 1 :]
-    candidates = rest[weights[rest] <= remaining]  # only these can still fit (first-fit)
-    for index in candidates:
+    for index in rest[weights[rest] <= remaining].tolist():  # only these can still fit
         w = int(weights[index])
         if w <= remaining:
             chosen.append(index)
             remaining -= w
-            if remaining <= 0:
-                break
-    return np.asarray(chosen, dtype=np.int64)
+    return chosen, remaining, True
 
 
 def knapsack_select(values: np.ndarray, weights: np.ndarray, budget: int) -> np.ndarray:
     """The exact 0/1 knapsack of eq. (3) by dynamic programming over token lengths.
 
-    O(n * budget) time and n * (budget + 1) bits of memory: meant for small
+    O(n * budget) time and n * (budget + 1) bytes of memory, over the items
+    worth taking (positive value, not longer than the budget); when those all
+    fit together they are the answer without any table. Meant for small
     memories and as the optimality oracle in tests.
     """
-    n = len(values)
-    if n == 0 or budget <= 0:
+    if len(values) == 0 or budget <= 0:
         return np.zeros(0, dtype=np.int64)
+    useful = np.flatnonzero((values > 0) & (weights <= budget))
+    if int(weights[useful].sum()) <= budget:
+        return useful.astype(np.int64)
     best = np.zeros(budget + 1)
-    took = np.zeros((n, budget + 1), dtype=bool)
-    for i in range(n):
+    took = np.zeros((len(useful), budget + 1), dtype=bool)
+    for row, i in enumerate(useful.tolist()):
         w, v = int(weights[i]), float(values[i])
-        if w > budget or v <= 0:
-            continue
         candidate = best[: budget + 1 - w] + v
         better = candidate > best[w:] + 1e-12
-        took[i, w:] = better
+        took[row, w:] = better
         best[w:] = np.where(better, candidate, best[w:])
     chosen = []
     capacity = budget
-    for i in range(n - 1, -1, -1):
-        if took[i, capacity]:
+    for row in range(len(useful) - 1, -1, -1):
+        if took[row, capacity]:
+            i = int(useful[row])
             chosen.append(i)
             capacity -= int(weights[i])
     return np.asarray(sorted(chosen), dtype=np.int64)
 
 
 ROUTERS = ("full", "static", "rcr")
+
+
+def _check_types(types: Sequence[str], where: str) -> None:
+    for kind in types:
+        if kind not in ITEM_TYPES:
+            raise UnknownNameError(f"memory item type in {where}", kind, ITEM_TYPES)
 
 
 def make_router(

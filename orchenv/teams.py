@@ -146,6 +146,8 @@ class RoleAECEnv(AECEnv):
     def step(self, action: Any) -> None:
         if not self._started:
             raise EnvStateError("call reset() before step()")
+        if not self.agents:
+            raise EnvStateError("the episode is over: call reset() before step()")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
