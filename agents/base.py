@@ -31,6 +31,7 @@ class Controller(Protocol):
 CONTROLLERS: dict[str, str] = {
     "random": "orchenv.agents.baselines:RandomRouter",
     "env-random": "orchenv.agents.baselines:EnvRandomController",
+    "pool-agent": "orchenv.agents.baselines:PoolAgentController",
     "single": "orchenv.agents.baselines:SingleAgent",
     "cascade": "orchenv.agents.baselines:CascadeController",
     "oracle": "orchenv.agents.baselines:OracleRouter",

@@ -420,3 +420,35 @@ class EnvRandomController:
                 "(orchenv.runner.run_episodes and orchenv eval do this)"
             )
         return self._env.demo_action(self.rng)
+
+
+class PoolAgentController:
+    """Plays the controller with one of the env's own pool agents (e.g. MultihopQA's ``planner``).
+
+    Each turn it sends the env's chat messages to ``agent`` through ``env.consult``, so
+    the call is charged to the episode like any other agent call, and returns the reply
+    as the action. With the simulated multihop pool this is the paper's Planner; with a
+    live pool it is a prompted LLM controller. Not privileged: it sees only the prompt.
+    """
+
+    privileged = False
+
+    def __init__(self, *, agent: str = "planner") -> None:
+        self.agent = agent
+        self._env: Any = None
+
+    def bind(self, env: Any) -> None:
+        env = getattr(env, "unwrapped", env)
+        names = env.pool.names
+        if self.agent not in names:
+            raise UnknownNameError(
+                f"pool agent of {env_label(env)} for pool-agent", self.agent, names
+            )
+        self._env = env
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        if self._env is None:
+            raise ConfigError(
+                "pool-agent needs bind(env) first (orchenv.runner.run_episodes and orchenv eval do this)"
+            )
+        return self._env.consult(self.agent, info["messages"]).text

@@ -357,6 +357,11 @@ class _LearnedRouter(ABC):
         env = getattr(env, "unwrapped", env)  # gym.make's wrappers do not forward attributes
         pool = getattr(env, "pool", None)
         source = getattr(env, "task_source", None)
+        if pool is not None and not pool.names:
+            raise ConfigError(
+                f"controller {self._name!r} does not apply to {env_label(env)}: it routes "
+                "among pool agents and this env has none (the learner acts in the env itself)"
+            )
         key = (
             None
             if pool is None or source is None

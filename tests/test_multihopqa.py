@@ -198,3 +198,27 @@ def test_reproduction_script_writes_its_table(tmp_path):
     assert "| rcr |" in text and "| full |" in text
     results = json.loads((out / "results.json").read_text())
     assert {row["label"] for row in results["main"]} == {"full", "static", "rcr"}
+
+
+def test_pool_agent_controller_plays_the_planner_and_is_charged():
+    from orchenv.agents.base import make_controller
+    from orchenv.runner import run_episodes
+
+    env = gym.make("orch/MultihopQA-v0", **FAST)
+    summary, records = run_episodes(env, make_controller("pool-agent"), 20, seed=0, progress=False)
+    assert summary.invalid_action_rate == 0.0
+    assert summary.mean_reward > 0.5  # the simulated Planner resolves most questions
+    with pytest.raises(UnknownNameError, match="planer"):
+        run_episodes(env, make_controller("pool-agent", agent="planer"), 1, progress=False)
+
+
+def test_pool_agent_controller_calls_appear_in_the_episode_usage():
+    from orchenv.agents.base import make_controller
+
+    env = gym.make("orch/MultihopQA-v0", **FAST)
+    controller = make_controller("pool-agent")
+    controller.bind(env)
+    obs, info = env.reset(seed=1)
+    _, _, _, _, info = env.step(controller.act(obs, info))
+    assert info["agent_calls"].get("planner") == 1
+    assert any(c.get("consult") and c["agent"] == "planner" for c in info["calls"])

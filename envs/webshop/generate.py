@@ -1,7 +1,7 @@
 """The generated WebShop catalog: products and instruction goals from a seed.
 
 Written for orchenv (the original catalog is 1.18M scraped Amazon products that
-cannot ship in a package). The vocabulary (``data/vocabulary.json``) holds the five
+cannot ship in a package). The vocabulary (``vocabulary.json``) holds the five
 WebShop categories with product types; each type has a collection query, a
 category breadcrumb, title words, an attribute pool, option groups and a price
 range. Product columns (type, brand, title words, attribute and option subsets,
@@ -79,10 +79,10 @@ REVIEW_BODIES = (
 
 @lru_cache(maxsize=1)
 def load_vocabulary() -> dict[str, Any]:
-    """The bundled vocabulary (``data/vocabulary.json``)."""
+    """The bundled vocabulary (``vocabulary.json``)."""
     text = (
         resources.files("orchenv.envs.webshop")
-        .joinpath("data/vocabulary.json")
+        .joinpath("vocabulary.json")
         .read_text(encoding="utf-8")
     )
     return json.loads(text)
