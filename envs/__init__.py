@@ -63,6 +63,16 @@ def register_envs() -> None:
         "orchenv.envs.webshop:WebShopEnv",
         "seed 004 WebShop: search, browse, choose options and buy (text mode, generated catalog or the original data files)",
     )
+    _register(
+        "orch/ALFWorld-v0",
+        "orchenv.envs.alfworld:ALFWorldEnv",
+        "seed 004 ALFWorld: type household commands in alfworld's text engine (six task types)",
+    )
+    _register(
+        "orch/ALFWorldRoles-v0",
+        "orchenv.envs.alfworld.roles:ALFWorldControllerEnv",
+        "seed 004 appendix F: pick which of Planner / Navigator / Interactor / Evaluator acts next (routed shared memory, simulated role agents)",
+    )
     multihop = "orchenv.envs.multihopqa:MultihopQAEnv"
     for suffix, router, label in (
         ("", "rcr", "RCR routing (token budgets, importance scores)"),

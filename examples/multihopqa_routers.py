@@ -21,7 +21,7 @@ def main() -> None:
         rows = [run_team(game, pool, options={"task_index": i}) for i in range(40)]
         tokens = statistics.fmean(r["tokens_total"] for r in rows)
         f1 = statistics.fmean(r["f1"] for r in rows)
-        print(f"{mode:>6}: {tokens:7.0f} tokens per question, F1 {f1:.3f}")
+        print(f"{mode:>6}: {tokens:7.0f} tokens per question, F1 score {f1:.3f}")
     print("\nWhat the Recommender saw in the last RCR episode:\n")
     print(game.observe("recommender"))
 

@@ -477,3 +477,25 @@ def make_pool(
         usage_constraints=data.get("usage_constraints"),
         lagrange_multipliers=data.get("lagrange_multipliers"),
     )
+
+
+class NoAgents:
+    """The pool of a single-learner view (WebShop, ALFWorld): no agents, nothing to call.
+
+    Such envs have the learner act in the world itself; this stand-in keeps the
+    info schema and ``fork()`` (which shares the pool) uniform with pooled envs.
+    """
+
+    name = "none"
+    agents: tuple[AgentSpec, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def call(self, *args: Any, **kwargs: Any) -> Completion:
+        raise ConfigError("this environment has no agent pool: the policy acts in it directly")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoAgents:
+        return self
+
+
+#: the shared empty pool
+NO_AGENTS = NoAgents()

@@ -128,6 +128,9 @@ def test_wilson_interval():
         "record_replay.py",
         "budgetroute_cheap_vs_o3.py",
         "orchmas_roles.py",
+        "multihopqa_routers.py",
+        "webshop_scripted.py",
+        "alfworld_expert.py",
     ],
 )
 def test_examples_run(script):

@@ -22,9 +22,9 @@ from orchenv.envs.webshop.products import Goal
 from orchenv.envs.webshop.reward import RewardBreakdown, webshop_reward
 from orchenv.envs.webshop.search import SearchEngine, search_engine_for
 from orchenv.envs.webshop.site import DONE, Outcome, Site, SiteState
-from orchenv.error import ConfigError, EnvStateError
+from orchenv.error import ConfigError
 from orchenv.parsing import strip_reasoning
-from orchenv.pool import AgentPool, Message
+from orchenv.pool import NO_AGENTS, AgentPool, Message
 from orchenv.tasks import Task, TaskSource
 
 log = logging.getLogger(__name__)
@@ -75,23 +75,6 @@ def parse_action(text: str) -> tuple[str | None, str | None, str | None]:
     if kind == "search" and len(arg) > MAX_QUERY_CHARS:
         return None, None, f"the search query has {len(arg)} characters; at most {MAX_QUERY_CHARS}."
     return kind, arg, None
-
-
-class _NoAgents:
-    """The pool of a single-learner view: no agents, nothing to call or meter."""
-
-    name = "none"
-    agents: tuple[Any, ...] = ()
-    names: tuple[str, ...] = ()
-
-    def call(self, *args: Any, **kwargs: Any) -> Any:
-        raise EnvStateError("WebShop-v0 has no agent pool: the policy itself shops")
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _NoAgents:
-        return self
-
-
-NO_AGENTS = _NoAgents()
 
 
 class WebShopEnv(OrchestrationEnv):

@@ -1,0 +1,231 @@
+"""Simulated ALFWorld role agents (seed 004, appendix F): Planner, Navigator, Interactor, Evaluator.
+
+Offline stand-ins for the LLM agents of the role views. Each reads its prompt
+(the routed memory and the commands it may send) and uses the engine's expert
+plan (alfworld's fast-downward planner, replanned after every command; passed
+in ``CallContext.task.meta["expert_plan"]``) as what a competent agent would do:
+
+* the **Planner** writes the remaining expert plan as symbolic sub-goals
+  (``<plan>1. GoTo(fridge 1) 2. Open(fridge 1) ...</plan>``); with probability
+  ``1 - accuracy`` a vague plan ("explore the room") instead;
+* the **Navigator** / **Interactor** send the expert's next command when it is
+  of their kind (go/look/examine/inventory vs. take/move/open/heat/cool/clean/
+  use...) and ``pass`` otherwise. They are *guided* when their prompt holds the
+  next step as a sub-goal (a current plan or evaluator feedback routed to them):
+  then they get it right with probability ``accuracy``, else only with
+  ``accuracy_unguided``. A mistake is another admissible command of their kind
+  (or, for a step that is not theirs, one sent anyway). So what the router
+  shows a role, and whether the Planner or Evaluator spoke recently, matters;
+* the **Evaluator** reports whether the task is complete and, if not, the next
+  sub-goal (with probability ``accuracy``; else only "not done").
+
+Outcomes are deterministic per (seed, game, role, prompt). Token counts use the
+memory's counter; cost = the agent's prices x tokens. Written here because no
+library simulates these roles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from orchenv.error import BackendError, ConfigError
+from orchenv.memory import TokenCounter, make_token_counter
+from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
+
+BACKEND_NAME = "alfworld-roles"
+ROLES = ("planner", "navigator", "interactor", "evaluator")
+NAVIGATION_VERBS = ("go", "look", "examine", "inventory", "help")
+INTERACTION_VERBS = (
+    "take",
+    "move",
+    "put",
+    "open",
+    "close",
+    "heat",
+    "cool",
+    "clean",
+    "use",
+    "slice",
+)
+#: default calibration: P(right) when guided, and the navigator/interactor's P(right) unguided
+DEFAULT_ACCURACY = {"planner": 0.9, "navigator": 0.9, "interactor": 0.9, "evaluator": 0.9}
+DEFAULT_UNGUIDED = {"navigator": 0.5, "interactor": 0.5}
+
+_FIRST_TOKEN_S = 0.25
+_PREFILL_TOKENS_PER_S = 4000.0
+_SUBGOAL_NAMES = {
+    "go": "GoTo", "open": "Open", "close": "Close", "take": "PickUp", "move": "Put",
+    "put": "Put", "heat": "Heat", "cool": "Cool", "clean": "Clean", "use": "Toggle",
+    "slice": "Slice", "examine": "Examine", "look": "Look", "inventory": "Inventory",
+    "help": "Help",
+}  # fmt: skip
+
+
+def command_role(command: str) -> str | None:
+    """Which role sends ``command``: ``"navigator"``, ``"interactor"`` or None."""
+    verb = command.split(" ", 1)[0] if command else ""
+    if verb in NAVIGATION_VERBS:
+        return "navigator"
+    if verb in INTERACTION_VERBS:
+        return "interactor"
+    return None
+
+
+def subgoal(command: str) -> str:
+    """A command as the symbolic sub-goal of appendix F: ``take apple 1 from fridge 1`` ->
+    ``PickUp(apple 1, fridge 1)``."""
+    verb, _, rest = command.partition(" ")
+    if verb == "go":
+        rest = rest.removeprefix("to ")
+    for joint in (" from ", " to ", " with "):
+        rest = rest.replace(joint, ", ")
+    return f"{_SUBGOAL_NAMES.get(verb, verb.title())}({rest})"
+
+
+def _uniform(*key: object) -> float:
+    digest = hashlib.sha256("|".join(map(str, key)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class ALFWorldRoleBackend:
+    """The simulated backend behind every role agent; see the module docstring."""
+
+    def __init__(
+        self, *, seed: int = 0, token_counter: str | TokenCounter | None = "estimate"
+    ) -> None:
+        self.seed = seed
+        self.counter = make_token_counter(token_counter)
+
+    def complete(
+        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
+    ) -> Completion:
+        task = context.task
+        if task is None or "expert_plan" not in task.meta:
+            raise BackendError(
+                f"the simulated ALFWorld agents need the expert plan to answer {spec.name!r}; "
+                "the environment passes it in CallContext(task=Task(meta={'expert_plan': ...}))"
+            )
+        role = str(spec.backend_kwargs.get("role", spec.name))
+        if role not in ROLES:
+            raise BackendError(f"agent {spec.name!r} has role {role!r}; expected one of {ROLES}")
+        prompt = "\n\n".join(m["content"] for m in messages)
+        luck = _uniform(
+            self.seed, task.id, role, spec.name, hashlib.sha1(prompt.encode()).hexdigest()
+        )
+        plan = tuple(task.meta["expert_plan"])
+        commands = tuple(task.meta.get("admissible_commands", ()))
+        if role == "planner":
+            text, meta = self._planner(spec, plan, luck)
+        elif role == "evaluator":
+            text, meta = self._evaluator(spec, plan, bool(task.meta.get("won")), luck)
+        else:
+            text, meta = self._actor(spec, role, plan, commands, prompt, luck)
+        return self._metered(spec, messages, text, meta)
+
+    @staticmethod
+    def _planner(spec: AgentSpec, plan: Sequence[str], luck: float) -> tuple[str, dict]:
+        if not plan or luck >= float(spec.calibration.get("accuracy", 0.9)):
+            return "<plan>Explore the room and look for the objects the task names.</plan>", {
+                "vague": True
+            }
+        steps = " ".join(f"{i}. {subgoal(c)}" for i, c in enumerate(plan, 1))
+        return f"<plan>{steps}</plan>", {"vague": False}
+
+    @staticmethod
+    def _evaluator(
+        spec: AgentSpec, plan: Sequence[str], won: bool, luck: float
+    ) -> tuple[str, dict]:
+        if won:
+            return "<feedback>done: the task is complete.</feedback>", {}
+        if plan and luck < float(spec.calibration.get("accuracy", 0.9)):
+            return (
+                f"<feedback>not done: {len(plan)} steps left; next: {subgoal(plan[0])}</feedback>",
+                {},
+            )
+        return "<feedback>not done yet.</feedback>", {}
+
+    @staticmethod
+    def _actor(
+        spec: AgentSpec,
+        role: str,
+        plan: Sequence[str],
+        commands: Sequence[str],
+        prompt: str,
+        luck: float,
+    ) -> tuple[str, dict]:
+        mine = [c for c in commands if command_role(c) == role]
+        wanted = plan[0] if plan and command_role(plan[0]) == role else None
+        guided = bool(plan) and subgoal(plan[0]) in prompt
+        key = "accuracy" if guided else "accuracy_unguided"
+        p_right = float(spec.calibration.get(key, spec.calibration.get("accuracy", 0.9)))
+        if luck < p_right or not mine:
+            text = wanted if wanted is not None else "pass"
+            return text, {"guided": guided, "right": True}
+        others = [c for c in mine if c != wanted]
+        if not others:
+            return "pass", {"guided": guided, "right": wanted is None}
+        # the luck above p_right, rescaled to [0, 1), picks the wrong command
+        pick = others[int((luck - p_right) / (1.0 - p_right) * len(others)) % len(others)]
+        return pick, {"guided": guided, "right": False}
+
+    def _metered(
+        self, spec: AgentSpec, messages: Sequence[Message], text: str, meta: Mapping[str, Any]
+    ) -> Completion:
+        prompt_tokens = sum(self.counter.count(m["content"]) for m in messages)
+        completion_tokens = self.counter.count(text)
+        tps = float(spec.calibration.get("tokens_per_second", 60.0))
+        latency = _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
+        return Completion(
+            agent=spec.name,
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=spec.cost(prompt_tokens, completion_tokens),
+            latency_s=latency,
+            cached=False,
+            token_source="estimate" if self.counter.name == "estimate" else "tokenizer",
+            meta={**meta, "tokenizer": self.counter.name},
+        )
+
+
+def alfworld_role_pool(
+    *,
+    seed: int = 0,
+    token_counter: str | TokenCounter | None = "estimate",
+    accuracy: Mapping[str, float] | None = None,
+    accuracy_unguided: Mapping[str, float] | None = None,
+) -> AgentPool:
+    """One simulated agent per role at Qwen2.5-7B-Instruct prices (seed 004 names no role models)."""
+    from orchenv.pricing import price_for
+
+    price = price_for("qwen2.5-7b-instruct")
+    acc = {**DEFAULT_ACCURACY, **(accuracy or {})}
+    unguided = {**DEFAULT_UNGUIDED, **(accuracy_unguided or {})}
+    for table in (acc, unguided):
+        for role, value in table.items():
+            if role not in ROLES or not 0.0 <= float(value) <= 1.0:
+                raise ConfigError(
+                    f"accuracy for {role!r}: expected a role of {ROLES} and a value in [0, 1], "
+                    f"got {value!r}"
+                )
+    specs = [
+        AgentSpec(
+            name=role,
+            model="Qwen/Qwen2.5-7B-Instruct",
+            tier=0,
+            price_prompt=price.prompt,
+            price_completion=price.completion,
+            backend=BACKEND_NAME,
+            calibration={
+                "accuracy": acc[role],
+                "accuracy_unguided": unguided.get(role, acc[role]),
+                "tokens_per_second": 60.0,
+            },
+            backend_kwargs={"role": role},
+        )
+        for role in ROLES
+    ]
+    backend = ALFWorldRoleBackend(seed=seed, token_counter=token_counter)
+    return AgentPool(specs, {BACKEND_NAME: backend}, name="alfworld-roles")

@@ -1,0 +1,229 @@
+"""A thin adapter around ALFWorld's TextWorld PDDL engine.
+
+The engine is alfworld's own stack, in process (no subprocess, no thread):
+textworld's ``PddlEnv`` (fast-downward applies the PDDL actions, checks the goal
+and plans) under alfworld's ``AlfredDemangler`` (readable names such as
+"apple 1"), ``AlfredInfos`` (the game file in the state) and, on request,
+``AlfredExpert`` (the planner's or the hand-coded expert's next commands). This
+module only adds what an RL environment needs around it:
+
+* **Recycling of engine instances.** Every ``PddlEnv`` loads a private copy of
+  fast-downward's shared library, and a copy cannot be unloaded (it stays
+  mapped, about 1 MB of memory each). A process that makes thousands of envs
+  or forks would grow without bound, so idle engine stacks go to a
+  process-wide free list when an engine is closed or garbage collected, and new
+  engines take one from there before loading another copy (preferably one
+  that holds their game already, which skips parsing the game again).
+* **One lock around every engine call.** textworld's PDDL-to-SAS translation
+  sets module globals, ``sys.argv`` and ``sys.stdout`` while it runs, and its text
+  generation parses with module-level tatsu parsers that keep per-parse state;
+  calls are serialised process-wide so threaded vector envs cannot interleave
+  them (they are pure Python and hold the GIL anyway), and ``sys.argv`` is
+  restored after a load.
+* **Fork by replay.** The C engine state cannot be copied, so ``replay()`` (and
+  ``copy.deepcopy``) loads the same game on a fresh engine and replays the
+  commands of the episode so far. The PDDL engine is deterministic, so the copy
+  is in the same state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from orchenv.error import DependencyError
+
+log = logging.getLogger(__name__)
+
+#: the experts alfworld provides (``AlfredExpertType``)
+EXPERTS = ("planner", "handcoded")
+
+_ENGINE_LOCK = threading.RLock()
+_ACQUIRE_LOCK = threading.Lock()
+#: idle engine stacks, each an ``_Slot``; every slot's ``PddlEnv`` holds its own copy of
+#: fast-downward's library. deque.append is atomic, so finalizers release without a lock.
+_IDLE: deque[_Slot] = deque()
+
+
+class _Slot:
+    """A wrapper stack around one ``PddlEnv``, the expert it was built for, the game it holds."""
+
+    __slots__ = ("expert", "loaded", "stack")
+
+    def __init__(self, expert: str | None, stack: Any) -> None:
+        self.expert = expert
+        self.stack = stack
+        self.loaded: str | None = None
+
+
+def _textworld_modules() -> tuple[Any, Any, Any, Any, Any]:
+    """(textworld, PddlEnv, AlfredDemangler, AlfredInfos, AlfredExpert), imported on first use."""
+    try:
+        import textworld
+        from alfworld.agents.environment.alfred_tw_env import (
+            AlfredDemangler,
+            AlfredExpert,
+            AlfredInfos,
+        )
+        from textworld.envs import PddlEnv
+    except ImportError as exc:
+        raise DependencyError(
+            "alfworld", "alfworld", "orch/ALFWorld-v0 (the ALFWorld engine)"
+        ) from exc
+    return textworld, PddlEnv, AlfredDemangler, AlfredInfos, AlfredExpert
+
+
+def _new_slot(expert: str | None) -> _Slot:
+    textworld, pddl_env_cls, demangler, infos_wrapper, expert_wrapper = _textworld_modules()
+    request = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
+    stack = infos_wrapper(demangler(pddl_env_cls(request), shuffle=False))
+    if expert is not None:
+        stack = expert_wrapper(stack, expert_type=expert)
+    return _Slot(expert, stack)
+
+
+def _acquire(expert: str | None, gamefile: str) -> _Slot:
+    """An idle slot for ``expert`` (preferably holding ``gamefile`` already), else a new one."""
+    with _ACQUIRE_LOCK:
+        idle = []
+        while True:  # drain with atomic pops: a finalizer may append meanwhile
+            try:
+                idle.append(_IDLE.popleft())
+            except IndexError:
+                break
+        fits = [slot for slot in idle if slot.expert == expert]
+        chosen = next((s for s in fits if s.loaded == gamefile), fits[0] if fits else None)
+        _IDLE.extend(slot for slot in idle if slot is not chosen)
+    return chosen if chosen is not None else _new_slot(expert)
+
+
+def _release(slot: _Slot) -> None:
+    _IDLE.append(slot)
+
+
+@contextlib.contextmanager
+def _translation_guard() -> Iterator[None]:
+    """Hold the engine lock and undo the PDDL translation's ``sys.argv`` rewrite."""
+    with _ENGINE_LOCK:
+        argv = sys.argv
+        try:
+            yield
+        finally:
+            sys.argv = argv
+
+
+def idle_engines() -> int:
+    """How many recycled engine instances wait for reuse (for tests and diagnostics)."""
+    return len(_IDLE)
+
+
+@dataclass(frozen=True)
+class EngineState:
+    """What the engine reports after a reset or a command."""
+
+    feedback: str
+    admissible_commands: tuple[str, ...]
+    won: bool
+    score: float
+    expert_plan: tuple[str, ...] = ()
+
+
+class ALFWorldEngine:
+    """One ALFWorld game (a ``game.tw-pddl`` file) in alfworld's TextWorld engine.
+
+    Arguments:
+        gamefile: path of the ``game.tw-pddl`` file (its folder holds ``traj_data.json``,
+            which the hand-coded expert reads).
+        expert: ``None``, ``"planner"`` (fast-downward replans from the current state
+            after every command; deterministic) or ``"handcoded"`` (alfworld's
+            heuristic expert; it draws from Python's global ``random`` module, so its
+            suggestions are not reproducible).
+    """
+
+    def __init__(self, gamefile: str, *, expert: str | None = None) -> None:
+        if expert is not None and expert not in EXPERTS:
+            raise ValueError(f"expert must be None or one of {EXPERTS}, got {expert!r}")
+        self.gamefile = str(gamefile)
+        self.expert = expert
+        self.history: list[str] = []
+        self._slot: _Slot | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def _stack(self) -> Any:
+        return None if self._slot is None else self._slot.stack
+
+    def switch(self, gamefile: str) -> None:
+        """Play another game file on the same engine instance (``reset()`` starts it)."""
+        self.gamefile = str(gamefile)
+
+    def reset(self) -> EngineState:
+        """Start the game from its initial state (loading it first if needed)."""
+        if self._slot is None:
+            self._slot = _acquire(self.expert, self.gamefile)
+            self._finalizer = weakref.finalize(self, _release, self._slot)
+        slot = self._slot
+        with _translation_guard():
+            if slot.loaded != self.gamefile:
+                slot.loaded = None  # a failed load leaves nothing half-loaded behind
+                slot.stack.load(self.gamefile)
+                slot.loaded = self.gamefile
+            state = slot.stack.reset()
+        self.history = []
+        return self._state(state, 0.0)
+
+    def step(self, command: str) -> EngineState:
+        """Send one command; a command the game does not know yields "Nothing happens."."""
+        if self._stack is None:
+            raise RuntimeError("ALFWorldEngine.step() before reset()")
+        self.history.append(command)
+        try:
+            with _ENGINE_LOCK:
+                state, score, _done = self._stack.step(command)
+        except Exception:
+            # AlfredExpert's hand-coded expert raises after the game already advanced
+            # (timeout, no subgoal left); the game state is intact, only the advice is lost.
+            if self.expert != "handcoded":
+                raise
+            log.debug("alfworld's hand-coded expert gave up after %r", command, exc_info=True)
+            state = self._stack.state
+            state["extra.expert_plan"] = []
+            score = 1.0 if state["won"] else 0.0
+        return self._state(state, float(score))
+
+    def replay(self) -> ALFWorldEngine:
+        """A fresh engine in the same state: same game, the same commands replayed."""
+        clone = ALFWorldEngine(self.gamefile, expert=self.expert)
+        if self._stack is not None:
+            clone.reset()
+            for command in self.history:
+                clone.step(command)
+        return clone
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ALFWorldEngine:
+        return self.replay()
+
+    def close(self) -> None:
+        """Hand the engine instance back for reuse (a later ``reset()`` takes one again)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._slot = None
+        self._finalizer = None
+
+    # -- helpers ---------------------------------------------------------------
+    def _state(self, state: Any, score: float) -> EngineState:
+        plan = state.get("extra.expert_plan") if self.expert is not None else None
+        return EngineState(
+            feedback=str(state["feedback"]),
+            admissible_commands=tuple(state["admissible_commands"]),
+            won=bool(state["won"]),
+            score=score,
+            expert_plan=tuple(plan or ()),
+        )

@@ -1,0 +1,314 @@
+"""``orch/ALFWorld-v0``: ALFWorld's text household tasks, played by the learner itself.
+
+Seed 004 evaluates on ALFWorld (Shridhar et al., 2021); this is the
+single-learner view: the policy reads the task and the engine's feedback and
+types the commands. The game engine is alfworld's own (TextWorld PDDL backend,
+see ``engine.py``); the role views of seed 004's appendix F live in
+``roles.py``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from orchenv.core import OrchestrationEnv
+from orchenv.envs.alfworld.engine import EXPERTS, ALFWorldEngine, EngineState
+from orchenv.envs.alfworld.games import GameCatalog, GameInfo, normalize_task_types
+from orchenv.error import ConfigError, DataError, EnvStateError, UnknownNameError
+from orchenv.parsing import strip_reasoning
+from orchenv.pool import NO_AGENTS, AgentPool, Message
+
+SYSTEM_PROMPT = """\
+You are a household robot in a text world. Each turn you read what you see and type one \
+command. Copy the command exactly as it appears in the list of admissible commands \
+(for example: go to countertop 1). Anything else does nothing and still uses up a turn. \
+You have {max_steps} commands to complete the task."""
+
+NOTHING_HAPPENS = "Nothing happens."
+_TASK_RE = re.compile(r"Your task is to:\s*(.*)", re.DOTALL)
+_WELCOME_RE = re.compile(r"^-= Welcome to TextWorld, ALFRED! =-\s*")
+
+
+def split_intro(intro: str) -> tuple[str, str]:
+    """(room description, task sentence) from the game's opening text."""
+    match = _TASK_RE.search(intro)
+    goal = match.group(1).strip() if match else ""
+    room = intro[: match.start()] if match else intro
+    return _WELCOME_RE.sub("", room).strip(), goal
+
+
+def normalize_command(text: str) -> str:
+    """A command as the engine spells them: no reasoning blocks, lower case, single spaces.
+
+    Also drops a leading ``>`` prompt marker and a trailing full stop, which
+    language models often add.
+    """
+    text = strip_reasoning(text).strip().lower()
+    text = text.removeprefix(">").strip().rstrip(".").strip()
+    return " ".join(text.split())
+
+
+class ALFWorldEnv(OrchestrationEnv):
+    """Complete an ALFWorld household task by typing text commands.
+
+    ## Description
+    One episode is one ALFWorld game: a room with receptacles (countertop 1,
+    fridge 1, ...) and objects, and a task of one of ALFWorld's six types
+    (pick_and_place_simple, look_at_obj_in_light, pick_clean_then_place_in_recep,
+    pick_heat_then_place_in_recep, pick_cool_then_place_in_recep,
+    pick_two_obj_and_place). The engine is alfworld's TextWorld PDDL backend
+    (textworld ``PddlEnv`` with alfworld's ``AlfredDemangler`` / ``AlfredInfos``
+    wrappers), in process. Games: the full ALFWorld set when ``data_dir`` or the
+    ``ALFWORLD_DATA`` variable points at it (``json_2.1.1/{train,valid_seen,
+    valid_unseen}``), else the small set bundled with orchenv (three games per task
+    type: two in ``train``, one in ``valid_unseen``; written by ``orchenv.envs.alfworld.authoring``), or the ``game_files``
+    given. There is no agent pool in this view: ``info["calls"]`` is always empty
+    and every cost is 0 (``orchenv.envs.alfworld.roles`` has the views with agents).
+
+    ## Action format
+    One text command, e.g. ``go to fridge 1``, ``take apple 1 from countertop 1``,
+    ``heat apple 1 with microwave 1``, ``use desklamp 1``. It is compared after
+    removing ``<think>`` blocks, a leading ``>``, a trailing full stop, case and
+    repeated spaces. A command outside ``info["admissible_commands"]`` is still
+    sent to the engine, which answers "Nothing happens." and leaves the game as
+    it was; the step counts, ``info["invalid_action"]`` is True and
+    ``info["parse_error"]`` suggests the closest admissible command. Commands
+    longer than ``max_command_chars`` are answered "Nothing happens." without
+    reaching the engine. Nothing the policy types raises.
+
+    ## Observation
+    The task sentence, the engine's latest feedback (at reset: the room
+    description), the step count and the admissible commands, as one string;
+    ``info["messages"]`` has it as a system + user chat. With ``history > 0``
+    the last commands and their feedback are shown too. ``info`` adds
+    ``admissible_commands``, ``won``, ``goal``, ``task_type``, ``task_id`` and,
+    with ``expert`` set, ``info["privileged"]["expert_plan"]`` (alfworld's
+    expert's next commands: for imitation learning and tests, not for policies).
+
+    ## Rewards
+    The engine's: 1.0 on the step that completes the task, else 0.0.
+
+    ## Episode end
+    Terminated when the task is complete (``info["won"]``); truncated after
+    ``max_steps`` commands (default 50, as in ALFWorld's evaluations). The last
+    ``info`` holds ``correct`` (= won), ``task_id`` (the game's id),
+    ``final_answer`` (the last command) and ``turns``.
+
+    ## Arguments
+    ``split``: ``"train"``, ``"valid_seen"`` or ``"valid_unseen"``; ``data_dir``:
+    an ALFWorld data folder (overrides ``ALFWORLD_DATA``); ``game_files``: explicit
+    ``game.tw-pddl`` paths (each beside its ``traj_data.json``; an empty list is a
+    ``DataError``); ``task_types``: names or ALFWorld's ids 1-6 to keep;
+    ``max_steps``; ``expert``: ``None``, ``"planner"`` or ``"handcoded"``;
+    ``history``: previous steps shown; ``max_command_chars``. ``reset(options=
+    {"task_id": ...})`` plays that game, ``{"task_type": ...}`` draws a game of
+    that type, ``{"task_index": i}`` the i-th game of the split.
+
+    ``fork()`` copies the episode by replaying its commands on a fresh engine
+    (the C planner state cannot be copied); it costs one game load plus the
+    replayed steps. ``close()`` hands the engine back.
+
+    ## Version history
+    - v0: initial version.
+    """
+
+    _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source", "_catalog")
+
+    def __init__(
+        self,
+        *,
+        split: str = "train",
+        data_dir: str | os.PathLike[str] | None = None,
+        game_files: Sequence[str | os.PathLike[str]] | None = None,
+        task_types: Sequence[str | int] | None = None,
+        max_steps: int = 50,
+        expert: str | None = None,
+        history: int = 0,
+        max_command_chars: int = 1000,
+        max_obs_chars: int = 1_000_000,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
+        if max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
+        if expert is not None and expert not in EXPERTS:
+            raise UnknownNameError("ALFWorld expert", str(expert), EXPERTS)
+        if history < 0 or max_command_chars < 1:
+            raise ConfigError("history must be >= 0 and max_command_chars >= 1")
+        if game_files is not None and not list(game_files):
+            raise DataError(
+                "game_files is empty: ALFWorld needs at least one game.tw-pddl file "
+                "(leave game_files=None to use ALFWORLD_DATA or the bundled games)"
+            )
+        self.split = split
+        self.data_dir = data_dir
+        self.game_files = None if game_files is None else [str(p) for p in game_files]
+        self.task_types = None if task_types is None else normalize_task_types(task_types)
+        self.max_steps = max_steps
+        self.expert = expert
+        self.history = history
+        self.max_command_chars = max_command_chars
+        self._catalog: GameCatalog | None = None
+        self._engine: ALFWorldEngine | None = None
+        # episode state
+        self.game: GameInfo | None = None
+        self.goal = ""
+        self.state: EngineState | None = None
+        self.steps: list[tuple[str, str]] = []  # (command, feedback)
+        self._room = ""
+
+    # -- games ----------------------------------------------------------------------------
+    @property
+    def catalog(self) -> GameCatalog:
+        if self._catalog is None:
+            self._catalog = GameCatalog.build(data_dir=self.data_dir, game_files=self.game_files)
+            self._catalog.games(self.split, self.task_types)  # DataError now if there are none
+        return self._catalog
+
+    @property
+    def room_description(self) -> str:
+        """What the game's opening text says about the room (without the task line)."""
+        return self._room
+
+    @property
+    def pool(self) -> AgentPool:
+        """No agents in this view (an empty stand-in, so pool-generic code still works)."""
+        return NO_AGENTS  # type: ignore[return-value]
+
+    def pick_game(self, options: Mapping[str, Any]) -> GameInfo:
+        """The game of the episode: by id, by task type, by index, or drawn with ``np_random``."""
+        catalog = self.catalog
+        if "task_id" in options:
+            return catalog.by_id(str(options["task_id"]))
+        games = catalog.games(self.split, self.task_types)
+        if "task_type" in options:
+            (kind,) = normalize_task_types([options["task_type"]])
+            games = tuple(g for g in games if g.task_type == kind)
+            if not games:
+                raise DataError(f"split {self.split!r} has no {kind} game; see env.catalog")
+        if "task_index" in options:
+            index = int(options["task_index"])
+            if not 0 <= index < len(games):
+                raise ConfigError(f"task_index {index} is out of range: {len(games)} games")
+            return games[index]
+        return games[int(self.np_random.integers(len(games)))]
+
+    # -- observation ----------------------------------------------------------------------
+    def _messages(self) -> list[Message]:
+        assert self.state is not None
+        parts = [f"Your task is to: {self.goal}"]
+        shown = self.steps[-self.history :] if self.history else []
+        if shown:
+            lines = [f"> {command}\n{feedback}" for command, feedback in shown]
+            parts.append("Recent steps:\n" + "\n".join(lines))
+        latest = self.steps[-1][1] if self.steps else self._room
+        parts.append(f"Observation: {latest}")
+        commands = "\n".join(f"- {c}" for c in self.state.admissible_commands)
+        parts.append(
+            f"Step {min(len(self.steps) + 1, self.max_steps)} of {self.max_steps}. "
+            f"Admissible commands:\n{commands}"
+        )
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT.format(max_steps=self.max_steps)},
+            {"role": "user", "content": "\n\n".join(parts)},
+        ]
+
+    def _observation(self) -> tuple[str, dict[str, Any]]:
+        assert self.state is not None and self.game is not None
+        messages = self._messages()
+        extra: dict[str, Any] = {
+            "messages": messages,
+            "admissible_commands": list(self.state.admissible_commands),
+            "won": self.state.won,
+            "goal": self.goal,
+            "task_type": self.game.task_type,
+            "task_id": self.game.id,
+        }
+        if self.expert is not None:
+            extra["privileged"] = {"expert_plan": list(self.state.expert_plan)}
+        return self.render_messages(messages), extra
+
+    # -- episode ----------------------------------------------------------------------------
+    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.game = self.pick_game(options)
+        if self._engine is None:
+            self._engine = ALFWorldEngine(self.game.path, expert=self.expert)
+        else:
+            self._engine.switch(self.game.path)
+        self.state = self._engine.reset()
+        self._room, self.goal = split_intro(self.state.feedback)
+        self.steps = []
+        return self._observation()
+
+    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        assert self.state is not None and self._engine is not None
+        self.turn += 1
+        admissible = self.state.admissible_commands
+        error = None
+        if len(action) > self.max_command_chars:
+            command = action[:60] + "..."
+            error = (
+                f"the command has {len(action)} characters; commands are short phrases such as "
+                f"{admissible[0]!r} (at most {self.max_command_chars} characters)."
+            )
+            self.state = EngineState(
+                NOTHING_HAPPENS, admissible, self.state.won, 0.0, self.state.expert_plan
+            )
+        else:
+            command = normalize_command(action)
+            if command not in admissible:
+                error = self._command_error(command, admissible)
+            self.state = self._engine.step(command)
+        self.steps.append((command, self.state.feedback))
+        self.transcript.append({"turn": self.turn, "role": "controller", "text": command})
+        self.transcript.append(
+            {"turn": self.turn, "role": "environment", "text": self.state.feedback}
+        )
+        terminated = self.state.won
+        truncated = not terminated and self.turn >= self.max_steps
+        reward = 1.0 if terminated else 0.0
+        obs, extra = self._observation()
+        if error is not None:
+            extra.update(invalid_action=True, parse_error=error)
+        if terminated or truncated:
+            extra.update(correct=terminated, final_answer=command, turns=self.turn)
+        return obs, reward, terminated, truncated, extra
+
+    @staticmethod
+    def _command_error(command: str, admissible: Sequence[str]) -> str:
+        if not command:
+            return "the command is empty; reply with one of the admissible commands."
+        close = difflib.get_close_matches(command, list(admissible), n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        return (
+            f"{command[:80]!r} is not an admissible command now (the engine answers "
+            f"{NOTHING_HAPPENS!r}); copy one from the list, e.g. {admissible[0]!r}.{hint}"
+        )
+
+    # -- helpers --------------------------------------------------------------------------
+    def demo_action(self, rng: np.random.Generator) -> str:
+        """A random admissible command (``"look"`` before the first reset)."""
+        if self.state is None:
+            return "look"
+        commands = self.state.admissible_commands
+        return commands[int(rng.integers(len(commands)))]
+
+    def expert_plan(self) -> list[str]:
+        """alfworld's expert's next commands from here (needs ``expert=...``)."""
+        if self.expert is None:
+            raise ConfigError('expert_plan() needs ALFWorldEnv(expert="planner") (or "handcoded")')
+        if self.state is None:
+            raise EnvStateError("expert_plan() before reset(); call env.reset() first")
+        return list(self.state.expert_plan)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        super().close()

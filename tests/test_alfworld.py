@@ -1,0 +1,305 @@
+"""orch/ALFWorld-v0 on alfworld's engine: bundled games, experts, commands, fork, data, hygiene."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("alfworld")
+
+from orchenv.envs.alfworld import ALFWorldEnv  # noqa: E402
+from orchenv.envs.alfworld.authoring import SPECS, game_data, traj_data  # noqa: E402
+from orchenv.envs.alfworld.engine import ALFWorldEngine, idle_engines  # noqa: E402
+from orchenv.envs.alfworld.games import BUNDLED_ROOT, DATA_SUBDIR, TASK_TYPES, GameCatalog  # noqa: E402
+from orchenv.error import DataError, DependencyError, UnknownNameError  # noqa: E402
+
+BUNDLED = GameCatalog.build(data_dir=BUNDLED_ROOT)
+ALL_GAMES = list(BUNDLED.all())
+
+
+@pytest.fixture(scope="module")
+def expert_env():
+    env = ALFWorldEnv(expert="planner", data_dir=BUNDLED_ROOT)
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def env():
+    env = ALFWorldEnv(data_dir=BUNDLED_ROOT)
+    yield env
+    env.close()
+
+
+def play(env, commands_for, *, seed=None, options=None, limit=None):
+    """Run one episode; ``commands_for(info)`` gives the next command. Returns (steps, infos)."""
+    _, info = env.reset(seed=seed, options=options)
+    infos, done, steps = [info], False, 0
+    while not done and (limit is None or steps < limit):
+        _, reward, term, trunc, info = env.step(commands_for(info))
+        infos.append({**info, "reward": reward})
+        done, steps = term or trunc, steps + 1
+    return steps, infos
+
+
+# -- the bundled game set ----------------------------------------------------------------------
+def test_bundled_set_covers_every_task_type_in_both_splits():
+    assert {g.task_type for g in BUNDLED.games("train")} == set(TASK_TYPES.values())
+    assert {g.task_type for g in BUNDLED.games("valid_unseen")} == set(TASK_TYPES.values())
+    assert len(BUNDLED.games("train")) == 12 and len(ALL_GAMES) == 18
+    with pytest.raises(DataError, match="no ALFWorld games in split 'valid_seen'"):
+        BUNDLED.games("valid_seen")
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.game_id)
+def test_committed_games_match_their_specs(spec):
+    """authoring.py regenerates exactly the committed files (apart from the expert's check)."""
+    folder = BUNDLED_ROOT / DATA_SUBDIR / spec.game_id
+    committed = json.loads((folder / "game.tw-pddl").read_text())
+    fresh = game_data(spec)
+    for key in ("pddl_domain", "grammar", "pddl_problem"):
+        assert committed[key] == fresh[key], key
+    assert committed["solvable"] is True and committed["walkthrough"]
+    assert json.loads((folder / "traj_data.json").read_text()) == traj_data(spec)
+
+
+@pytest.mark.parametrize("game", ALL_GAMES, ids=lambda g: g.id.split("/")[1])
+def test_planner_expert_solves_every_bundled_game(expert_env, game):
+    steps, infos = play(
+        expert_env, lambda info: info["privileged"]["expert_plan"][0], options={"task_id": game.id}
+    )
+    end = infos[-1]
+    assert end["won"] and end["correct"] and end["reward"] == 1.0
+    assert end["task_id"] == game.id and end["turns"] == steps <= 12
+    assert end["final_answer"] == json.loads(Path(game.path).read_text())["walkthrough"][-1]
+    assert not any(i["invalid_action"] for i in infos)
+
+
+def test_random_agent_rarely_wins(env):
+    """Random admissible commands (fixed seeds, 30 steps) solve far fewer games than the expert."""
+    wins = 0
+    for i, game in enumerate(ALL_GAMES):
+        rng = np.random.default_rng(i)
+        _, infos = play(
+            env,
+            lambda info, rng=rng: info["admissible_commands"][
+                int(rng.integers(len(info["admissible_commands"])))
+            ],
+            options={"task_id": game.id},
+            limit=30,
+        )
+        wins += bool(infos[-1]["won"])
+    assert wins / len(ALL_GAMES) <= 0.15  # the planner above: 18 of 18
+
+
+def test_handcoded_expert_through_the_env():
+    env = ALFWorldEnv(expert="handcoded", data_dir=BUNDLED_ROOT)
+    game = next(g for g in BUNDLED.games("train") if g.task_type == "pick_and_place_simple")
+    _, infos = play(
+        env,
+        lambda info: info["privileged"]["expert_plan"][0],
+        options={"task_id": game.id},
+        limit=60,
+    )
+    env.close()
+    assert infos[-1]["won"]
+
+
+# -- observations, commands, episode end ---------------------------------------------------------
+def test_observation_has_goal_feedback_and_admissible_commands(env):
+    obs, info = env.reset(seed=0, options={"task_type": "pick_heat_then_place_in_recep"})
+    assert info["task_type"] == "pick_heat_then_place_in_recep"
+    assert f"Your task is to: {info['goal']}" in obs
+    assert "hot" in info["goal"] or "heat" in info["goal"]  # the goal library's two phrasings
+    assert "You are in the middle of a room" in obs
+    assert all(f"- {c}" in obs for c in info["admissible_commands"])
+    assert [m["role"] for m in info["messages"]] == ["system", "user"]
+    assert info["calls"] == [] and info["cost_usd"] == 0.0 and info["valid_agents"] == []
+    command = next(c for c in info["admissible_commands"] if c.startswith("go to"))
+    obs, *_, info = env.step(command)
+    assert f"Observation: You arrive at {command[6:]}" in obs
+
+
+def test_commands_are_normalised_and_bad_ones_do_nothing(env):
+    _, info = env.reset(seed=4)
+    target = next(c for c in info["admissible_commands"] if c.startswith("go to"))
+    _, _, _, _, info = env.step(f"<think>plan</think> > {target.upper()}.")
+    assert not info["invalid_action"] and env.steps[-1] == (target, env.state.feedback)
+    before = list(info["admissible_commands"])
+    for bad in ("", "fly to the moon", "go to " + target[6:-1] + "9", "x" * 1_000_000):
+        _, reward, term, trunc, info = env.step(bad)
+        assert info["invalid_action"] and info["parse_error"] and reward == 0.0
+        assert env.state.feedback == "Nothing happens." and info["admissible_commands"] == before
+        assert not (term or trunc)
+    assert "Did you mean" in env.step("go to " + target[6:-2])[-1]["parse_error"]
+    assert env.turn == 6
+    assert all(len(c) < 100 for c in env._engine.history), "huge commands never reach the engine"
+
+
+def test_truncation_after_max_steps():
+    env = ALFWorldEnv(max_steps=3, data_dir=BUNDLED_ROOT, history=2)
+    env.reset(seed=0)
+    results = [env.step("look") for _ in range(3)]
+    assert [r[3] for r in results] == [False, False, True] and not any(r[2] for r in results)
+    end = results[-1][-1]
+    assert end["correct"] is False and end["turns"] == 3 and end["final_answer"] == "look"
+    assert results[-1][0].count("> look") == 2  # history=2 shows the last two steps
+    env.close()
+
+
+def test_game_choice_by_seed_id_type_and_filter(env):
+    firsts = [env.reset(seed=s)[1]["task_id"] for s in range(8)]
+    assert firsts == [env.reset(seed=s)[1]["task_id"] for s in range(8)]
+    assert len(set(firsts)) > 3 and all(t.startswith("train/") for t in firsts)
+    unseen = BUNDLED.games("valid_unseen")[0]
+    assert env.reset(options={"task_id": unseen.id})[1]["task_id"] == unseen.id
+    for kind in (2, "pick_two_obj_and_place"):
+        name = TASK_TYPES[kind] if isinstance(kind, int) else kind
+        assert env.reset(options={"task_type": kind})[1]["task_type"] == name
+    with pytest.raises(UnknownNameError, match="Did you mean"):
+        env.reset(options={"task_type": "pick_and_place"})
+    with pytest.raises(UnknownNameError, match="Did you mean"):
+        env.reset(options={"task_id": unseen.id[:-1]})
+    only = ALFWorldEnv(task_types=[5], split="valid_unseen", data_dir=BUNDLED_ROOT)
+    assert {only.reset(seed=s)[1]["task_type"] for s in range(4)} == {TASK_TYPES[5]}
+    only.close()
+
+
+# -- fork ---------------------------------------------------------------------------------------
+def test_fork_replays_the_episode_and_is_independent(expert_env):
+    expert_env.reset(options={"task_type": "pick_cool_then_place_in_recep"})
+    plan = expert_env.expert_plan()
+    for command in plan[:3]:
+        expert_env.step(command)
+    snapshot = (expert_env.turn, list(expert_env.steps), expert_env.state)
+    fork = expert_env.fork()
+    assert (
+        fork.turn,
+        fork.steps,
+        fork.state,
+    ) == snapshot and fork._engine is not expert_env._engine
+    fork.step("inventory")
+    fork_rest = [fork.step(c) for c in plan[3:]]
+    assert fork_rest[-1][2] and fork_rest[-1][-1]["won"], "the copy plays on from the same state"
+    assert (expert_env.turn, expert_env.steps, expert_env.state) == snapshot, "original untouched"
+    rest = [expert_env.step(c) for c in plan[3:]]
+    assert rest[-1][-1]["won"] and expert_env.state == fork.state
+    fork.close()
+
+
+# -- data: ALFWORLD_DATA, explicit files, empty lists, missing extra ----------------------------------
+def _copy_game(game, root: Path, split: str, name: str) -> Path:
+    folder = root / DATA_SUBDIR / split / name / "trial_T1"
+    shutil.copytree(Path(game.path).parent, folder)
+    return folder
+
+
+def test_full_data_layout_under_alfworld_data(tmp_path, monkeypatch):
+    heat = next(g for g in ALL_GAMES if g.task_type == "pick_heat_then_place_in_recep")
+    _copy_game(heat, tmp_path, "valid_seen", "pick_heat_then_place_in_recep-Egg-None-Fridge-7")
+    _copy_game(heat, tmp_path, "valid_seen", "pick_heat_then_place_in_recep-Egg-None-Sliced-8")
+    unsolvable = _copy_game(heat, tmp_path, "valid_seen", "pick_heat_then_place_in_recep-Egg-X-9")
+    data = json.loads((unsolvable / "game.tw-pddl").read_text())
+    (unsolvable / "game.tw-pddl").write_text(json.dumps({**data, "solvable": False}))
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
+    env = ALFWorldEnv(split="valid_seen")
+    _, info = env.reset(seed=0)
+    assert env.catalog.source == "ALFWORLD_DATA"
+    assert [g.id for g in env.catalog.games("valid_seen")] == [info["task_id"]]
+    assert info["task_id"] == "valid_seen/pick_heat_then_place_in_recep-Egg-None-Fridge-7/trial_T1"
+    with pytest.raises(DataError, match="no ALFWorld games in split 'train'"):
+        ALFWorldEnv(split="train").reset(seed=0)
+    env.close()
+
+
+def test_explicit_game_files_and_empty_lists(tmp_path):
+    with pytest.raises(DataError, match="game_files is empty"):
+        ALFWorldEnv(game_files=[])
+    with pytest.raises(DataError, match="expected json_2.1.1"):
+        ALFWorldEnv(data_dir=tmp_path).reset(seed=0)
+    picked = ALL_GAMES[:2]
+    env = ALFWorldEnv(game_files=[g.path for g in picked])
+    ids = {env.reset(seed=s)[1]["task_id"] for s in range(6)}
+    assert ids == {g.id.split("/", 1)[1] for g in picked}
+    env.close()
+    lonely = tmp_path / "game.tw-pddl"
+    lonely.write_text("{}")
+    with pytest.raises(DataError, match="traj_data.json"):
+        ALFWorldEnv(game_files=[lonely]).reset()
+
+
+def test_import_is_cheap_and_a_missing_extra_names_it():
+    probe = (
+        "import sys\n"
+        "import orchenv.envs.alfworld as m\n"
+        "assert not [k for k in sys.modules if k.split('.')[0] in ('alfworld', 'textworld')]\n"
+        "sys.modules['alfworld'] = None\n"
+        "from orchenv.error import DependencyError\n"
+        "try:\n"
+        "    m.ALFWorldEnv().reset(seed=0)\n"
+        "except DependencyError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert 'pip install "orchenv[alfworld]"' in out.stdout
+    assert issubclass(DependencyError, ImportError)
+
+
+# -- resource hygiene -----------------------------------------------------------------------------
+def _children() -> int:
+    try:
+        import psutil
+
+        return len(psutil.Process().children(recursive=True))
+    except ImportError:
+        me = str(os.getpid())
+        count = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            count += stat.rsplit(")", 1)[1].split()[1] == me
+        return count
+
+
+def _resources() -> tuple[int, int, int, int]:
+    maps = len(Path("/proc/self/maps").read_text().splitlines())
+    return len(os.listdir("/proc/self/fd")), threading.active_count(), _children(), maps
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_fifty_envs_leak_nothing():
+    game = ALL_GAMES[0]
+
+    def cycle() -> None:
+        env = ALFWorldEnv(data_dir=BUNDLED_ROOT)
+        _, info = env.reset(options={"task_id": game.id})
+        env.step(info["admissible_commands"][0])
+        env.fork().close()
+        env.close()
+
+    cycle()  # warm: imports, the first engine instances
+    fds, threads, children, maps = _resources()
+    idle = idle_engines()
+    for _ in range(50):
+        cycle()
+    after = _resources()
+    assert after[:3] == (fds, threads, children)
+    assert idle_engines() == idle, "closed engines are recycled, not re-created"
+    assert after[3] <= maps + 20, "no new copies of the planner library are mapped"
+
+
+def test_engine_rejects_an_unknown_expert():
+    with pytest.raises(ValueError, match="expert"):
+        ALFWorldEngine(ALL_GAMES[0].path, expert="oracle")
+    with pytest.raises(UnknownNameError):
+        ALFWorldEnv(expert="oracle")
