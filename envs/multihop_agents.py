@@ -40,6 +40,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchenv.backends.simulated import counted_completion
 from orchenv.error import BackendError
 from orchenv.grading import best_answer_prf
 from orchenv.memory import TokenCounter, make_token_counter
@@ -53,9 +54,6 @@ ROLES = ("planner", "searcher", "recommender", "verifier", "judge")
 _QUERY_ITEM_RE = re.compile(r"type: query\n(?:  [a-z_]+: .*\n)*  text: \|\n((?:    .*(?:\n|$))+)")
 _QUESTION_RE = re.compile(r"^Question: (.*)$", re.MULTILINE)
 _ANSWER_ITEM_RE = re.compile(r"type: answer\n(?:  [a-z_]+: .*\n)*  text: \|\n((?:    .*(?:\n|$))+)")
-
-_FIRST_TOKEN_S = 0.25
-_PREFILL_TOKENS_PER_S = 4000.0
 
 
 def _sigmoid(x: float) -> float:
@@ -252,21 +250,7 @@ class MultihopRoleBackend:
     def _metered(
         self, spec: AgentSpec, messages: Sequence[Message], text: str, meta: Mapping[str, Any]
     ) -> Completion:
-        prompt_tokens = sum(self.counter.count(m["content"]) for m in messages)
-        completion_tokens = self.counter.count(text)
-        tps = float(spec.calibration.get("tokens_per_second", 60.0))
-        latency = _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
-        return Completion(
-            agent=spec.name,
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=spec.cost(prompt_tokens, completion_tokens),
-            latency_s=latency,
-            cached=False,
-            token_source="estimate" if self.counter.name == "estimate" else "tokenizer",
-            meta={**meta, "tokenizer": self.counter.name},
-        )
+        return counted_completion(spec, messages, text, self.counter, meta)
 
 
 #: default calibration of each simulated role (see the module docstring)

@@ -30,11 +30,10 @@ from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import best_answer_prf, exact_match
 from orchenv.memory import (
     AgentOutput,
-    RoleSpec,
     Router,
     SharedMemory,
     TokenCounter,
-    make_router,
+    make_role_router,
     make_token_counter,
     render_context,
 )
@@ -183,19 +182,15 @@ class MultihopQAGame(RoleGame):
         self.split = split
         self.search_k = search_k
         self.max_action_chars = max_action_chars
-        offsets = {**BUDGET_OFFSETS, **(budget_offsets or {})}
-        unknown = set(offsets) - set(ROLE_ORDER)
-        if unknown:
-            raise UnknownNameError("role in budget_offsets", sorted(unknown)[0], ROLE_ORDER)
-        specs = {
-            role: RoleSpec(role, ROLE_KEYWORDS[role], offsets[role], STATIC_TYPES[role])
-            for role in self.roles
-        }
         self.router_mode = router
-        self.router: Router = make_router(
+        self.router: Router = make_role_router(
             router,
-            specs,
-            STAGE_TYPES,
+            self.roles,
+            keywords=ROLE_KEYWORDS,
+            static_types=STATIC_TYPES,
+            budget_offsets=BUDGET_OFFSETS,
+            stage_types=STAGE_TYPES,
+            overrides=budget_offsets,
             beta_base=beta_base,
             weights=weights,
             decay=decay,

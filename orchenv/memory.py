@@ -896,3 +896,30 @@ def make_router(
     if kwargs:
         log.debug("router %r ignores %s", mode, sorted(kwargs))
     return router
+
+
+def make_role_router(
+    mode: str,
+    roles: Sequence[str],
+    *,
+    keywords: Mapping[str, Sequence[str]],
+    static_types: Mapping[str, Sequence[str]],
+    budget_offsets: Mapping[str, int],
+    stage_types: Mapping[str, Sequence[str]],
+    overrides: Mapping[str, int] | None = None,
+    **kwargs: Any,
+) -> Router:
+    """``make_router`` for a role game from its per-role tables.
+
+    ``overrides`` replace entries of ``budget_offsets`` (a user's kwarg); a role
+    the tables do not know is an ``UnknownNameError``. ``kwargs`` go to ``RCRRouter``.
+    """
+    offsets = {**budget_offsets, **(overrides or {})}
+    unknown = sorted(set(offsets) - set(budget_offsets))
+    if unknown:
+        raise UnknownNameError("role in budget_offsets", unknown[0], budget_offsets)
+    specs = {
+        role: RoleSpec(role, tuple(keywords[role]), offsets[role], tuple(static_types[role]))
+        for role in roles
+    }
+    return make_router(mode, specs, stage_types, **kwargs)

@@ -30,6 +30,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchenv.backends.simulated import counted_completion
 from orchenv.error import BackendError, ConfigError
 from orchenv.memory import TokenCounter, make_token_counter
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
@@ -53,8 +54,6 @@ INTERACTION_VERBS = (
 DEFAULT_ACCURACY = {"planner": 0.9, "navigator": 0.9, "interactor": 0.9, "evaluator": 0.9}
 DEFAULT_UNGUIDED = {"navigator": 0.5, "interactor": 0.5}
 
-_FIRST_TOKEN_S = 0.25
-_PREFILL_TOKENS_PER_S = 4000.0
 _SUBGOAL_NAMES = {
     "go": "GoTo", "open": "Open", "close": "Close", "take": "PickUp", "move": "Put",
     "put": "Put", "heat": "Heat", "cool": "Cool", "clean": "Clean", "use": "Toggle",
@@ -173,21 +172,7 @@ class ALFWorldRoleBackend:
     def _metered(
         self, spec: AgentSpec, messages: Sequence[Message], text: str, meta: Mapping[str, Any]
     ) -> Completion:
-        prompt_tokens = sum(self.counter.count(m["content"]) for m in messages)
-        completion_tokens = self.counter.count(text)
-        tps = float(spec.calibration.get("tokens_per_second", 60.0))
-        latency = _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
-        return Completion(
-            agent=spec.name,
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=spec.cost(prompt_tokens, completion_tokens),
-            latency_s=latency,
-            cached=False,
-            token_source="estimate" if self.counter.name == "estimate" else "tokenizer",
-            meta={**meta, "tokenizer": self.counter.name},
-        )
+        return counted_completion(spec, messages, text, self.counter, meta)
 
 
 def alfworld_role_pool(

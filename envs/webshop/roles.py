@@ -43,11 +43,10 @@ from orchenv.envs.webshop.site import (
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.memory import (
     AgentOutput,
-    RoleSpec,
     Router,
     SharedMemory,
     TokenCounter,
-    make_router,
+    make_role_router,
     render_context,
 )
 from orchenv.parsing import extract_tag, strip_reasoning
@@ -139,19 +138,15 @@ class WebShopRoleGame(RoleGame):
         if max_rounds < 1:
             raise ConfigError(f"max_rounds must be >= 1, got {max_rounds}")
         self.max_rounds = max_rounds
-        offsets = {**BUDGET_OFFSETS, **(budget_offsets or {})}
-        unknown = set(offsets) - set(ROLES)
-        if unknown:
-            raise UnknownNameError("role in budget_offsets", sorted(unknown)[0], ROLES)
-        specs = {
-            role: RoleSpec(role, ROLE_KEYWORDS[role], offsets[role], STATIC_TYPES[role])
-            for role in ROLES
-        }
         self.router_mode = router
-        self.router: Router = make_router(
+        self.router: Router = make_role_router(
             router,
-            specs,
-            STAGE_TYPES,
+            ROLES,
+            keywords=ROLE_KEYWORDS,
+            static_types=STATIC_TYPES,
+            budget_offsets=BUDGET_OFFSETS,
+            stage_types=STAGE_TYPES,
+            overrides=budget_offsets,
             beta_base=beta_base,
             weights=weights,
             decay=decay,

@@ -34,10 +34,10 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from orchenv.error import BackendError, ConfigError
 from orchenv.grading import extract_boxed
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
 from orchenv.tasks import Task, difficulty_of, stable_uniform
+
+if TYPE_CHECKING:
+    from orchenv.memory import TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -408,3 +411,32 @@ class SimulatedBackend:
         sigma = self.token_noise
         factor = math.exp(sigma * _NORMAL.inv_cdf(u) - 0.5 * sigma * sigma)
         return max(estimate_tokens(text), round(mean * (0.75 + 0.5 * z) * factor))
+
+
+def counted_completion(
+    spec: AgentSpec,
+    messages: Sequence[Message],
+    text: str,
+    counter: TokenCounter,
+    meta: Mapping[str, Any],
+) -> Completion:
+    """A simulated Completion whose tokens are counted with ``counter`` (a real tokenizer or
+    the estimate), priced by ``spec`` and timed with the same latency model as above.
+
+    For simulated role agents whose token totals must be in the shared memory's unit.
+    """
+    prompt_tokens = sum(counter.count(m["content"]) for m in messages)
+    completion_tokens = counter.count(text)
+    tps = float(spec.calibration.get("tokens_per_second", DEFAULT_TOKENS_PER_SECOND))
+    latency = _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
+    return Completion(
+        agent=spec.name,
+        text=text,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost_usd=spec.cost(prompt_tokens, completion_tokens),
+        latency_s=latency,
+        cached=False,
+        token_source="estimate" if counter.name == "estimate" else "tokenizer",
+        meta={**meta, "tokenizer": counter.name},
+    )
