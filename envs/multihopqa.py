@@ -506,7 +506,8 @@ class MultihopQAEnv(OrchestrationEnv):
     The final info holds ``task_id``, ``final_answer``, ``score`` (F1), ``em``,
     ``precision``, ``recall``, ``tokens_total`` (eq. 10), ``latency_parallel_s``
     (eq. 7), ``latency_serial_s`` (eq. 8), ``answer_quality`` (1-5 from the
-    judge agent, or None without one) and ``turns``.
+    judge agent, or None without one; the judge is evaluation, so its call is not
+    charged to the episode) and ``turns``.
 
     ## Arguments
     ``pool`` ("multihop" = simulated roles, or a pool name/file/AgentPool with
