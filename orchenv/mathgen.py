@@ -37,7 +37,7 @@ import numpy as np
 
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import extract_boxed, math_equal
-from orchenv.tasks import Task, TaskSource, stable_uniform
+from orchenv.tasks import GeneratedTaskSource, Task, stable_uniform
 
 logger = logging.getLogger(__name__)
 
@@ -1956,10 +1956,9 @@ def _split_of(fam: _Family, params: dict[str, Any]) -> str:
 
 
 # -- the task source ---------------------------------------------------------------------------
-_ID_RE = re.compile(r"^procmath-(-?\d+)/(train|test)/(\d+)$")
 
 
-class ProceduralMathSource(TaskSource):
+class ProceduralMathSource(GeneratedTaskSource):
     """Procedural math tasks with worked solutions, generated lazily from (seed, split, index).
 
     Difficulty ``z_i = frac(offset(seed, split) + i * 0.618...)`` covers [0, 1) nearly
@@ -1968,6 +1967,8 @@ class ProceduralMathSource(TaskSource):
     """
 
     name = "procedural-math"
+    id_prefix = "procmath"
+    cache_max = _CACHE_MAX
 
     def __init__(
         self,
@@ -1994,44 +1995,11 @@ class ProceduralMathSource(TaskSource):
         self._families = tuple(_FAMILIES[f] for f in names)
         self._sizes = {"train": int(train_size), "test": int(test_size)}
         self._offsets = {s: stable_uniform("procmath-offset", self.seed, s) for s in _SPLITS}
-        self._cache: dict[tuple[str, int], Task] = {}
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return _SPLITS
 
     @property
     def families(self) -> tuple[str, ...]:
         """Enabled family names."""
         return tuple(f.name for f in self._families)
-
-    def size(self, split: str) -> int:
-        self.check_split(split)
-        return self._sizes[split]
-
-    def get(self, split: str, index: int) -> Task:
-        self.check_split(split)
-        index = int(index)
-        if not 0 <= index < self._sizes[split]:
-            raise IndexError(
-                f"index {index} out of range for split {split!r} ({self._sizes[split]} tasks)"
-            )
-        key = (split, index)
-        task = self._cache.get(key)
-        if task is None:
-            if len(self._cache) >= _CACHE_MAX:
-                self._cache.clear()
-            task = self._cache[key] = self._generate(split, index)
-        return task
-
-    def by_id(self, task_id: str) -> Task:
-        match = _ID_RE.match(task_id) if isinstance(task_id, str) else None
-        if match is not None:
-            seed, split, index = int(match.group(1)), match.group(2), int(match.group(3))
-            if seed == self.seed and index < self._sizes[split]:
-                return self.get(split, index)
-        examples = [f"procmath-{self.seed}/{s}/0" for s in _SPLITS if self._sizes[s]]
-        raise UnknownNameError("task id", str(task_id), examples)
 
     def difficulty(self, split: str, index: int) -> float:
         """The difficulty quantile of a task, without generating it."""

@@ -46,7 +46,13 @@ from typing import Any
 import numpy as np
 
 from orchenv.error import ConfigError, DataError, UnknownNameError
-from orchenv.tasks import ListTaskSource, Task, TaskSource, difficulty_of, stable_uniform
+from orchenv.tasks import (
+    GeneratedTaskSource,
+    ListTaskSource,
+    Task,
+    difficulty_of,
+    stable_uniform,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -789,7 +795,7 @@ def _kb(seed: int) -> _KB:
 
 
 # -- the synthetic source ------------------------------------------------------------------------
-class SyntheticMultihopSource(TaskSource):
+class SyntheticMultihopSource(GeneratedTaskSource):
     """Multihop questions over a synthetic knowledge base, generated lazily per index.
 
     Arguments:
@@ -829,6 +835,8 @@ class SyntheticMultihopSource(TaskSource):
     """
 
     name = "multihop-synth"
+    id_prefix = "mhqa"
+    cache_max = _CACHE_MAX
 
     def __init__(
         self,
@@ -868,41 +876,8 @@ class SyntheticMultihopSource(TaskSource):
         self.comparison_share = float(comparison_share)
         self._sizes = {"train": int(n_train), "test": int(n_test)}
         self._offsets = {s: stable_uniform("mhqa-offset", self.seed, s) for s in _SPLITS}
-        self._cache: dict[tuple[str, int], Task] = {}
         self._plans: dict[str, tuple[list[bool], list[str], list[int]]] = {}
         self._combos: dict[tuple[str, int, str], list[tuple[int, int]]] = {}
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return _SPLITS
-
-    def size(self, split: str) -> int:
-        self.check_split(split)
-        return self._sizes[split]
-
-    def get(self, split: str, index: int) -> Task:
-        self.check_split(split)
-        index = int(index)
-        if not 0 <= index < self._sizes[split]:
-            raise IndexError(
-                f"index {index} out of range for split {split!r} ({self._sizes[split]} tasks)"
-            )
-        key = (split, index)
-        task = self._cache.get(key)
-        if task is None:
-            if len(self._cache) >= _CACHE_MAX:
-                self._cache.clear()
-            task = self._cache[key] = self._generate(split, index)
-        return task
-
-    def by_id(self, task_id: str) -> Task:
-        match = _ID_RE.match(task_id) if isinstance(task_id, str) else None
-        if match is not None:
-            seed, split, index = int(match.group(1)), match.group(2), int(match.group(3))
-            if seed == self.seed and index < self._sizes[split]:
-                return self.get(split, index)
-        examples = [f"mhqa-{self.seed}/{s}/0" for s in _SPLITS if self._sizes[s]]
-        raise UnknownNameError("task id", str(task_id), examples)
 
     def task_difficulty(self, split: str, index: int) -> float:
         """The difficulty ``t_i`` of a task in [0, 1), without generating it."""
@@ -1149,9 +1124,6 @@ def _walk(kb: _KB, start: int, path: Sequence[_Relation]) -> tuple[list[int], in
     final = facts[entities[-1]][path[-1].name]
     visited = [*entities, final] if path[-1].target != "year" else entities
     return (entities, final) if len(set(visited)) == len(visited) else None
-
-
-_ID_RE = re.compile(r"^mhqa-(-?\d+)/(train|test)/(\d+)$")
 
 
 def to_hotpot_record(task: Task) -> dict[str, Any]:

@@ -13,6 +13,7 @@ string (``task_source="procedural-math"``). Concrete sources live in
 from __future__ import annotations
 
 import importlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -126,6 +127,58 @@ class ListTaskSource(TaskSource):
             return self._by_id[task_id]
         except KeyError:
             raise UnknownNameError("task id", task_id, list(self._by_id)[:20]) from None
+
+
+class GeneratedTaskSource(TaskSource):
+    """Train/test tasks generated lazily from (seed, split, index), with a bounded cache.
+
+    The shared plumbing of the procedural sources (math, multihop QA): subclasses
+    set ``id_prefix`` and ``cache_max``, fill ``self.seed`` and ``self._sizes`` and
+    implement ``_generate``. Ids read ``"{id_prefix}-{seed}/{split}/{index}"``.
+    """
+
+    id_prefix = "generated"
+    cache_max = 16_384
+    seed: int
+    _sizes: dict[str, int]
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return ("train", "test")
+
+    def size(self, split: str) -> int:
+        self.check_split(split)
+        return self._sizes[split]
+
+    def get(self, split: str, index: int) -> Task:
+        self.check_split(split)
+        index = int(index)
+        if not 0 <= index < self._sizes[split]:
+            raise IndexError(
+                f"index {index} out of range for split {split!r} ({self._sizes[split]} tasks)"
+            )
+        cache: dict[tuple[str, int], Task] = self.__dict__.setdefault("_cache", {})
+        key = (split, index)
+        task = cache.get(key)
+        if task is None:
+            if len(cache) >= self.cache_max:
+                cache.clear()
+            task = cache[key] = self._generate(split, index)
+        return task
+
+    def by_id(self, task_id: str) -> Task:
+        pattern = rf"^{re.escape(self.id_prefix)}-(-?\d+)/(train|test)/(\d+)$"
+        match = re.match(pattern, task_id) if isinstance(task_id, str) else None
+        if match is not None:
+            seed, split, index = int(match.group(1)), match.group(2), int(match.group(3))
+            if seed == self.seed and index < self._sizes[split]:
+                return self.get(split, index)
+        examples = [f"{self.id_prefix}-{self.seed}/{s}/0" for s in self.splits if self._sizes[s]]
+        raise UnknownNameError("task id", str(task_id), examples)
+
+    @abstractmethod
+    def _generate(self, split: str, index: int) -> Task:
+        """The task at ``index`` of ``split`` (deterministic in seed, split, index)."""
 
 
 # name -> "module:callable" returning a TaskSource; resolved lazily so optional

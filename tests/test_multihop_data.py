@@ -96,7 +96,8 @@ def test_meta_schema_is_json_and_hotpot_like(tasks: list[Task]) -> None:
         meta = task.meta
         assert json.loads(json.dumps(meta)) == meta
         assert meta["dataset"] == "synthetic"
-        assert 1 <= meta["level"] <= 5 and 0.0 <= meta["difficulty"] < 1.0
+        assert 0.0 <= meta["difficulty"] < 1.0
+        assert meta["level"] == 1 + int(5 * meta["difficulty"])  # the documented level rule
         assert meta["hops"] == len(meta["chain"])
         titles = [t for t, _ in meta["context"]]
         assert len(titles) == len(set(titles)) == len({h["title"] for h in meta["chain"]}) + 8
