@@ -1,4 +1,9 @@
-"""Controllers (anything with ``act(obs, info) -> str``); installed as ``orchenv.agents``."""
+"""Controllers that apply to several envs (anything with ``act(obs, info) -> str``), learned
+routers, LLM controllers and the reference GRPO trainer; installed as ``orchenv.agents``.
+
+Importing this package only registers controller names (``orchenv.controllers``); the
+classes and their dependencies load on first use.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,15 @@ if __name__ != "orchenv.agents":  # guard rail: the folder is mapped into the or
         "install orchenv (pip install -e .) and use `import orchenv.agents`"
     )
 
+import importlib
 from typing import Any
 
-from orchenv.agents.base import CONTROLLERS, Controller, make_controller
-from orchenv.agents.baselines import CascadeController, OracleRouter, RandomRouter, SingleAgent
+from orchenv.controllers import register_controller
 
-# learned and LLM controllers import their heavier dependencies only when first used
+#: public name -> module that defines it (imported on first attribute access)
 _LAZY = {
+    "EnvRandomController": "orchenv.agents.baselines",
+    "PoolAgentController": "orchenv.agents.baselines",
     "KNNRouter": "orchenv.agents.routers",
     "ClassifierRouter": "orchenv.agents.routers",
     "LLMController": "orchenv.agents.llm",
@@ -22,24 +29,25 @@ _LAZY = {
 }
 
 
+def register_controllers() -> None:
+    """Register this package's controllers by name (idempotent)."""
+    for name, cls in {
+        "env-random": "EnvRandomController",
+        "pool-agent": "PoolAgentController",
+        "knn": "KNNRouter",
+        "classifier": "ClassifierRouter",
+        "llm": "LLMController",
+        "router-r1": "RouterR1Controller",
+    }.items():
+        register_controller(name, f"{_LAZY[cls]}:{cls}")
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'orchenv.agents' has no attribute {name!r}")
 
 
-__all__ = [
-    "CONTROLLERS",
-    "CascadeController",
-    "ClassifierRouter",
-    "Controller",
-    "KNNRouter",
-    "LLMController",
-    "OracleRouter",
-    "RandomRouter",
-    "RouterR1Controller",
-    "SingleAgent",
-    "make_controller",
-]
+register_controllers()
+
+__all__ = sorted(_LAZY)

@@ -38,9 +38,15 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.agents.base import env_label, require_phase
-from orchenv.agents.baselines import cost_order, resolve_agent, route_text, verdict_text
-from orchenv.agents.baselines import solver_messages as _solver_messages
+from orchenv.controllers import env_label
+from orchenv.envs.mathroute.baselines import (
+    cost_order,
+    require_phase,
+    resolve_agent,
+    route_text,
+    verdict_text,
+)
+from orchenv.envs.mathroute.baselines import solver_messages as _solver_messages
 from orchenv.error import ConfigError, DataError, require
 from orchenv.grading import check_math_solution
 from orchenv.pool import AgentPool, CallContext

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from orchenv.backends.vllm_backend import cuda_available
+from orchenv.envs.mathroute.mathgen import ProceduralMathSource
 from orchenv.error import OrchEnvError
-from orchenv.mathgen import ProceduralMathSource
 from orchenv.pool import AgentPool, AgentSpec, CallContext
 
 

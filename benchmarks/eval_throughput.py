@@ -23,7 +23,7 @@ import time
 import gymnasium as gym
 
 import orchenv  # noqa: F401
-from orchenv.agents import make_controller
+from orchenv.controllers import make_controller
 from orchenv.eval import EvalConfig, episode_seed, evaluate
 
 ENV_ID = "orch/MathRoute-v0"

@@ -1,6 +1,6 @@
 """Concurrent vs sequential stepping of 16 envs whose agents answer over HTTP in 50 ms.
 
-A loopback OpenAI-compatible server (``orchenv.fake_openai``) answers every call
+A loopback OpenAI-compatible server (``orchenv.testing.fake_openai``) answers every call
 after 50 ms. 16 ``orch/MathRoute-v0`` environments share one pool of HTTP agents
 and are stepped by ``orchenv.vector.ThreadedVectorEnv`` and, in the same process,
 by Gymnasium's ``SyncVectorEnv`` (one env after another). Every step calls an
@@ -22,8 +22,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import orchenv  # noqa: F401
 from orchenv.backends.openai_compat import OpenAICompatBackend
-from orchenv.fake_openai import FakeOpenAIServer
 from orchenv.pool import AgentPool, AgentSpec
+from orchenv.testing.fake_openai import FakeOpenAIServer
 from orchenv.vector import ThreadedVectorEnv
 
 N_ENVS = 16

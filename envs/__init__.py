@@ -16,6 +16,10 @@ if __name__ != "orchenv.envs":  # guard rail: the folder is mapped into the orch
 
 from gymnasium.envs.registration import register, registry
 
+from orchenv.backends.simulated import register_solution_writer
+from orchenv.controllers import register_controller
+from orchenv.tasks import register_task_source
+
 #: env id -> one-line summary (shown by `orchenv list` and the README table)
 ENV_SUMMARIES: dict[str, str] = {}
 
@@ -27,9 +31,37 @@ def _register(env_id: str, entry_point: str, summary: str, **kwargs: object) -> 
     register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)
 
 
+def register_task_sources() -> None:
+    """Register the env families' task sources by name (``task_source="..."``)."""
+    for name, factory in {
+        "procedural-math": "orchenv.envs.mathroute.mathgen:ProceduralMathSource",
+        "champ": "orchenv.envs.mathroute.loaders:load_champ",
+        "reasoning-gym": "orchenv.envs.mathroute.loaders:ReasoningGymSource",
+        "multihop-synth": "orchenv.envs.multihopqa.data:SyntheticMultihopSource",
+        "multihop-file": "orchenv.envs.multihopqa.data:load_multihop",
+        "orchmas-qa": "orchenv.envs.orchmas.env:orchmas_qa_source",
+    }.items():
+        register_task_source(name, factory)
+    # the simulated backend writes math tasks' worked solutions with the math family's writer
+    register_solution_writer("math", "orchenv.envs.mathroute.mathgen:worked_solution")
+
+
+def register_controllers() -> None:
+    """Register the env families' own baselines (they apply to one family only)."""
+    for name, cls in {
+        "random": "RandomRouter",
+        "single": "SingleAgent",
+        "cascade": "CascadeController",
+        "oracle": "OracleRouter",
+    }.items():
+        register_controller(name, f"orchenv.envs.mathroute.baselines:{cls}")
+
+
 def register_envs() -> None:
     """Register every orchenv id in Gymnasium's registry (idempotent)."""
-    mathroute = "orchenv.envs.mathroute:MathRouteEnv"
+    register_task_sources()
+    register_controllers()
+    mathroute = "orchenv.envs.mathroute.env:MathRouteEnv"
     _register(
         "orch/MathRoute-v0",
         mathroute,
@@ -44,18 +76,18 @@ def register_envs() -> None:
     )
     _register(
         "orch/BudgetRoute-v0",
-        "orchenv.envs.budgetroute:BudgetRouteEnv",
+        "orchenv.envs.budgetroute.env:BudgetRouteEnv",
         "seed 001 CoRL: answer itself or consult paid experts under a low/medium/high dollar budget",
         pool="corl",
     )
     _register(
         "orch/OrchMAS-v0",
-        "orchenv.envs.orchmas:OrchMASEnv",
+        "orchenv.envs.orchmas.env:OrchMASEnv",
         "seed 002 OrchMAS: give one executor a free-form role and request each turn, then answer",
     )
     _register(
         "orch/Puppeteer-v0",
-        "orchenv.envs.puppeteer:PuppeteerEnv",
+        "orchenv.envs.puppeteer.env:PuppeteerEnv",
         "seed 003 Puppeteer: name the next agent (model x reasoning pattern, tool, terminate)",
     )
     _register(
@@ -73,7 +105,7 @@ def register_envs() -> None:
         "orchenv.envs.alfworld.roles:ALFWorldControllerEnv",
         "seed 004 appendix F: pick which of Planner / Navigator / Interactor / Evaluator acts next (routed shared memory, simulated role agents)",
     )
-    multihop = "orchenv.envs.multihopqa:MultihopQAEnv"
+    multihop = "orchenv.envs.multihopqa.env:MultihopQAEnv"
     for suffix, router, label in (
         ("", "rcr", "RCR routing (token budgets, importance scores)"),
         ("Full", "full", "full-context routing"),

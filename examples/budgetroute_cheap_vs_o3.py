@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from orchenv.envs.budgetroute import BudgetRouteEnv
+from orchenv.envs.budgetroute.env import BudgetRouteEnv
 from orchenv.grading import extract_boxed
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 import orchenv  # noqa: F401
-from orchenv.agents import make_controller
+from orchenv.controllers import make_controller
 from orchenv.runner import format_summary, run_episodes
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import statistics
 
-from orchenv.envs.multihop_agents import multihop_pool
-from orchenv.envs.multihopqa import MultihopQAGame, run_team
+from orchenv.envs.multihopqa.agents import multihop_pool
+from orchenv.envs.multihopqa.env import MultihopQAGame, run_team
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from orchenv.envs.orchmas import OrchMASEnv
+from orchenv.envs.orchmas.env import OrchMASEnv
 from orchenv.grading import extract_boxed
 
 

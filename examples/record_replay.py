@@ -14,7 +14,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import orchenv  # noqa: F401
-from orchenv.agents import make_controller
+from orchenv.controllers import make_controller
 from orchenv.pool import make_pool
 from orchenv.runner import run_episodes
 

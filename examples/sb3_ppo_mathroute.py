@@ -1,6 +1,6 @@
 """Train stable-baselines3 PPO on orch/MathRoute-v0 and compare it with the random router.
 
-The text env becomes a vector env through ``orchenv.wrappers`` (hashed n-gram and
+The text env becomes a vector env through ``orchenv.envs.mathroute.wrappers`` (hashed n-gram and
 difficulty features in, ``Discrete(n_agents + 1)`` actions out), PPO with an MLP
 policy trains on the train split of the simulated System 1 pool, and both PPO
 (deterministic) and the random router then play the same held-out test tasks.
@@ -33,9 +33,9 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
 import orchenv  # noqa: F401  (registers the orch/ ids)
-from orchenv.agents import make_controller
+from orchenv.controllers import make_controller
+from orchenv.envs.mathroute.wrappers import DiscreteActions, make_sb3_env
 from orchenv.runner import RunSummary, format_summary, run_episodes
-from orchenv.wrappers import DiscreteActions, make_sb3_env
 
 ENV_ID = "orch/MathRoute-v0"
 STRONGEST_MULTIPLIER = 1.0

@@ -17,7 +17,9 @@ from orchenv.tasks import Task, TaskSource, make_task_source
 
 __version__ = "0.1.0"
 
-import orchenv.envs  # noqa: E402,F401  (registers the env ids)
+# the one place core touches its plug-in packages: they fill the registries on import
+import orchenv.agents  # noqa: E402,F401  (registers controller names)
+import orchenv.envs  # noqa: E402,F401  (registers env ids, task sources, baselines)
 
 __all__ = [
     "AgentPool",

@@ -17,7 +17,7 @@ from orchenv.eval.cli import add_subcommands
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from orchenv.agents.base import CONTROLLERS
+    from orchenv.controllers import CONTROLLERS
     from orchenv.envs import ENV_SUMMARIES
     from orchenv.pool import list_presets, load_preset_data
     from orchenv.tasks import TASK_SOURCES
@@ -40,7 +40,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from orchenv.agents.base import make_controller, parse_kwargs
+    from orchenv.controllers import make_controller, parse_kwargs
     from orchenv.runner import format_summary, run_episodes
 
     env_kwargs = parse_kwargs(args.env_kwarg)

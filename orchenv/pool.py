@@ -10,12 +10,11 @@ seed papers' agent systems with prices and calibration targets.
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from orchenv.error import ConfigError, DataError, UnknownNameError
+from orchenv.registry import Registry
 from orchenv.tasks import Task
 
 Message = dict[str, str]
@@ -133,23 +133,22 @@ class Backend(Protocol):
 Call = tuple[AgentSpec, Sequence[Message], CallContext]
 
 
-# backend name -> "module:factory"; a factory takes (**backend_kwargs) and returns a Backend.
-BACKENDS: dict[str, str] = {
+#: backend name -> factory taking ``**backend_kwargs`` and returning a Backend (or "module:attr")
+BACKENDS: Registry[Backend] = Registry("backend")
+for _name, _entry in {
     "simulated": "orchenv.backends.simulated:SimulatedBackend",
     "openai": "orchenv.backends.openai_compat:OpenAICompatBackend",
     "hf": "orchenv.backends.hf:HFBackend",
     "vllm": "orchenv.backends.vllm_backend:VLLMBackend",
     "replay": "orchenv.backends.replay:ReplayBackend",
     "recording": "orchenv.backends.recording:RecordingBackend",
-}
+}.items():
+    BACKENDS.register(_name, _entry)
 
 
 def make_backend(name: str, **kwargs: Any) -> Backend:
     """Build a backend from its registered name."""
-    if name not in BACKENDS:
-        raise UnknownNameError("backend", name, BACKENDS)
-    module_name, attr = BACKENDS[name].split(":")
-    factory: Callable[..., Backend] = getattr(importlib.import_module(module_name), attr)
+    factory = BACKENDS.resolve(name)
     try:
         return factory(**kwargs)
     except TypeError as exc:

@@ -6,13 +6,12 @@ with a caller's RNG (environments pass their ``np_random``).
 
 Sources are registered by name so environments can build them lazily from a
 string (``task_source="procedural-math"``). Concrete sources live in
-``orchenv.mathgen`` (procedural math with worked solutions) and
-``orchenv.loaders`` (MATH-style files, CHAMP, reasoning-gym).
+``orchenv.envs.mathroute.mathgen`` (procedural math with worked solutions) and
+``orchenv.envs.mathroute.loaders`` (MATH-style files, CHAMP, reasoning-gym).
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from orchenv.error import ConfigError, DataError, UnknownNameError
+from orchenv.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -181,20 +181,14 @@ class GeneratedTaskSource(TaskSource):
         """The task at ``index`` of ``split`` (deterministic in seed, split, index)."""
 
 
-# name -> "module:callable" returning a TaskSource; resolved lazily so optional
-# dependencies load only when a source is used.
-TASK_SOURCES: dict[str, str] = {
-    "procedural-math": "orchenv.mathgen:ProceduralMathSource",
-    "champ": "orchenv.loaders:load_champ",
-    "reasoning-gym": "orchenv.loaders:ReasoningGymSource",
-    "multihop-synth": "orchenv.multihop:SyntheticMultihopSource",
-    "multihop-file": "orchenv.multihop:load_multihop",
-}
+#: name -> TaskSource factory. Env families register theirs (``orchenv.envs``); a factory
+#: is resolved lazily so optional dependencies load only when a source is used.
+TASK_SOURCES: Registry[TaskSource] = Registry("task source")
 
 
 def register_task_source(name: str, factory: str | Callable[..., TaskSource]) -> None:
     """Register a task source factory under ``name`` (a callable or ``"module:attr"``)."""
-    TASK_SOURCES[name] = factory  # type: ignore[assignment]
+    TASK_SOURCES.register(name, factory)
 
 
 def make_task_source(spec: str | TaskSource, **kwargs: Any) -> TaskSource:
@@ -203,13 +197,7 @@ def make_task_source(spec: str | TaskSource, **kwargs: Any) -> TaskSource:
         if kwargs:
             raise ConfigError("task_source_kwargs given together with a TaskSource instance")
         return spec
-    if spec not in TASK_SOURCES:
-        raise UnknownNameError("task source", spec, TASK_SOURCES)
-    factory: Any = TASK_SOURCES[spec]
-    if isinstance(factory, str):
-        module_name, attr = factory.split(":")
-        factory = getattr(importlib.import_module(module_name), attr)
-    return factory(**kwargs)
+    return TASK_SOURCES.resolve(spec)(**kwargs)
 
 
 def difficulty_of(task: Task) -> float:

@@ -20,8 +20,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from orchenv.envs.multihop_agents import multihop_pool
-from orchenv.envs.multihopqa import MultihopQAGame, run_team
+from orchenv.envs.multihopqa.agents import multihop_pool
+from orchenv.envs.multihopqa.env import MultihopQAGame, run_team
 
 METRICS = (
     "tokens_total",

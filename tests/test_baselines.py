@@ -10,8 +10,9 @@ import pytest
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source
 
 import orchenv  # noqa: F401  (registers the env ids)
-from orchenv.agents.base import CONTROLLERS, make_controller
-from orchenv.agents.baselines import (
+from orchenv.cli import main
+from orchenv.controllers import CONTROLLERS, make_controller
+from orchenv.envs.mathroute.baselines import (
     CascadeController,
     OracleRouter,
     RandomRouter,
@@ -20,7 +21,6 @@ from orchenv.agents.baselines import (
     resolve_agent,
     solver_messages,
 )
-from orchenv.cli import main
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.runner import run_episodes
 

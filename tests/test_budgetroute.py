@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 from scenario import NEAR_MISS_FRAGMENTS, RIGHT, WRONG
 
 from orchenv.backends.scripted import ScriptedBackend
-from orchenv.envs.budgetroute import DEFAULT_BUDGETS, BudgetRouteEnv
+from orchenv.envs.budgetroute.env import DEFAULT_BUDGETS, BudgetRouteEnv
 from orchenv.grading import extract_boxed
 from orchenv.pool import AgentPool, AgentSpec, make_pool
 

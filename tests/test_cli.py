@@ -85,7 +85,7 @@ def test_run_json_single_agent_and_pool(capsys):
 def test_same_seed_same_tasks_for_any_controller(capsys):
     import gymnasium as gym
 
-    from orchenv.agents import make_controller
+    from orchenv.controllers import make_controller
     from orchenv.runner import run_episodes
 
     env = gym.make("orch/MathRoute-v0")

@@ -141,8 +141,8 @@ def test_episode_tasks_depend_only_on_seed_and_index(tmp_path):
 
 SLOW_CONTROLLER = """
 import sys, time
-from orchenv.agents.base import CONTROLLERS
-from orchenv.agents.baselines import RandomRouter
+from orchenv.controllers import CONTROLLERS
+from orchenv.envs.mathroute.baselines import RandomRouter
 
 class SlowRandom(RandomRouter):
     def act(self, obs, info):
@@ -158,7 +158,7 @@ sys.exit(main(sys.argv[1:]))
 def test_resume_after_sigkill_and_a_torn_line_equals_an_uninterrupted_run(
     tmp_path, monkeypatch, caplog
 ):
-    from orchenv.agents import base
+    from orchenv import controllers as base
 
     common = [
         "-c",
@@ -206,7 +206,9 @@ def test_resume_after_sigkill_and_a_torn_line_equals_an_uninterrupted_run(
         fh.write(b'{"run_key": "x", "seed": 4, "epis')
 
     # the same spec, in-process and without the sleep: identical behaviour
-    monkeypatch.setitem(base.CONTROLLERS, "slowrandom", "orchenv.agents.baselines:RandomRouter")
+    monkeypatch.setitem(
+        base.CONTROLLERS, "slowrandom", "orchenv.envs.mathroute.baselines:RandomRouter"
+    )
     with caplog.at_level(logging.WARNING, logger="orchenv.eval.harness"):
         assert main(eval_args(killed, *common, controller="slowrandom")) == 0
     assert "unreadable tail" in caplog.text and "resuming" in caplog.text

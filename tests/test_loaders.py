@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from orchenv.error import ConfigError, DataError, DependencyError, UnknownNameError
-from orchenv.loaders import (
+from orchenv.envs.mathroute.loaders import (
     ReasoningGymSource,
     load_champ,
     load_math_hf,
     load_math_records,
     load_math_splits,
 )
+from orchenv.error import ConfigError, DataError, DependencyError, UnknownNameError
 from orchenv.tasks import ListTaskSource, difficulty_of, make_task_source
 
 RECORDS = [
@@ -82,7 +82,7 @@ def _check_records_source(src: ListTaskSource, name: str = "math", split: str = 
 
 def test_jsonl(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = _write_jsonl(tmp_path / "test.jsonl", RECORDS)
-    with caplog.at_level(logging.WARNING, logger="orchenv.loaders"):
+    with caplog.at_level(logging.WARNING, logger="orchenv.envs.mathroute.loaders"):
         src = load_math_records(path)
     _check_records_source(src)
     assert "skipped 1 of 5" in caplog.text

@@ -9,9 +9,14 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from orchenv.envs.mathroute.mathgen import (
+    FAMILIES,
+    ProceduralMathSource,
+    worked_solution,
+    wrong_answer,
+)
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, extract_boxed, math_equal
-from orchenv.mathgen import FAMILIES, ProceduralMathSource, worked_solution, wrong_answer
 from orchenv.tasks import Task, make_task_source
 
 MATH_TYPES = {

@@ -8,9 +8,9 @@ import gymnasium as gym
 import pytest
 
 import orchenv  # noqa: F401
-from orchenv.agents import make_controller
+from orchenv.controllers import make_controller
+from orchenv.envs.mathroute.loaders import load_math_records
 from orchenv.grading import check_math_solution
-from orchenv.loaders import load_math_records
 from orchenv.runner import run_episodes
 
 RECORDS = [

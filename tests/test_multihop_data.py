@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orchenv.error import ConfigError, DataError, UnknownNameError
-from orchenv.multihop import (
+from orchenv.envs.multihopqa.data import (
     ParagraphIndex,
     SyntheticMultihopSource,
     load_2wiki,
@@ -23,6 +22,7 @@ from orchenv.multihop import (
     paragraph_index,
     to_hotpot_record,
 )
+from orchenv.error import ConfigError, DataError, UnknownNameError
 from orchenv.tasks import Task, make_task_source
 
 N = 300  # tasks per split checked in the property tests
@@ -50,7 +50,7 @@ def test_registered_and_deterministic_across_processes(source: SyntheticMultihop
     here = [json.dumps([t.prompt, t.answers, t.meta]) for t in made.iter("test", 25)]
     code = (
         "import json\n"
-        "from orchenv.multihop import SyntheticMultihopSource\n"
+        "from orchenv.envs.multihopqa.data import SyntheticMultihopSource\n"
         "s = SyntheticMultihopSource(seed=0)\n"
         "print(json.dumps([json.dumps([t.prompt, t.answers, t.meta]) for t in s.iter('test', 25)]))"
     )

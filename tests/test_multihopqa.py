@@ -12,8 +12,9 @@ import pytest
 from pettingzoo.test import api_test, parallel_api_test
 
 import orchenv  # noqa: F401
-from orchenv.envs.multihop_agents import known_hops, multihop_pool
-from orchenv.envs.multihopqa import (
+from orchenv.envs.multihopqa.agents import known_hops, multihop_pool
+from orchenv.envs.multihopqa.data import SyntheticMultihopSource, load_hotpotqa, to_hotpot_record
+from orchenv.envs.multihopqa.env import (
     MultihopQAGame,
     multihopqa_aec_env,
     multihopqa_parallel_env,
@@ -21,7 +22,6 @@ from orchenv.envs.multihopqa import (
     run_team,
 )
 from orchenv.error import UnknownNameError
-from orchenv.multihop import SyntheticMultihopSource, load_hotpotqa, to_hotpot_record
 
 FAST = {"token_counter": "estimate"}
 
@@ -105,7 +105,7 @@ def test_agents_only_know_what_their_routed_context_holds():
     pool = multihop_pool(token_counter="estimate")
     game.reset(options={"task_index": 0})
     # a recommender with no budget sees no evidence, so it cannot know any hop
-    from orchenv.envs.multihopqa import play_role
+    from orchenv.envs.multihopqa.env import play_role
 
     for role in ("planner", "searcher"):
         play_role(game, role, pool, role)
@@ -204,7 +204,7 @@ def test_reproduction_script_writes_its_table(tmp_path):
 
 
 def test_pool_agent_controller_plays_the_planner_and_is_charged():
-    from orchenv.agents.base import make_controller
+    from orchenv.controllers import make_controller
     from orchenv.runner import run_episodes
 
     env = gym.make("orch/MultihopQA-v0", **FAST)
@@ -216,7 +216,7 @@ def test_pool_agent_controller_plays_the_planner_and_is_charged():
 
 
 def test_pool_agent_controller_calls_appear_in_the_episode_usage():
-    from orchenv.agents.base import make_controller
+    from orchenv.controllers import make_controller
 
     env = gym.make("orch/MultihopQA-v0", **FAST)
     controller = make_controller("pool-agent")

@@ -13,9 +13,9 @@ import orchenv  # noqa: F401 - registers the env ids
 from orchenv.backends.openai_compat import OpenAICompatBackend, OpenAIRequestError
 from orchenv.backends.simulated import estimate_prompt_tokens, estimate_tokens
 from orchenv.error import BackendError, ConfigError
-from orchenv.fake_openai import FakeOpenAIServer, Fault, usage_for
 from orchenv.grading import check_math_solution
 from orchenv.pool import AgentPool, AgentSpec
+from orchenv.testing.fake_openai import FakeOpenAIServer, Fault, usage_for
 
 MESSAGES = [
     {"role": "system", "content": "You are a careful mathematician."},

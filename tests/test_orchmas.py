@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from scenario import NEAR_MISS_FRAGMENTS
 
 from orchenv.backends.scripted import ScriptedBackend
-from orchenv.backends.simulated_executor import role_fit
-from orchenv.envs.orchmas import OrchMASEnv, orchmas_qa_source, parse_call
+from orchenv.envs.orchmas.env import OrchMASEnv, orchmas_qa_source, parse_call
+from orchenv.envs.orchmas.executor import role_fit
 from orchenv.pool import AgentPool, AgentSpec
 from orchenv.tasks import ListTaskSource, Task
 

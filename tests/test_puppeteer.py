@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from orchenv.backends.scripted import ScriptedBackend
-from orchenv.envs.puppeteer import (
+from orchenv.envs.puppeteer.env import (
     PATTERNS,
     TASK_KINDS,
     PuppeteerEnv,
@@ -167,7 +167,7 @@ def test_check_env_each_task_kind(tasks):
 
 @pytest.mark.parametrize("tasks", TASK_KINDS)
 def test_task_kinds_deterministic_and_splits_disjoint(tasks):
-    from orchenv.envs.puppeteer import make_task
+    from orchenv.envs.puppeteer.env import make_task
 
     assert make_task(tasks, 0, 4) == make_task(tasks, 0, 4)
     train = {make_task(tasks, 0, i).prompt for i in range(30)}

@@ -27,7 +27,6 @@ import pytest
 from gymnasium.utils.env_checker import data_equivalence
 
 import orchenv  # noqa: F401  (registers the ids)
-from orchenv.agents.baselines import RandomRouter
 from orchenv.backends.recording import RecordingBackend
 from orchenv.backends.replay import (
     ReplayBackend,
@@ -37,6 +36,7 @@ from orchenv.backends.replay import (
     replay_key,
 )
 from orchenv.backends.simulated import SimulatedBackend
+from orchenv.envs.mathroute.baselines import RandomRouter
 from orchenv.error import BackendError, ConfigError, DataError
 from orchenv.pool import AgentSpec, CallContext, Completion, make_pool
 from orchenv.tasks import Task, make_task_source
@@ -398,7 +398,7 @@ RECORD_SCRIPT = """
 import sys, time
 import gymnasium as gym
 import orchenv
-from orchenv.agents.baselines import RandomRouter
+from orchenv.envs.mathroute.baselines import RandomRouter
 from orchenv.backends.recording import RecordingBackend
 from orchenv.backends.simulated import SimulatedBackend
 from orchenv.pool import make_pool

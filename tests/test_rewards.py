@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchenv import rewards as R
+from orchenv.envs.mathroute import rewards as R
 
 LAMBDA = {"strong": 0.25, "mid": 0.125, "weak": 0.0}
 

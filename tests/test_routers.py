@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import orchenv  # noqa: F401  (registers the env ids)
-from orchenv.agents.base import make_controller
-from orchenv.agents.baselines import RandomRouter
 from orchenv.agents.llm import LLMController, RouterR1Controller
 from orchenv.agents.routers import TfidfEmbedder, cache_dir, collect_labels, make_embedder
+from orchenv.controllers import make_controller
+from orchenv.envs.mathroute.baselines import RandomRouter
 from orchenv.error import ConfigError
-from orchenv.fake_openai import FakeOpenAIServer
 from orchenv.runner import run_episodes
+from orchenv.testing.fake_openai import FakeOpenAIServer
 
 pytest.importorskip("sklearn")
 

@@ -47,7 +47,7 @@ TARGETS = {
 }
 
 
-# -- task source: orchenv.mathgen, or a tiny stand-in until it exists ----------
+# -- task source: orchenv.envs.mathroute.mathgen, or a tiny stand-in until it exists ----------
 def _van_der_corput(i: int) -> float:
     z, denom = 0.0, 1.0
     while i:
@@ -87,16 +87,16 @@ def _stub_worked_solution(task: Task, *, correct: bool, rng: np.random.Generator
 
 @pytest.fixture(scope="module")
 def source():
-    """ProceduralMathSource(seed=0) when orchenv.mathgen exists, else the stand-in."""
-    if importlib.util.find_spec("orchenv.mathgen") is not None:
-        from orchenv.mathgen import ProceduralMathSource
+    """ProceduralMathSource(seed=0) when orchenv.envs.mathroute.mathgen exists, else the stand-in."""
+    if importlib.util.find_spec("orchenv.envs.mathroute.mathgen") is not None:
+        from orchenv.envs.mathroute.mathgen import ProceduralMathSource
 
         yield ProceduralMathSource(seed=0)
         return
-    stub = types.ModuleType("orchenv.mathgen")
+    stub = types.ModuleType("orchenv.envs.mathroute.mathgen")
     stub.worked_solution = _stub_worked_solution  # type: ignore[attr-defined]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(sys.modules, "orchenv.mathgen", stub)
+        mp.setitem(sys.modules, "orchenv.envs.mathroute.mathgen", stub)
         yield _StubSource(seed=0)
 
 

@@ -1,4 +1,4 @@
-"""Containment of ``orchenv.tools``: every hostile program is stopped and reported."""
+"""Containment of ``orchenv.envs.puppeteer.tools``: every hostile program is stopped and reported."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from orchenv.tools import network_isolation_mode, read_file, run_python, search
+from orchenv.envs.puppeteer.tools import network_isolation_mode, read_file, run_python, search
 
 
 def test_runs_code():

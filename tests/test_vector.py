@@ -14,7 +14,7 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source
 
 import orchenv  # noqa: F401
-from orchenv.envs.mathroute import MathRouteEnv
+from orchenv.envs.mathroute.env import MathRouteEnv
 from orchenv.vector import ThreadedVectorEnv, make_vec
 
 N = 4

@@ -1,4 +1,4 @@
-"""orchenv.wrappers: Gymnasium / SB3 checks, feature determinism, action mapping and masks."""
+"""orchenv.envs.mathroute.wrappers: Gymnasium / SB3 checks, feature determinism, action mapping and masks."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
 import orchenv  # noqa: F401  (registers the orch/ ids)
-from orchenv.agents.baselines import route_text, verdict_text
-from orchenv.error import ConfigError, DependencyError
-from orchenv.wrappers import (
+from orchenv.envs.mathroute.baselines import route_text, verdict_text
+from orchenv.envs.mathroute.wrappers import (
     STAT_NAMES,
     DiscreteActions,
     TextFeatures,
@@ -22,6 +21,7 @@ from orchenv.wrappers import (
     make_sb3_env,
     text_statistics,
 )
+from orchenv.error import ConfigError, DependencyError
 
 ENV_IDS = ["orch/MathRoute-v0", "orch/MathRouteSystem2-v0"]
 _WRAPPED_NOTE = "is different from the unwrapped version"  # gymnasium's note about any wrapper

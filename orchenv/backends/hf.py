@@ -124,12 +124,14 @@ def _deps() -> tuple[Any, Any]:
     return torch, transformers
 
 
-def _transformers_version(transformers: Any) -> tuple[int, int]:
+def transformers_version(transformers: Any) -> tuple[int, int]:
+    """(major, minor) of the transformers module, for keyword renames across versions."""
     parts = re.findall(r"\d+", transformers.__version__)[:2]
     return (int(parts[0]), int(parts[1])) if len(parts) == 2 else (0, 0)
 
 
-def _load_error(what: str, path: str, local_files_only: bool, exc: BaseException) -> BackendError:
+def load_error(what: str, path: str, local_files_only: bool, exc: BaseException) -> BackendError:
+    """A BackendError for a failed ``from_pretrained`` that says how to get the files."""
     looks_local = os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)
     if looks_local:
         hint = (
@@ -154,7 +156,7 @@ def _load_error(what: str, path: str, local_files_only: bool, exc: BaseException
 
 
 @lru_cache(maxsize=1)
-def _sampler_class() -> type:
+def seeded_sampler_class() -> type:
     """A transformers LogitsProcessor that samples each row with its own generator.
 
     Built lazily so this module imports without transformers installed.
@@ -325,7 +327,7 @@ class HFBackend:
                 groups.setdefault((loaded.key, self._settings_for(spec)), []).append(i)
             for (key, settings), indices in groups.items():
                 loaded = self._loaded[key]
-                prompts = {i: self._prompt_ids(loaded, calls[i][1]) for i in indices}
+                prompts = {i: self.prompt_ids(loaded, calls[i][1]) for i in indices}
                 ordered = sorted(indices, key=lambda i: len(prompts[i]))
                 for start in range(0, len(ordered), self.batch_size):
                     chunk = ordered[start : start + self.batch_size]
@@ -403,7 +405,7 @@ class HFBackend:
         key = model_src if isinstance(model_src, str) else _object_key(model_src)
         loaded = self._loaded.get(key)
         if loaded is None:
-            loaded = self._load(key, model_src, tok_src)
+            loaded = self.load(key, model_src, tok_src)
             self._loaded[key] = loaded
         return loaded
 
@@ -419,7 +421,11 @@ class HFBackend:
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
 
-    def _load(self, key: str, model_src: Any, tok_src: Any) -> _Loaded:
+    def load(self, key: str, model_src: Any, tok_src: Any) -> _Loaded:
+        """Load (or adopt) a model and tokenizer; resolve its device, pad and EOS ids, template.
+
+        Public for trainers that generate with a live policy (the GRPO sampler).
+        """
         torch, transformers = _deps()
         common = {
             "local_files_only": self.local_files_only,
@@ -429,13 +435,13 @@ class HFBackend:
             device = self._resolve_device(torch)
             dtype = self._resolve_dtype(torch, device)
             # transformers renamed `torch_dtype` to `dtype` in 4.56
-            dtype_kw = "dtype" if _transformers_version(transformers) >= (4, 56) else "torch_dtype"
+            dtype_kw = "dtype" if transformers_version(transformers) >= (4, 56) else "torch_dtype"
             try:
                 model = transformers.AutoModelForCausalLM.from_pretrained(
                     model_src, **{dtype_kw: dtype}, **common
                 )
             except Exception as exc:
-                raise _load_error("model", model_src, self.local_files_only, exc) from exc
+                raise load_error("model", model_src, self.local_files_only, exc) from exc
             model.to(device)
             model.eval()
             logger.info("hf backend loaded %s on %s (%s)", model_src, device, dtype)
@@ -459,7 +465,7 @@ class HFBackend:
             try:
                 tokenizer = transformers.AutoTokenizer.from_pretrained(tok_src, **common)
             except Exception as exc:
-                raise _load_error("tokenizer", tok_src, self.local_files_only, exc) from exc
+                raise load_error("tokenizer", tok_src, self.local_files_only, exc) from exc
             if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:
                 tokenizer.pad_token = tokenizer.eos_token  # ours: safe to modify
         else:
@@ -494,7 +500,7 @@ class HFBackend:
         )
 
     # -- prompts and generation ------------------------------------------------------
-    def _prompt_ids(self, loaded: _Loaded, messages: Sequence[Message]) -> list[int]:
+    def prompt_ids(self, loaded: _Loaded, messages: Sequence[Message]) -> list[int]:
         """Token ids of the chat-formatted prompt, ending with the assistant header."""
         tok = loaded.tokenizer
         chat = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
@@ -549,7 +555,9 @@ class HFBackend:
         )
         processors = None
         if settings.do_sample:
-            sampler = _sampler_class()(seeds, settings.temperature, settings.top_p, settings.top_k)
+            sampler = seeded_sampler_class()(
+                seeds, settings.temperature, settings.top_p, settings.top_k
+            )
             processors = transformers.LogitsProcessorList([sampler])
         model = loaded.model
         was_training = bool(getattr(model, "training", False))

@@ -34,7 +34,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ import numpy as np
 from orchenv.error import BackendError, ConfigError
 from orchenv.grading import extract_boxed
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
+from orchenv.registry import Registry
 from orchenv.tasks import Task, difficulty_of, stable_uniform
 
 if TYPE_CHECKING:
@@ -188,6 +189,16 @@ def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
     return (
         sum(estimate_tokens(m.get("content", "")) + _MESSAGE_OVERHEAD_TOKENS for m in messages) or 1
     )
+
+
+#: ``task.meta["solution_writer"]`` (default ``"math"``) -> ``writer(task, *, correct, rng) -> str``
+#: that writes an agent's worked solution, right or wrong. Env families register theirs.
+SOLUTION_WRITERS: Registry[str] = Registry("simulated solution writer")
+
+
+def register_solution_writer(kind: str, writer: str | Callable[..., str]) -> None:
+    """Register the worked-solution writer for tasks of ``kind`` (callable or ``"module:attr"``)."""
+    SOLUTION_WRITERS.register(kind, writer)
 
 
 class SimulatedBackend:
@@ -379,10 +390,9 @@ class SimulatedBackend:
             if text is not None:
                 self._texts.move_to_end(key)
                 return text
-        from orchenv.mathgen import worked_solution  # lazy: mathgen is heavier to import
-
+        writer = SOLUTION_WRITERS.resolve(str(task.meta.get("solution_writer", "math")))
         seed_key = hashlib.blake2b(repr((self.seed,) + key).encode(), digest_size=24).digest()
-        text = worked_solution(task, correct=correct, rng=_text_rng(seed_key))
+        text = writer(task, correct=correct, rng=_text_rng(seed_key))
         with self._texts_lock:
             self._texts[key] = text
             while len(self._texts) > self.text_cache_size:

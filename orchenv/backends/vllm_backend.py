@@ -264,6 +264,16 @@ class VLLMBackend:
         """Alias of ``load_weights`` taking ``model.named_parameters()``-style pairs."""
         self.load_weights(named_params, **kwargs)
 
+    def engine(self, model: str | None = None) -> Any:
+        """The ``vllm.LLM`` serving ``model`` (default: the backend's), started on first use.
+
+        For trainers that drive the engine themselves (the GRPO sampler). Raises
+        DependencyError without vllm and BackendError without a GPU.
+        """
+        with self._lock:
+            self._vllm()
+            return self._engine(model or self.model)  # type: ignore[arg-type]
+
     # -- internals ---------------------------------------------------------------------
     def _vllm(self) -> Any:
         """The vllm module (DependencyError naming the extra), then the GPU check."""

@@ -91,7 +91,7 @@ def add_subcommands(sub: Any) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import json
 
-    from orchenv.agents.base import parse_kwargs
+    from orchenv.controllers import parse_kwargs
     from orchenv.eval.harness import EvalConfig, evaluate
     from orchenv.runner import format_summary
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import inspect
 import json
 import logging
@@ -52,7 +51,7 @@ from typing import Any
 import gymnasium as gym
 from tqdm.auto import tqdm
 
-from orchenv.error import ConfigError, DataError, UnknownNameError
+from orchenv.error import ConfigError, DataError
 from orchenv.runner import (
     EpisodeRecord,
     RunSummary,
@@ -161,13 +160,10 @@ class _ControllerSource:
         if callable(spec):
             self.factory, self.seedable = spec, True
             return
-        from orchenv.agents.base import CONTROLLERS
+        from orchenv.controllers import CONTROLLERS
 
-        if spec not in CONTROLLERS:
-            raise UnknownNameError("controller", spec, CONTROLLERS)
-        module_name, attr = CONTROLLERS[spec].split(":")
+        self.cls = CONTROLLERS.resolve(spec)
         self.name = spec
-        self.cls = getattr(importlib.import_module(module_name), attr)
         try:
             self.seedable = "seed" in inspect.signature(self.cls).parameters
         except (TypeError, ValueError):  # a builtin or C callable: no signature to read
@@ -187,7 +183,7 @@ class _ControllerSource:
             return spare[1]
         if self.factory is not None:
             return self.factory(seed)
-        from orchenv.agents.base import make_controller
+        from orchenv.controllers import make_controller
 
         extra = {"seed": seed} if self.seedable else {}
         return make_controller(self.name, **self.kwargs, **extra)  # checks kwargs, clear errors

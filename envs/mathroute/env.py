@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 
 from orchenv.core import OrchestrationEnv
-from orchenv.error import ConfigError, UnknownNameError
-from orchenv.grading import check_math_solution, math_answer
-from orchenv.parsing import Decision, parse_route, parse_verify
-from orchenv.pool import AgentPool, CallContext, Message, make_pool
-from orchenv.rewards import (
+from orchenv.envs.mathroute.rewards import (
     composite_reward,
     routing_reward,
     usage_penalty,
     verification_reward,
 )
+from orchenv.error import ConfigError, UnknownNameError
+from orchenv.grading import check_math_solution, math_answer
+from orchenv.parsing import Decision, parse_route, parse_verify
+from orchenv.pool import AgentPool, CallContext, Message, make_pool
 from orchenv.tasks import Task, TaskSource, make_task_source
 
 ROUTER_SYSTEM = """\

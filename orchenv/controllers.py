@@ -1,12 +1,18 @@
-"""The controller contract and the name registry the CLI builds controllers from."""
+"""The controller contract and the registry the CLI and the eval harness build controllers from.
+
+Controller packages (``orchenv.agents``, env families' own baselines) register their
+classes by name with ``"module:Class"`` strings, so a controller's heavy dependencies
+load only when it is built.
+"""
 
 from __future__ import annotations
 
-import importlib
 import inspect
+import json
 from typing import Any, Protocol, runtime_checkable
 
-from orchenv.error import ConfigError, UnknownNameError
+from orchenv.error import ConfigError
+from orchenv.registry import Registry
 
 
 @runtime_checkable
@@ -27,19 +33,13 @@ class Controller(Protocol):
     def act(self, obs: str, info: dict[str, Any]) -> str: ...
 
 
-# name -> "module:Class"; resolved lazily so heavy controllers import only when used
-CONTROLLERS: dict[str, str] = {
-    "random": "orchenv.agents.baselines:RandomRouter",
-    "env-random": "orchenv.agents.baselines:EnvRandomController",
-    "pool-agent": "orchenv.agents.baselines:PoolAgentController",
-    "single": "orchenv.agents.baselines:SingleAgent",
-    "cascade": "orchenv.agents.baselines:CascadeController",
-    "oracle": "orchenv.agents.baselines:OracleRouter",
-    "knn": "orchenv.agents.routers:KNNRouter",
-    "classifier": "orchenv.agents.routers:ClassifierRouter",
-    "llm": "orchenv.agents.llm:LLMController",
-    "router-r1": "orchenv.agents.llm:RouterR1Controller",
-}
+#: name -> controller class (or ``"module:Class"``), filled by the packages that define them
+CONTROLLERS: Registry[Controller] = Registry("controller")
+
+
+def register_controller(name: str, entry_point: str | type) -> None:
+    """Register a controller class under ``name`` (``orchenv run/eval --controller NAME``)."""
+    CONTROLLERS.register(name, entry_point)
 
 
 def env_label(env: Any) -> str:
@@ -51,31 +51,9 @@ def env_label(env: Any) -> str:
     return str(env_id) if env_id else type(getattr(env, "unwrapped", env)).__name__
 
 
-def require_phase(info: dict[str, Any], controller: str, env: Any = None) -> str:
-    """``info["phase"]`` ("route" or "verify"), or a ConfigError naming what is missing.
-
-    Routing baselines only apply to envs with a route-then-verify protocol (the
-    MathRoute family); on any other env they fail here with a clear message
-    instead of emitting actions that env cannot read.
-    """
-    phase = info.get("phase")
-    if phase in ("route", "verify") and isinstance(info.get("valid_agents"), list):
-        return str(phase)
-    raise ConfigError(
-        f"controller {controller!r} does not apply to {env_label(env)}: it needs info['phase'] "
-        "('route' or 'verify') and info['valid_agents'] (agents weakest first), as "
-        f"orch/MathRoute-v0 provides; this env's info has phase={phase!r} and keys "
-        f"{sorted(info)}. Use a controller written for this env, or 'llm' (which only "
-        "needs info['messages'])."
-    )
-
-
 def make_controller(name: str, **kwargs: Any) -> Controller:
     """Build a registered controller by name, checking kwargs against its signature."""
-    if name not in CONTROLLERS:
-        raise UnknownNameError("controller", name, CONTROLLERS)
-    module_name, attr = CONTROLLERS[name].split(":")
-    cls = getattr(importlib.import_module(module_name), attr)
+    cls = CONTROLLERS.resolve(name)
     params = inspect.signature(cls).parameters
     unknown = [k for k in kwargs if k not in params]
     if unknown:
@@ -88,8 +66,6 @@ def make_controller(name: str, **kwargs: Any) -> Controller:
 
 def parse_kwargs(pairs: list[str]) -> dict[str, Any]:
     """``["k=v", ...]`` from the command line to a dict, values read as JSON when they parse."""
-    import json
-
     out: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:

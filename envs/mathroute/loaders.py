@@ -270,7 +270,7 @@ def load_math_hf(
                 f"could not load split {split!r} of {dataset!r} from the Hugging Face Hub "
                 f"({type(exc).__name__}: {exc}). This machine is probably offline (or the name is "
                 "wrong). Download the data elsewhere and pass local files instead: "
-                "orchenv.loaders.load_math_records('test.jsonl') or "
+                "orchenv.envs.mathroute.loaders.load_math_records('test.jsonl') or "
                 "load_math_splits({'train': 'train.parquet', 'test': 'test.parquet'})."
             ) from exc
         records = [(f"row {i}", r) for i, r in enumerate(ds)]

@@ -5,8 +5,8 @@ the action is the controller's reply. Libraries such as stable-baselines3 need
 vectors and discrete actions, so:
 
 * :class:`DiscreteActions` maps ``Discrete(n_agents + 1)`` to the canonical
-  controller text (:func:`orchenv.agents.baselines.route_text` /
-  :func:`~orchenv.agents.baselines.verdict_text`) and exposes action masks
+  controller text (:func:`orchenv.envs.mathroute.baselines.route_text` /
+  :func:`~orchenv.envs.mathroute.baselines.verdict_text`) and exposes action masks
   (sb3-contrib ``MaskablePPO`` convention);
 * :class:`TextFeatures` turns the text observation into a fixed-size float32
   vector: hashed n-grams of the problem and of the draft under review, numeric
@@ -34,8 +34,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from orchenv.agents.baselines import route_text, verdict_text
 from orchenv.core import OrchestrationEnv
+from orchenv.envs.mathroute.baselines import route_text, verdict_text
 from orchenv.error import ConfigError, DependencyError, EnvStateError
 from orchenv.grading import extract_boxed
 

@@ -2,7 +2,7 @@
 
 Seed 003 (Puppeteer; agent space of appendix B, reward eq. 6) as a Gymnasium environment.
 The paper's formulas were lost in text extraction; the reward follows eq. 6 as restated in
-the class docstring. Tools are offline (``orchenv.tools``): web tools are out of scope.
+the class docstring. Tools are offline (``orchenv.envs.puppeteer.tools``): web tools are out of scope.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import numpy as np
 
 from orchenv.backends.simulated import estimate_prompt_tokens, estimate_tokens
 from orchenv.core import OrchestrationEnv
+from orchenv.envs.puppeteer.tools import SearchIndex, ToolResult, read_file, run_python, search
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import extract_boxed, math_equal
 from orchenv.parsing import extract_tag, match_agent
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
 from orchenv.tasks import Task, stable_uniform
-from orchenv.tools import SearchIndex, ToolResult, read_file, run_python, search
 
 #: appendix B reasoning patterns
 PATTERNS: tuple[str, ...] = (
@@ -581,7 +581,7 @@ class PuppeteerEnv(OrchestrationEnv):
             answer=self.answer or "(none)",
             notice=notice,
         )
-        from orchenv.tools import network_isolation_mode
+        from orchenv.envs.puppeteer.tools import network_isolation_mode
 
         return text, {
             "messages": [{"role": "user", "content": text}],

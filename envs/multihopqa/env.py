@@ -330,7 +330,7 @@ class MultihopQAGame(RoleGame):
         return {"invalid_action": False, "parse_error": None, "stored": stored, "finish": finish}
 
     def _act_searcher(self, text: str) -> dict[str, Any]:
-        from orchenv.multihop import paragraph_index
+        from orchenv.envs.multihopqa.data import paragraph_index
 
         assert self.task is not None
         query = extract_tag(text, "query")
@@ -480,7 +480,7 @@ class MultihopQAEnv(OrchestrationEnv):
     evidence; the Recommender (a pool agent) answers from its routed context;
     an optional Verifier checks the answer. Routers: full context, static
     per-role slices, or RCR (token budgets, importance scores, greedy
-    selection). Offline the pool is simulated (``envs/multihop_agents.py``):
+    selection). Offline the pool is simulated (``envs/multihopqa/agents.py``):
     agents only know what their routed context holds.
 
     ## Action format
@@ -591,7 +591,7 @@ class MultihopQAEnv(OrchestrationEnv):
         if isinstance(self._pool_arg, AgentPool):
             self._pool = self._pool_arg
         elif self._pool_arg == "multihop":
-            from orchenv.envs.multihop_agents import multihop_pool
+            from orchenv.envs.multihopqa.agents import multihop_pool
 
             self._pool = multihop_pool(seed=self.backend_seed, token_counter=self.game._counter())
         else:

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.backends.simulated_executor import (
+from orchenv.core import OrchestrationEnv
+from orchenv.envs.orchmas.executor import (
     BACKEND_NAME,
     ROLE_PREFIX,
     RoleAwareExecutorBackend,
     task_domain,
 )
-from orchenv.core import OrchestrationEnv
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import exact_match, extract_boxed, f1_score, math_equal
 from orchenv.parsing import extract_tag, has_open_tag
@@ -166,10 +166,6 @@ def orchmas_qa_source(*, n_countries: int = 120, seed: int = 0) -> ListTaskSourc
                 )
             )
     return ListTaskSource("orchmas-qa", splits)
-
-
-#: this env's own task-source names (others go to orchenv.tasks.make_task_source)
-ORCHMAS_TASK_SOURCES = {"orchmas-qa": orchmas_qa_source}
 
 
 # -- parsing ------------------------------------------------------------------------
@@ -358,11 +354,7 @@ class OrchMASEnv(OrchestrationEnv):
                 raise UnknownNameError("executor agent", self._executor_arg, names)
             self.executor = self._executor_arg or self._pool.strongest()
         if self._task_source is None:
-            spec = self._task_source_arg
-            if isinstance(spec, str) and spec in ORCHMAS_TASK_SOURCES:
-                self._task_source = ORCHMAS_TASK_SOURCES[spec](**self._task_source_kwargs)
-            else:
-                self._task_source = make_task_source(spec, **self._task_source_kwargs)
+            self._task_source = make_task_source(self._task_source_arg, **self._task_source_kwargs)
             self._task_source.check_split(self.split)
 
     @property
