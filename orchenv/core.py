@@ -1,18 +1,35 @@
-"""``OrchestrationEnv``: the base every orchenv environment shares.
+"""``OrchestrationEnv``: the base every orchenv environment shares; it owns the episode.
 
-It owns what is the same everywhere: text spaces, the turn counter and
-transcript, metering of agent calls, the info schema, invalid-action
-bookkeeping, ``fork()`` for tree rollouts, and guarding against use out of
-order. Subclasses implement ``_reset_episode`` and ``_step_episode``.
+What is the same in every env lives here, once: the text spaces, the common arguments
+(pool, task source, split, ``max_turns``, ``format_penalty``), lazy building of the pool
+and the tasks (no I/O in ``__init__``), normalising the controller's action, the turn
+counter and the transcript, the "your previous reply could not be used" notice, the
+horizon rule, metering of agent calls, the info schema (``orchenv.info``) and ``fork()``.
 
-Info schema (every step; see DESIGN.md): ``messages``, ``cost_usd``,
-``tokens``, ``episode_cost_usd``, ``agent_calls``, ``constraint_costs``,
-``valid_agents``, ``invalid_action``, ``parse_error``, ``turn``, ``calls`` (one
-record per agent call this step: agent, tokens, how they were counted, cost,
-latency, cached/replayed); at the
-episode's end also ``task_id``, ``final_answer``, ``correct`` or ``score``,
-``turns``. ``info["privileged"]`` holds ground truth (e.g. whether a draft
-was right) for analysis and trainers' metrics; policies must not read it.
+A subclass writes only its protocol:
+
+- ``_reset_episode(options) -> dict``: pick the task (``self.pick_task(options)``), set up
+  its state, return env-specific info for the first step;
+- ``_apply(action) -> Outcome``: parse and apply one action (always a clean ``str``);
+  never raise on malformed text, return ``Outcome(error=...)`` instead;
+- ``_messages() -> list[Message]``: the controller's chat messages for the next turn
+  (the base renders them as the one-string observation and adds the notice);
+- ``_summary() -> dict``: the episode's result (``final_answer``, ``correct`` or
+  ``score``, ``metrics``), called once when the episode ends;
+- ``demo_action(rng)``: a random well-formed action (tests, docs, ``env-random``).
+
+Episode end, one rule for every env
+-----------------------------------
+``terminated=True`` when the controller's action was itself terminal (it answered,
+accepted, stopped, bought, finished the task) or left nothing to do; ``truncated=True``
+when turn ``max_turns`` passed without such a decision (the episode was cut short). Both
+end the episode; the final state is graded either way and ``info`` carries the summary.
+
+Format penalty
+--------------
+An action the env cannot use (``Outcome.error``) uses up its turn, changes nothing, and
+adds ``format_penalty`` to that step's reward; the next observation repeats the request
+with the error.
 """
 
 from __future__ import annotations
@@ -20,79 +37,201 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 
-from orchenv.error import EnvStateError
-from orchenv.pool import AgentPool, CallContext, Completion, Message, UsageMeter
+from orchenv.error import ConfigError, EnvStateError
+from orchenv.info import StepInfo
+from orchenv.pool import (
+    NO_AGENTS,
+    AgentPool,
+    CallContext,
+    Completion,
+    Message,
+    UsageMeter,
+    make_pool,
+)
 from orchenv.spaces import AnyText
+from orchenv.tasks import Task, TaskSource, make_task_source
+
+#: what the notice after an unusable action says after the parse error
+DEFAULT_FORMAT_REMINDER = "Reply again in the required format."
+
+
+@dataclass
+class Outcome:
+    """What one controller action did (returned by a subclass's ``_apply``).
+
+    Attributes:
+        reward: the step's reward before any format penalty.
+        done: the action was terminal (final answer, accept, stop, buy, task finished).
+        error: why the action could not be used; ``None`` for a usable action. The base
+            adds ``format_penalty``, sets ``info["invalid_action"]`` and shows the notice.
+        info: env-specific info for this step.
+    """
+
+    reward: float = 0.0
+    done: bool = False
+    error: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def normalize_action(action: Any) -> str:
+    """The controller's action as a clean ``str``: any other type becomes a short marker,
+    lone surrogates (which no encoder accepts) become U+FFFD. Done once, before any state
+    changes, so nothing downstream has to guard against either."""
+    if not isinstance(action, str):
+        return "" if action is None else f"<non-text action of type {type(action).__name__}>"
+    try:
+        action.encode("utf-8")
+    except UnicodeEncodeError:
+        action = action.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return action
 
 
 class OrchestrationEnv(gym.Env[str, str], ABC):
-    """Text-in, text-out environment around an agent pool.
+    """Text-in, text-out environment around an agent pool (see the module docstring).
 
-    Subclasses set ``self.pool`` (lazily is fine) and implement
-    ``_reset_episode(options) -> (obs, info_extra)`` and
-    ``_step_episode(action) -> (obs, reward, terminated, truncated, info_extra)``.
+    Args (common to every env; subclasses document them in their ``Arguments`` section):
+        pool: a preset name, a pool file, an ``AgentPool``, or ``None`` for envs where the
+            learner acts alone.
+        task_source: a registered task-source name or a ``TaskSource``.
+        task_source_kwargs: arguments for a named task source.
+        split: the split episodes draw tasks from.
+        max_turns: the horizon, in controller turns.
+        format_penalty: added to the reward of a step whose action could not be used.
+        backend, backend_kwargs: override the pool's backends (e.g. ``"openai"``).
+        max_obs_chars: longer observations keep their head and tail.
+        render_mode: ``None`` or ``"ansi"`` (the transcript).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012
-    #: attributes that ``fork()`` shares instead of copying (backends, datasets)
+    #: attributes that ``fork()`` shares instead of copying (backends, datasets, indexes)
     _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source")
+    #: appended to the notice that follows an unusable action
+    format_reminder: ClassVar[str] = DEFAULT_FORMAT_REMINDER
 
-    def __init__(self, *, max_obs_chars: int = 1_000_000, render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        pool: str | AgentPool | None = None,
+        task_source: str | TaskSource | None = None,
+        task_source_kwargs: Mapping[str, Any] | None = None,
+        split: str = "train",
+        max_turns: int = 1,
+        format_penalty: float = 0.0,
+        backend: str | None = None,
+        backend_kwargs: Mapping[str, Any] | None = None,
+        max_obs_chars: int = 1_000_000,
+        render_mode: str | None = None,
+    ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode {render_mode!r} is not supported; use one of {self.metadata['render_modes']}"
             )
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+            raise ConfigError(f"max_turns must be an int >= 1, got {max_turns!r}")
         self.render_mode = render_mode
         self.observation_space = AnyText(max_length=max_obs_chars)
         self.action_space = AnyText(max_length=max_obs_chars)
         self.max_obs_chars = max_obs_chars
+        self.max_turns = max_turns
+        self.format_penalty = float(format_penalty)
+        self.split = split
+        self._pool_arg = pool
+        self._task_source_arg = task_source
+        self._task_source_kwargs = dict(task_source_kwargs or {})
+        self._backend = backend
+        self._backend_kwargs = dict(backend_kwargs or {})
         self._pool: AgentPool | None = None
-        self._task_source: Any = None
+        self._task_source: TaskSource | None = None
         self._started = False
         self._done = False
         self.turn = 0
         self.transcript: list[dict[str, Any]] = []
+        self.notice = ""
         self.meter = UsageMeter()
         self._step_meter = UsageMeter()
         self._step_calls: list[dict[str, Any]] = []
         self._consulted: list[Completion] = []
-        self.task: Any = None  # the current Task; subclasses set it in _reset_episode
-        self._last_obs = ""
-        self._last_messages: list[Message] = []
+        self.task: Task | None = None
 
-    # -- subclass hooks -------------------------------------------------------
+    # -- the protocol a subclass writes ------------------------------------------------
     @abstractmethod
-    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        """Start an episode; return the first observation and env-specific info."""
+    def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Start an episode (set ``self.task``); return env-specific info for ``reset``."""
 
     @abstractmethod
-    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Apply one controller action (always a str); never raise on malformed text."""
+    def _apply(self, action: str) -> Outcome:
+        """Parse and apply one action; never raise on malformed text."""
+
+    @abstractmethod
+    def _messages(self) -> list[Message]:
+        """The controller's chat messages for the next turn (without the notice)."""
+
+    @abstractmethod
+    def _summary(self) -> dict[str, Any]:
+        """The episode's result: ``final_answer``, ``correct`` or ``score``, ``metrics``."""
 
     @abstractmethod
     def demo_action(self, rng: np.random.Generator) -> str:
         """A random well-formed action for the current state.
 
-        Used by the shared test suite (determinism, ``fork()``), by docs and by smoke tests
-        of new envs: every env says what a valid move looks like.
+        Used by the shared test suite (determinism, ``fork()``), by docs, by the
+        ``env-random`` controller and by smoke tests of new envs.
         """
 
-    def valid_agents(self) -> list[str]:
-        """Agents the controller may call now (drives action masks)."""
-        return list(self.pool.names) if self._pool is not None else []
+    def _observation_info(self) -> dict[str, Any]:
+        """Env-specific info that describes the next observation (e.g. its phase)."""
+        return {}
+
+    # -- lazily built collaborators (no I/O in __init__) --------------------------------
+    def _build_pool(self) -> AgentPool:
+        """The agent pool, built on first use from the ``pool`` argument."""
+        if self._pool_arg is None:
+            return NO_AGENTS
+        return make_pool(self._pool_arg, backend=self._backend, backend_kwargs=self._backend_kwargs)
+
+    def _build_task_source(self) -> TaskSource:
+        """The task source, built on first use from the ``task_source`` argument."""
+        if self._task_source_arg is None:
+            raise ConfigError(f"{type(self).__name__} needs a task_source")
+        return make_task_source(self._task_source_arg, **self._task_source_kwargs)
 
     @property
     def pool(self) -> AgentPool:
         if self._pool is None:
-            raise EnvStateError("this environment has no agent pool yet; call reset() first")
+            self._pool = self._build_pool()
         return self._pool
 
-    # -- Gymnasium API --------------------------------------------------------
+    @property
+    def task_source(self) -> TaskSource:
+        if self._task_source is None:
+            source = self._build_task_source()
+            source.check_split(self.split)
+            self._task_source = source
+        return self._task_source
+
+    def valid_agents(self) -> list[str]:
+        """Agents the controller may call now (drives action masks)."""
+        return list(self.pool.names)
+
+    # -- state that outlives an episode ----------------------------------------------------
+    def lifetime_state(self) -> dict[str, Any] | None:
+        """State that carries from one episode to the next (e.g. a usage ledger), or ``None``.
+
+        The evaluation harness logs it after each episode and restores it on resume, so a
+        resumed run is exact without knowing any env's internals.
+        """
+        return None
+
+    def load_lifetime_state(self, state: Mapping[str, Any] | None) -> None:
+        """Restore what ``lifetime_state`` returned (``None``: start fresh)."""
+
+    # -- Gymnasium API --------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
@@ -100,12 +239,16 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self._started, self._done = True, False
         self.turn = 0
         self.transcript = []
+        self.notice = ""
         self.meter = UsageMeter()
         self._step_meter = UsageMeter()
         self._step_calls = []
         self._consulted = []
-        obs, extra = self._reset_episode(dict(options or {}))
-        return self._finish(obs, extra, invalid=False, parse_error=None)
+        self.task = None
+        extra = self._reset_episode(dict(options or {}))
+        if self.task is not None:
+            extra.setdefault("task_id", self.task.id)
+        return self._finish(extra, invalid=False, parse_error=None)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if not self._started:
@@ -114,34 +257,51 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             raise EnvStateError(
                 "step() called after the episode ended (terminated or truncated); call reset()"
             )
+        action = normalize_action(action)
         self._step_meter = UsageMeter()
         self._step_calls = []
         for completion in self._consulted:  # calls the controller made since the last step
             self._step_meter.record(completion)
             self._step_calls.append({**self._call_record(completion), "consult": True})
         self._consulted = []
-        if not isinstance(action, str):
-            action = "" if action is None else f"<non-text action of type {type(action).__name__}>"
-        obs, reward, terminated, truncated, extra = self._step_episode(action)
+        self.turn += 1
+        self.transcript.append({"turn": self.turn, "role": "controller", "text": action})
+        outcome = self._apply(action)
+        reward = float(outcome.reward)
+        if outcome.error is not None:
+            reward += self.format_penalty
+            self.notice = outcome.error or "malformed reply."
+        else:
+            self.notice = ""
+        terminated = bool(outcome.done)
+        truncated = not terminated and self.turn >= self.max_turns
         self._done = terminated or truncated
-        invalid = bool(extra.pop("invalid_action", False))
-        parse_error = extra.pop("parse_error", None)
-        obs, info = self._finish(obs, extra, invalid=invalid, parse_error=parse_error)
-        return obs, float(reward), bool(terminated), bool(truncated), info
+        extra: dict[str, Any] = {}
+        if self.task is not None:
+            extra["task_id"] = self.task.id
+        extra.update(outcome.info)
+        if self._done:
+            extra.update(self._summary())
+            extra["turns"] = self.turn
+        obs, info = self._finish(
+            extra, invalid=outcome.error is not None, parse_error=outcome.error
+        )
+        return obs, reward, terminated, truncated, info
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
-        lines = []
-        for entry in self.transcript:
-            lines.append(f"[turn {entry.get('turn')}] {entry.get('role')}: {entry.get('text', '')}")
-        return "\n".join(lines)
+        return "\n".join(
+            f"[turn {e.get('turn')}] {e.get('role')}: {e.get('text', '')}" for e in self.transcript
+        )
 
-    # -- helpers for subclasses -------------------------------------------------
+    # -- helpers for subclasses -------------------------------------------------------------
     def call_agent(
-        self, name: str, messages: Sequence[Message], context: CallContext
+        self, name: str, messages: Sequence[Message], context: CallContext | None = None
     ) -> Completion:
         """Call a pool agent, meter it for this step and the episode, log it in the transcript."""
+        if context is None:
+            context = CallContext(task=self.task, turn=self.turn)
         completion = self.pool.call(name, messages, context)
         self.meter.record(completion)
         self._step_meter.record(completion)
@@ -156,36 +316,24 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         )
         return completion
 
-    def pick_task(self, options: Mapping[str, Any]) -> Any:
+    def pick_task(self, options: Mapping[str, Any]) -> Task:
         """The episode's task: ``options["task_id"]``, ``options["task_index"]`` into
-        ``self.split``, or a draw from the split with the env's ``np_random``.
-
-        For envs with a ``task_source`` property and a ``split`` attribute.
-        """
-        source = self.task_source  # type: ignore[attr-defined]
-        split = self.split  # type: ignore[attr-defined]
+        ``self.split``, or a draw from the split with the env's ``np_random``."""
+        source = self.task_source
         if "task_id" in options:
             return source.by_id(str(options["task_id"]))
         if "task_index" in options:
-            return source.get(split, int(options["task_index"]))
-        return source.sample(split, self.np_random)
+            return source.get(self.split, int(options["task_index"]))
+        return source.sample(self.split, self.np_random)
+
+    def turn_line(self, unit: str = "Turn") -> str:
+        """``(Turn t of T.)`` for the turn about to be played."""
+        return f"({unit} {self.turn + 1} of {self.max_turns}.)"
 
     @staticmethod
     def render_messages(messages: Sequence[Message]) -> str:
         """Chat messages as the one-string observation (contents joined by blank lines)."""
         return "\n\n".join(m["content"] for m in messages)
-
-    @staticmethod
-    def _call_record(completion: Completion) -> dict[str, Any]:
-        return {
-            "agent": completion.agent,
-            "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens,
-            "token_source": completion.token_source,
-            "cost_usd": completion.cost_usd,
-            "latency_s": completion.latency_s,
-            "cached": completion.cached,
-        }
 
     def consult(self, name: str, messages: Sequence[Message]) -> Completion:
         """Call a pool agent on the controller's behalf (a verifier, self-consistency samples).
@@ -198,8 +346,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         """
         if not self._started or self._done:
             raise EnvStateError("consult() needs an episode in progress; call reset() first")
-        context = CallContext(task=self.task, turn=self.turn)
-        completion = self.pool.call(name, messages, context)
+        completion = self.pool.call(name, messages, CallContext(task=self.task, turn=self.turn))
         self.meter.record(completion)
         self._consulted.append(completion)
         self.transcript.append(
@@ -209,10 +356,35 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
 
     def constraint_costs(self) -> np.ndarray:
         """Per-agent call indicator (counts) for this step, in pool order (weakest first)."""
-        if self._pool is None:
-            return np.zeros(0, dtype=np.float32)
         calls = self._step_meter.calls
-        return np.array([calls.get(n, 0) for n in self._pool.names], dtype=np.float32)
+        return np.array([calls.get(n, 0) for n in self.pool.names], dtype=np.float32)
+
+    # -- internals ------------------------------------------------------------------------------
+    @staticmethod
+    def _call_record(completion: Completion) -> dict[str, Any]:
+        return {
+            "agent": completion.agent,
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            "token_source": completion.token_source,
+            "cost_usd": completion.cost_usd,
+            "latency_s": completion.latency_s,
+            "cached": completion.cached,
+        }
+
+    def _with_notice(self, messages: list[Message]) -> list[Message]:
+        """The messages with the unusable-action notice appended to the last user message."""
+        if not self.notice:
+            return messages
+        text = f"Your previous reply could not be used: {self.notice} {self.format_reminder}"
+        out = [dict(m) for m in messages]
+        for m in reversed(out):
+            if m.get("role") == "user":
+                m["content"] = f"{m['content']}\n\n{text}"
+                break
+        else:
+            out.append({"role": "user", "content": text})
+        return out  # type: ignore[return-value]
 
     def _truncate_obs(self, obs: str) -> str:
         if len(obs) <= self.max_obs_chars:
@@ -222,11 +394,13 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         return obs[: keep // 2] + marker + obs[-(keep - keep // 2) :]
 
     def _finish(
-        self, obs: str, extra: dict[str, Any], *, invalid: bool, parse_error: str | None
+        self, extra: dict[str, Any], *, invalid: bool, parse_error: str | None
     ) -> tuple[str, dict[str, Any]]:
-        obs = self._truncate_obs(obs)
-        messages = extra.pop("messages", None) or [{"role": "user", "content": obs}]
-        info: dict[str, Any] = {
+        """The observation (the would-be next prompt, also at the episode's end, for logs)
+        and the step's info in the schema of ``orchenv.info.StepInfo``."""
+        messages = self._with_notice(self._messages())
+        obs = self._truncate_obs(self.render_messages(messages))
+        info: StepInfo = {
             "messages": messages,
             "turn": self.turn,
             "cost_usd": self._step_meter.cost_usd,
@@ -242,11 +416,12 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             "invalid_action": invalid,
             "parse_error": parse_error,
         }
-        info.update(extra)
-        self._last_obs, self._last_messages = obs, messages
-        return obs, info
+        out: dict[str, Any] = dict(info)
+        out.update(self._observation_info())
+        out.update(extra)
+        return obs, out
 
-    # -- tree rollouts -----------------------------------------------------------
+    # -- tree rollouts ----------------------------------------------------------------------------
     def fork(self) -> OrchestrationEnv:
         """An independent copy in the same state, sharing the pool's backends and the tasks.
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from orchenv.error import ConfigError, DataError, UnknownNameError
 from orchenv.registry import Registry
+from orchenv.seeding import stable_uniform
 
 
 @dataclass(frozen=True)
@@ -215,11 +216,3 @@ def difficulty_of(task: Task) -> float:
         return u
     level = min(max(level, 1), 5)
     return (level - 1 + u) / 5.0
-
-
-def stable_uniform(*key: object) -> float:
-    """A uniform float in [0, 1) that depends only on ``key`` (not on Python's hash seed)."""
-    import hashlib
-
-    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0**64

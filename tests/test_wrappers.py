@@ -62,9 +62,9 @@ def _rollout(env: gym.Env, seed: int, actions: list[int]) -> list[np.ndarray]:
     obs, _ = env.reset(seed=seed)
     out = [obs]
     for action in actions:
-        obs, _, terminated, _, _ = env.step(action)
+        obs, _, terminated, truncated, _ = env.step(action)
         out.append(obs)
-        if terminated:
+        if terminated or truncated:
             obs, _ = env.reset()
             out.append(obs)
     return out

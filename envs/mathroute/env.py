@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv
+from orchenv.core import OrchestrationEnv, Outcome
 from orchenv.envs.mathroute.rewards import (
     composite_reward,
     routing_reward,
@@ -23,8 +23,8 @@ from orchenv.envs.mathroute.rewards import (
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, math_answer
 from orchenv.parsing import Decision, parse_route, parse_verify
-from orchenv.pool import AgentPool, CallContext, Message, make_pool
-from orchenv.tasks import Task, TaskSource, make_task_source
+from orchenv.pool import AgentPool, CallContext, Message
+from orchenv.tasks import TaskSource
 
 ROUTER_SYSTEM = """\
 You coordinate a team of math solvers of different strength. Read the problem and decide \
@@ -79,8 +79,8 @@ class MathRouteEnv(OrchestrationEnv):
     after False, ``<model>NAME</model>`` naming a stronger solver (any solver
     when ``require_stronger=False``). When no stronger solver is left, a bare
     False ends the episode. Parsing rules: ``orchenv.parsing``. A malformed
-    action costs ``format_penalty``, uses up the turn, calls nobody, and the
-    next observation repeats the request with the parse error.
+    action adds ``format_penalty`` to the step's reward, uses up the turn, calls
+    nobody, and the next observation repeats the request with the parse error.
 
     ## Observation
     The controller prompt for this turn as one string (system instructions,
@@ -98,21 +98,38 @@ class MathRouteEnv(OrchestrationEnv):
     methods that learn the multipliers themselves.
 
     ## Episode end
-    Terminated when the controller accepts a draft, rejects with nobody
-    stronger left, or after ``max_turns`` controller turns (default 3, Table 9;
-    a fixed horizon of the MDP, hence ``terminated`` rather than ``truncated``).
-    The final answer is the last solver response. ``info`` then carries
-    ``task_id``, ``final_answer``, ``correct``, ``turns`` and usage figures.
+    ``terminated`` when the controller accepts a draft or rejects with nobody
+    stronger left; ``truncated`` when ``max_turns`` controller turns (default 3,
+    Table 9) pass without that decision. Either way the final answer is the last
+    solver response and ``info`` carries ``task_id``, ``final_answer``,
+    ``correct``, ``turns``, usage figures and ``metrics`` (``false_rejections``,
+    ``false_acceptances``: verdicts that contradict the draft's correctness).
 
     ## Arguments
-    See ``__init__``. Usage constraints c_i (0.25 / 0.5 / 1) are reported; with
-    ``enforce_usage_constraints=True`` (the evaluation protocol of section
-    4.2) each solver may be called at most ``c_i * usage_budget_queries`` times
-    over the env's lifetime and calls beyond that go to the next-best solver
-    with budget left.
+    - ``pool``: preset name (``"system1"``, ``"system2"``), pool file or ``AgentPool``.
+    - ``task_source``, ``task_source_kwargs``, ``split``: where problems come from
+      (default: procedural math, ``"train"``).
+    - ``max_turns``: controller turns per episode (default 3, Table 9).
+    - ``alpha``: weight of routing vs verification in eq. (3) (default 0.5).
+    - ``route_reward``, ``verify_reward``: the values of r^R and r^V (default 1).
+    - ``use_lagrangian``, ``lagrange_multipliers``: the per-agent lambda_a
+      (default: the preset's Table 9 values; ``use_lagrangian=False`` zeroes them).
+    - ``usage_constraints``: the per-agent usage shares c_i (default: the preset's
+      0.25 / 0.5 / 1, strongest first). With ``enforce_usage_constraints=True``
+      (the evaluation protocol of section 4.2) each solver may be called at most
+      ``c_i * usage_budget_queries`` times over the env's lifetime and calls beyond
+      that go to the next-best solver with budget left.
+    - ``require_stronger``: a rejection must name a stronger solver (default True).
+    - ``format_penalty``: added to a step whose action cannot be parsed (default -1).
+    - ``backend``, ``backend_kwargs``: override the pool's backends.
+    - ``max_feedback_chars``: how much of the critique reaches the next solver.
+    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Version history
-    - v0: initial version.
+    - v0: initial version. Since the one-shape refactor, reaching ``max_turns``
+      without a decision is ``truncated`` (it was ``terminated``), and the format
+      penalty is *added* to the step's reward (it replaced it; the same number,
+      since an unusable action earns nothing else).
     """
 
     def __init__(
@@ -139,9 +156,18 @@ class MathRouteEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        super().__init__(
+            pool=pool,
+            task_source=task_source,
+            task_source_kwargs=task_source_kwargs,
+            split=split,
+            max_turns=max_turns,
+            format_penalty=format_penalty,
+            backend=backend,
+            backend_kwargs=backend_kwargs,
+            max_obs_chars=max_obs_chars,
+            render_mode=render_mode,
+        )
         if not 0.0 <= alpha <= 1.0:
             raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
         if enforce_usage_constraints and (usage_budget_queries is None or usage_budget_queries < 1):
@@ -149,13 +175,6 @@ class MathRouteEnv(OrchestrationEnv):
                 "enforce_usage_constraints=True needs usage_budget_queries (the number of "
                 "queries the budgets are shares of, e.g. the evaluation set size)"
             )
-        self._pool_arg = pool
-        self._task_source_arg = task_source
-        self._task_source_kwargs = dict(task_source_kwargs or {})
-        self._backend = backend
-        self._backend_kwargs = dict(backend_kwargs or {})
-        self.split = split
-        self.max_turns = max_turns
         self.alpha = alpha
         self.route_value = route_reward
         self.verify_value = verify_reward
@@ -163,41 +182,27 @@ class MathRouteEnv(OrchestrationEnv):
         self._multipliers_arg = lagrange_multipliers
         self._constraints_arg = usage_constraints
         self.require_stronger = require_stronger
-        self.format_penalty = format_penalty
         self.enforce_usage_constraints = enforce_usage_constraints
         self.usage_budget_queries = usage_budget_queries
         self.max_feedback_chars = max_feedback_chars
         # episode state
-        self.task: Task | None = None
         self.draft: str | None = None
         self.draft_agent: str | None = None
         self.draft_correct: bool | None = None
-        self._notice = ""
+        self.verdict_errors = {"false_rejections": 0, "false_acceptances": 0}
         self._system_cache: dict[str | None, str] = {}
         self.ledger: dict[str, int] = {}  # calls per agent over the env's lifetime (enforcement)
 
-    # -- lazily built collaborators (no I/O in __init__) -----------------------------
-    def _ensure_built(self) -> None:
-        if self._pool is None:
-            self._pool = make_pool(
-                self._pool_arg, backend=self._backend, backend_kwargs=self._backend_kwargs
-            )
-            names = self._pool.names
-            for label, table in (
-                ("lagrange_multipliers", self._multipliers_arg),
-                ("usage_constraints", self._constraints_arg),
-            ):
-                for key in table or {}:
-                    if key not in names:
-                        raise UnknownNameError(f"agent in {label}", key, names)
-        if self._task_source is None:
-            self._task_source = make_task_source(self._task_source_arg, **self._task_source_kwargs)
-            self._task_source.check_split(self.split)
-
-    @property
-    def task_source(self) -> TaskSource:
-        self._ensure_built()
-        return self._task_source
+    def _build_pool(self) -> AgentPool:
+        pool = super()._build_pool()
+        for label, table in (
+            ("lagrange_multipliers", self._multipliers_arg),
+            ("usage_constraints", self._constraints_arg),
+        ):
+            for key in table or {}:
+                if key not in pool.names:
+                    raise UnknownNameError(f"agent in {label}", key, pool.names)
+        return pool
 
     @property
     def multipliers(self) -> dict[str, float]:
@@ -214,11 +219,16 @@ class MathRouteEnv(OrchestrationEnv):
         return dict(self.pool.usage_constraints)
 
     def valid_agents(self) -> list[str]:
-        if self._pool is None:
-            return []
         if self.draft_agent is None or not self.require_stronger:
             return list(self.pool.names)
         return list(self.pool.stronger_than(self.draft_agent))
+
+    def lifetime_state(self) -> dict[str, Any] | None:
+        """The usage ledger, when budgets are enforced (it binds across episodes)."""
+        return {"ledger": dict(self.ledger)} if self.enforce_usage_constraints else None
+
+    def load_lifetime_state(self, state: Mapping[str, Any] | None) -> None:
+        self.ledger = {str(k): int(v) for k, v in dict((state or {}).get("ledger") or {}).items()}
 
     def demo_action(self, rng: np.random.Generator) -> str:
         """Route to a random agent, or give a random verdict (rejecting to a random stronger one)."""
@@ -255,9 +265,9 @@ class MathRouteEnv(OrchestrationEnv):
         self._system_cache[key] = prompt
         return prompt
 
-    def _controller_messages(self) -> list[Message]:
+    def _messages(self) -> list[Message]:
         assert self.task is not None
-        turn_line = f"(Turn {self.turn + 1} of {self.max_turns}.)"
+        turn_line = self.turn_line()
         if self.draft_agent is None:
             user = f"Problem:\n{self.task.prompt}\n\n{turn_line}"
         else:
@@ -265,8 +275,6 @@ class MathRouteEnv(OrchestrationEnv):
                 f"Problem:\n{self.task.prompt}\n\n"
                 f"Proposed solution from {self.draft_agent}:\n{self.draft}\n\n{turn_line}"
             )
-        if self._notice:
-            user += f"\n\nYour previous reply could not be used: {self._notice} Reply again in the required format."
         return [
             {"role": "system", "content": self._system_prompt()},
             {"role": "user", "content": user},
@@ -285,23 +293,17 @@ class MathRouteEnv(OrchestrationEnv):
             user += "\n\nWrite a complete, corrected solution."
         return [{"role": "system", "content": SOLVER_SYSTEM}, {"role": "user", "content": user}]
 
-    def _observation(self) -> tuple[str, dict[str, Any]]:
-        messages = self._controller_messages()
-        phase = "route" if self.draft_agent is None else "verify"
-        return self.render_messages(messages), {"messages": messages, "phase": phase}
+    def _observation_info(self) -> dict[str, Any]:
+        return {"phase": "route" if self.draft_agent is None else "verify"}
 
     # -- episode ------------------------------------------------------------------------
-    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        self._ensure_built()
+    def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
         if options.get("reset_usage_ledger"):
             self.ledger = {}
         self.task = self.pick_task(options)
         self.draft = self.draft_agent = self.draft_correct = None
-        self._notice = ""
-        obs, extra = self._observation()
-        extra["task_id"] = self.task.id
-        extra["privileged"] = {"draft_correct": None}
-        return obs, extra
+        self.verdict_errors = {"false_rejections": 0, "false_acceptances": 0}
+        return {"privileged": {"draft_correct": None}}
 
     def _resolve_budget(self, agent: str) -> str:
         """The agent that actually serves a call to ``agent`` under enforced usage budgets."""
@@ -344,10 +346,9 @@ class MathRouteEnv(OrchestrationEnv):
             extra["rerouted_from"] = requested
         return agent, correct, extra
 
-    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _apply(self, action: str) -> Outcome:
         assert self.task is not None
-        first_turn = self.draft_agent is None
-        if first_turn:
+        if self.draft_agent is None:
             decision = parse_route(action, self.pool.names)
         else:
             decision = parse_verify(
@@ -356,41 +357,36 @@ class MathRouteEnv(OrchestrationEnv):
                 self.valid_agents(),
                 require_stronger=self.require_stronger,
             )
-        self.turn += 1
-        self.transcript.append({"turn": self.turn, "role": "controller", "text": action})
-        extra: dict[str, Any] = {"task_id": self.task.id}
+        info: dict[str, Any] = {}
         # ground truth for analysis and privileged baselines; never for policies
         privileged: dict[str, Any] = {"judged_draft_correct": self.draft_correct}
-        terminated = False
-        if not decision.ok:
-            reward = self.format_penalty
-            self._notice = decision.error or "malformed reply."
-            extra.update(invalid_action=True, parse_error=decision.error)
-            components = {"route": 0.0, "verify": 0.0, "usage_penalty": 0.0, "format": reward}
+        if decision.ok:
+            reward, components, done = self._apply_decision(decision, info, privileged)
+            error = None
         else:
-            self._notice = ""
-            reward, components, terminated = self._apply(decision, extra, privileged)
-        if self.turn >= self.max_turns:
-            terminated = True
-        extra["reward_components"] = components
+            reward, done, error = 0.0, False, decision.error or "malformed reply."
+            components = {"route": 0.0, "verify": 0.0, "usage_penalty": 0.0}
+        components["format"] = 0.0 if error is None else self.format_penalty
+        info["reward_components"] = components
         privileged["draft_correct"] = self.draft_correct  # the draft the next turn reviews
-        extra["privileged"] = privileged
-        if terminated:
-            extra.update(self._episode_summary())
-        obs, obs_extra = self._observation()  # at the end: the would-be next prompt, for logging
-        extra.update(obs_extra)
-        return obs, reward, terminated, False, extra
+        info["privileged"] = privileged
+        return Outcome(reward=reward, done=done, error=error, info=info)
 
-    def _apply(
+    def _apply_decision(
         self, decision: Decision, extra: dict[str, Any], privileged: dict[str, Any]
     ) -> tuple[float, dict[str, float], bool]:
         """Execute a well-formed decision; return (reward, components, terminated)."""
+        if decision.verdict is not None and self.draft_correct is not None:
+            if decision.verdict is False and self.draft_correct:
+                self.verdict_errors["false_rejections"] += 1
+            elif decision.verdict is True and not self.draft_correct:
+                self.verdict_errors["false_acceptances"] += 1
         r_verify = verification_reward(
             decision.verdict, self.draft_correct, value=self.verify_value
         )
         extra["verdict"] = decision.verdict
         if decision.agent is None:  # accept, or reject with nobody stronger left: stop
-            components = {"route": 0.0, "verify": r_verify, "usage_penalty": 0.0, "format": 0.0}
+            components = {"route": 0.0, "verify": r_verify, "usage_penalty": 0.0}
             return composite_reward(0.0, r_verify, alpha=self.alpha), components, True
         agent, correct, call_extra = self._call(decision.agent, decision.feedback)
         extra.update(call_extra)
@@ -398,17 +394,17 @@ class MathRouteEnv(OrchestrationEnv):
         r_route = routing_reward(correct, value=self.route_value)
         penalty = usage_penalty(agent, self.multipliers)
         reward = composite_reward(r_route - penalty, r_verify, alpha=self.alpha)
-        components = {"route": r_route, "verify": r_verify, "usage_penalty": penalty, "format": 0.0}
+        components = {"route": r_route, "verify": r_verify, "usage_penalty": penalty}
         return reward, components, False
 
-    def _episode_summary(self) -> dict[str, Any]:
+    def _summary(self) -> dict[str, Any]:
         assert self.task is not None
         final = self.draft
         return {
             "final_response": final,
             "final_answer": math_answer(final) if final else None,
             "correct": bool(self.draft_correct),
-            "turns": self.turn,
             "usage_constraints": self.usage_constraints,
             "level": self.task.level,
+            "metrics": {k: float(v) for k, v in self.verdict_errors.items()},
         }

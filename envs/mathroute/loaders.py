@@ -20,7 +20,8 @@ from typing import Any
 
 from orchenv.error import ConfigError, DataError, DependencyError, UnknownNameError, require
 from orchenv.grading import extract_boxed
-from orchenv.tasks import ListTaskSource, Task, TaskSource, stable_uniform
+from orchenv.seeding import stable_uniform
+from orchenv.tasks import ListTaskSource, Task, TaskSource
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ which the verification half of seed 000's controller needs.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import re
@@ -37,7 +36,8 @@ import numpy as np
 
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import extract_boxed, math_equal
-from orchenv.tasks import GeneratedTaskSource, Task, stable_uniform
+from orchenv.seeding import stable_int, stable_uniform
+from orchenv.tasks import GeneratedTaskSource, Task
 
 logger = logging.getLogger(__name__)
 
@@ -1940,11 +1940,6 @@ FAMILIES: tuple[str, ...] = tuple(_FAMILIES)
 """Names of the procedural problem families, in registry order."""
 
 
-def _key_int(*key: object) -> int:
-    """A 64-bit integer that depends only on ``key`` (stable across processes)."""
-    return int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=8).digest(), "big")
-
-
 def _split_of(fam: _Family, params: dict[str, Any]) -> str:
     """The split a problem belongs to, hashed from its text with phrasing fixed.
 
@@ -2011,7 +2006,7 @@ class ProceduralMathSource(GeneratedTaskSource):
         u = stable_uniform("procmath-family", self.seed, split, index)
         fam = self._families[min(int(u * len(self._families)), len(self._families) - 1)]
         for attempt in range(_MAX_ATTEMPTS):
-            rng = np.random.default_rng(_key_int("procmath", self.seed, split, index, attempt))
+            rng = np.random.default_rng(stable_int("procmath", self.seed, split, index, attempt))
             params = fam.sample(_Draw(rng), level)
             if _split_of(fam, params) == split:
                 break

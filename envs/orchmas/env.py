@@ -27,7 +27,8 @@ from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import exact_match, extract_boxed, f1_score, math_equal
 from orchenv.parsing import extract_tag, has_open_tag
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Message, make_pool
-from orchenv.tasks import ListTaskSource, Task, TaskSource, make_task_source, stable_uniform
+from orchenv.seeding import stable_uniform
+from orchenv.tasks import ListTaskSource, Task, TaskSource, make_task_source
 
 CONTROLLER_SYSTEM = """\
 You orchestrate an external language model (the executor) to answer a question. You never \

@@ -41,7 +41,8 @@ from orchenv.backends.simulated import (
 from orchenv.error import BackendError
 from orchenv.grading import extract_boxed
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
-from orchenv.tasks import Task, stable_uniform
+from orchenv.seeding import stable_uniform
+from orchenv.tasks import Task
 
 #: name of this backend in env-built pools
 BACKEND_NAME = "orchmas-executor"

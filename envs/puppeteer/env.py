@@ -23,7 +23,8 @@ from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import extract_boxed, math_equal
 from orchenv.parsing import extract_tag, match_agent
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
-from orchenv.tasks import Task, stable_uniform
+from orchenv.seeding import stable_uniform
+from orchenv.tasks import Task
 
 #: appendix B reasoning patterns
 PATTERNS: tuple[str, ...] = (

@@ -124,14 +124,12 @@ def _deps() -> tuple[Any, Any]:
     return torch, transformers
 
 
-def transformers_version(transformers: Any) -> tuple[int, int]:
-    """(major, minor) of the transformers module, for keyword renames across versions."""
+def _transformers_version(transformers: Any) -> tuple[int, int]:
     parts = re.findall(r"\d+", transformers.__version__)[:2]
     return (int(parts[0]), int(parts[1])) if len(parts) == 2 else (0, 0)
 
 
-def load_error(what: str, path: str, local_files_only: bool, exc: BaseException) -> BackendError:
-    """A BackendError for a failed ``from_pretrained`` that says how to get the files."""
+def _load_error(what: str, path: str, local_files_only: bool, exc: BaseException) -> BackendError:
     looks_local = os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)
     if looks_local:
         hint = (
@@ -435,13 +433,13 @@ class HFBackend:
             device = self._resolve_device(torch)
             dtype = self._resolve_dtype(torch, device)
             # transformers renamed `torch_dtype` to `dtype` in 4.56
-            dtype_kw = "dtype" if transformers_version(transformers) >= (4, 56) else "torch_dtype"
+            dtype_kw = "dtype" if _transformers_version(transformers) >= (4, 56) else "torch_dtype"
             try:
                 model = transformers.AutoModelForCausalLM.from_pretrained(
                     model_src, **{dtype_kw: dtype}, **common
                 )
             except Exception as exc:
-                raise load_error("model", model_src, self.local_files_only, exc) from exc
+                raise _load_error("model", model_src, self.local_files_only, exc) from exc
             model.to(device)
             model.eval()
             logger.info("hf backend loaded %s on %s (%s)", model_src, device, dtype)
@@ -465,7 +463,7 @@ class HFBackend:
             try:
                 tokenizer = transformers.AutoTokenizer.from_pretrained(tok_src, **common)
             except Exception as exc:
-                raise load_error("tokenizer", tok_src, self.local_files_only, exc) from exc
+                raise _load_error("tokenizer", tok_src, self.local_files_only, exc) from exc
             if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:
                 tokenizer.pad_token = tokenizer.eos_token  # ours: safe to modify
         else:

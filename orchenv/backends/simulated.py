@@ -45,7 +45,8 @@ from orchenv.error import BackendError, ConfigError
 from orchenv.grading import extract_boxed
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
 from orchenv.registry import Registry
-from orchenv.tasks import Task, difficulty_of, stable_uniform
+from orchenv.seeding import stable_uniform
+from orchenv.tasks import Task, difficulty_of
 
 if TYPE_CHECKING:
     from orchenv.memory import TokenCounter

@@ -27,9 +27,9 @@ seed (with ``seed=s`` when its constructor takes ``seed``); before each episode
 rebuilt for each episode with ``seed=episode_seed``; one with neither is taken to be
 deterministic.
 
-Env state carried across episodes: an env with a ``ledger`` dict (MathRoute's usage-budget
-ledger) starts each seed empty; under ``enforce_usage_constraints`` every line records the
-ledger after its episode and a resumed seed restores it, so budgets bind exactly as in an
+Env state carried across episodes (``OrchestrationEnv.lifetime_state``, e.g. MathRoute's
+usage-budget ledger under ``enforce_usage_constraints``) starts each seed empty; every line
+records it after its episode and a resumed seed restores it, so budgets bind exactly as in an
 uninterrupted run.
 """
 
@@ -406,7 +406,7 @@ def _identity(config: EvalConfig, env: gym.Env, controller_name: str) -> dict[st
     if pool is None:
         pool = env.spec.kwargs.get("pool") if env.spec is not None else None
         if not isinstance(pool, str):
-            pool = getattr(getattr(unwrapped, "_pool", None), "name", None)
+            pool = getattr(getattr(unwrapped, "pool", None), "name", None)
     split = config.split or getattr(unwrapped, "split", None)
     if split is None and env.spec is not None:
         split = env.spec.kwargs.get("split")
@@ -444,19 +444,17 @@ def _clear(out_dir: Path) -> None:
             (out_dir / name).unlink()
 
 
-def _carries_ledger(env: gym.Env) -> bool:
-    """Whether episodes change later ones through the env: a usage ledger that is enforced."""
-    unwrapped = env.unwrapped
-    return isinstance(getattr(unwrapped, "ledger", None), dict) and bool(
-        getattr(unwrapped, "enforce_usage_constraints", False)
-    )
+def _lifetime_state(env: gym.Env) -> dict[str, Any] | None:
+    """What the env carries from one episode to the next (``OrchestrationEnv.lifetime_state``)."""
+    getter = getattr(env.unwrapped, "lifetime_state", None)
+    return getter() if callable(getter) else None
 
 
 def _restore_env_state(env: gym.Env, state: Mapping[str, Any] | None) -> None:
-    """Start a seed with the ledger its last logged episode left (empty for a new seed)."""
-    unwrapped: Any = env.unwrapped
-    if isinstance(getattr(unwrapped, "ledger", None), dict):
-        unwrapped.ledger = dict((state or {}).get("ledger") or {})
+    """Start a seed with the state its last logged episode left (fresh for a new seed)."""
+    loader = getattr(env.unwrapped, "load_lifetime_state", None)
+    if callable(loader):
+        loader(state)
 
 
 def line_header(identity: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -646,8 +644,6 @@ def _play(
     n_seen = total - len(todo)
     n_correct = correct_on_disk
     ran = 0
-    unwrapped: Any = env.unwrapped
-    carry = _carries_ledger(env)
     bar = tqdm(
         total=total,
         initial=n_seen,
@@ -669,7 +665,7 @@ def _play(
                 start = time.perf_counter()
                 record = run_episode(env, source.for_episode(controller, ep_seed), seed=ep_seed)
                 wall = time.perf_counter() - start
-                state = {"ledger": dict(unwrapped.ledger)} if carry else None
+                state = _lifetime_state(env)
                 row = episode_row(seed, index, record, wall, state)
                 log.append(row)
                 played[(seed, index)] = record
