@@ -17,6 +17,7 @@ import importlib
 from typing import Any
 
 from orchenv.controllers import register_controller
+from orchenv.registry import CLI_COMMANDS
 
 #: public name -> module that defines it (imported on first attribute access)
 _LAZY = {
@@ -40,6 +41,8 @@ def register_controllers() -> None:
         "router-r1": "RouterR1Controller",
     }.items():
         register_controller(name, f"{_LAZY[cls]}:{cls}")
+    # `orchenv train grpo ...`: the parser only, torch loads when training starts
+    CLI_COMMANDS.register("train", "orchenv.agents.grpo.cli:add_subcommands")
 
 
 def __getattr__(name: str) -> Any:

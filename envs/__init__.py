@@ -14,21 +14,10 @@ if __name__ != "orchenv.envs":  # guard rail: the folder is mapped into the orch
         "install orchenv (pip install -e .) and use `import orchenv.envs`"
     )
 
-from gymnasium.envs.registration import register, registry
-
 from orchenv.backends.simulated import register_solution_writer
 from orchenv.controllers import register_controller
+from orchenv.registry import ENV_SUMMARIES, register_env
 from orchenv.tasks import register_task_source
-
-#: env id -> one-line summary (shown by `orchenv list` and the README table)
-ENV_SUMMARIES: dict[str, str] = {}
-
-
-def _register(env_id: str, entry_point: str, summary: str, **kwargs: object) -> None:
-    ENV_SUMMARIES[env_id] = summary
-    if env_id in registry:
-        return
-    register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)
 
 
 def register_task_sources() -> None:
@@ -57,50 +46,53 @@ def register_controllers() -> None:
         register_controller(name, f"orchenv.envs.mathroute.baselines:{cls}")
 
 
+__all__ = ["ENV_SUMMARIES", "register_envs"]
+
+
 def register_envs() -> None:
     """Register every orchenv id in Gymnasium's registry (idempotent)."""
     register_task_sources()
     register_controllers()
     mathroute = "orchenv.envs.mathroute.env:MathRouteEnv"
-    _register(
+    register_env(
         "orch/MathRoute-v0",
         mathroute,
         "seed 000 critique-and-routing controller, System 1 pool (Qwen3-30B / Qwen2.5-7B / Qwen2.5-1.5B)",
         pool="system1",
     )
-    _register(
+    register_env(
         "orch/MathRouteSystem2-v0",
         mathroute,
         "seed 000 critique-and-routing controller, System 2 pool (Qwen3-30B / Ministral-3-8B / Llama-3.2-1B)",
         pool="system2",
     )
-    _register(
+    register_env(
         "orch/BudgetRoute-v0",
         "orchenv.envs.budgetroute.env:BudgetRouteEnv",
         "seed 001 CoRL: answer itself or consult paid experts under a low/medium/high dollar budget",
         pool="corl",
     )
-    _register(
+    register_env(
         "orch/OrchMAS-v0",
         "orchenv.envs.orchmas.env:OrchMASEnv",
         "seed 002 OrchMAS: give one executor a free-form role and request each turn, then answer",
     )
-    _register(
+    register_env(
         "orch/Puppeteer-v0",
         "orchenv.envs.puppeteer.env:PuppeteerEnv",
         "seed 003 Puppeteer: name the next agent (model x reasoning pattern, tool, terminate)",
     )
-    _register(
+    register_env(
         "orch/WebShop-v0",
         "orchenv.envs.webshop:WebShopEnv",
         "seed 004 WebShop: search, browse, choose options and buy (text mode, generated catalog or the original data files)",
     )
-    _register(
+    register_env(
         "orch/ALFWorld-v0",
         "orchenv.envs.alfworld:ALFWorldEnv",
         "seed 004 ALFWorld: type household commands in alfworld's text engine (six task types)",
     )
-    _register(
+    register_env(
         "orch/ALFWorldRoles-v0",
         "orchenv.envs.alfworld.roles:ALFWorldControllerEnv",
         "seed 004 appendix F: pick which of Planner / Navigator / Interactor / Evaluator acts next (routed shared memory, simulated role agents)",
@@ -111,7 +103,7 @@ def register_envs() -> None:
         ("Full", "full", "full-context routing"),
         ("Static", "static", "static per-role routing"),
     ):
-        _register(
+        register_env(
             f"orch/MultihopQA{suffix}-v0",
             multihop,
             f"seed 004 multihop QA: plan the hops for a Searcher and a Recommender over shared memory, {label}",

@@ -18,8 +18,8 @@ from orchenv.eval.cli import add_subcommands
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from orchenv.controllers import CONTROLLERS
-    from orchenv.envs import ENV_SUMMARIES
     from orchenv.pool import list_presets, load_preset_data
+    from orchenv.registry import ENV_SUMMARIES
     from orchenv.tasks import TASK_SOURCES
 
     print("Environments:")
@@ -140,9 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p_run.set_defaults(func=_cmd_run)
     add_subcommands(sub)  # eval, leaderboard (orchenv.eval.cli)
-    from orchenv.agents.grpo.cli import add_subcommands as add_train
+    from orchenv.registry import CLI_COMMANDS
 
-    add_train(sub)  # train grpo (orchenv.agents.grpo.cli; parser only, no torch)
+    for name in CLI_COMMANDS:  # plug-ins, e.g. `train grpo` from orchenv.agents (parser only)
+        CLI_COMMANDS.resolve(name)(sub)
     return parser
 
 

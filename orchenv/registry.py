@@ -79,3 +79,22 @@ class Registry(Generic[T]):
 
     def items(self) -> Iterator[tuple[str, str | Callable[..., T]]]:
         return iter(self._entries.items())
+
+
+#: env id -> one-line summary (``orchenv list``, the README table); filled by ``register_env``
+ENV_SUMMARIES: dict[str, str] = {}
+
+#: CLI subcommand groups contributed by plug-in packages: name -> ``add_subcommands(subparsers)``
+CLI_COMMANDS: Registry[None] = Registry("cli command")
+
+
+def register_env(env_id: str, entry_point: str, summary: str, **kwargs: object) -> None:
+    """Register an orchenv env id in Gymnasium's registry with its summary (idempotent).
+
+    Entry points are strings, so an env's optional dependencies load only when it is made.
+    """
+    from gymnasium.envs.registration import register, registry
+
+    ENV_SUMMARIES[env_id] = summary
+    if env_id not in registry:
+        register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)
