@@ -38,6 +38,8 @@ class EpisodeRecord:
     estimated_calls: int = 0
     actions: list[str] = field(default_factory=list)
     final_answer: str | None = None
+    #: the env's own episode numbers (``info["metrics"]`` at the episode's end)
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (fresh containers); hand-written because ``asdict``'s deep copy is
@@ -45,6 +47,7 @@ class EpisodeRecord:
         out = {name: getattr(self, name) for name in _RECORD_FIELDS}
         out["agent_calls"] = dict(self.agent_calls)
         out["actions"] = list(self.actions)
+        out["metrics"] = dict(self.metrics)
         return out
 
     @classmethod
@@ -76,6 +79,8 @@ class RunSummary:
     estimated_token_fraction: float = 0.0
     privileged: bool = False
     mean_score: float = 0.0
+    #: mean of each env-specific episode metric over the episodes that report it
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,7 +142,32 @@ def run_episode(
         estimated_calls=meter.estimated_calls,
         actions=actions,
         final_answer=info.get("final_answer"),
+        metrics=episode_metrics(info),
     )
+
+
+def episode_metrics(info: Mapping[str, Any]) -> dict[str, float]:
+    """The finite numbers of ``info["metrics"]`` (anything else is dropped, so a misbehaving
+    env cannot poison a summary)."""
+    raw = info.get("metrics")
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        if isinstance(value, bool | int | float) and math.isfinite(float(value)):
+            out[str(key)] = float(value)
+    return out
+
+
+def mean_metrics(records: Sequence[EpisodeRecord]) -> dict[str, float]:
+    """Per metric, the mean over the records that report it (sorted by name)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for record in records:
+        for key, value in record.metrics.items():
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+    return {key: sums[key] / counts[key] for key in sorted(sums)}
 
 
 def summarize(
@@ -173,6 +203,7 @@ def summarize(
         estimated_token_fraction=sum(r.estimated_calls for r in records) / max(total_calls, 1),
         privileged=privileged,
         mean_score=sum(r.score for r in records) / max(n, 1),
+        metrics=mean_metrics(records),
     )
 
 
@@ -254,4 +285,7 @@ def format_summary(summary: RunSummary) -> str:
     ]
     for agent, ratio in summary.usage_ratios.items():
         lines.append(f"  {agent:<28} {ratio:.3f}")
+    if summary.metrics:
+        lines.append("env metrics  (mean per episode)")
+        lines.extend(f"  {name:<28} {value:.3f}" for name, value in summary.metrics.items())
     return "\n".join(lines)

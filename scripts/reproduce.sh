@@ -4,7 +4,7 @@
 # docs/leaderboard/. Resumable: rerunning skips finished episodes. One command from a clean checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ORCHENV_EXTRAS="${ORCHENV_EXTRAS:-eval}" scripts/setup.sh
+ORCHENV_EXTRAS="${ORCHENV_EXTRAS:-eval,embed}" scripts/setup.sh  # embed: scikit-learn for the kNN / classifier routers
 episodes="${EPISODES:-1000}"
 runs="${RUNS_DIR:-runs/reproduction}"
 board="${BOARD_DIR:-docs/leaderboard}"
