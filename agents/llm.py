@@ -13,7 +13,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from orchenv.envs.mathroute.baselines import require_phase, verdict_text
+from orchenv.envs.mathroute.baselines import require_phase
+from orchenv.envs.mathroute.protocol import verdict_text
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.pool import BACKENDS, AgentSpec, Backend, CallContext, Completion, make_backend
 

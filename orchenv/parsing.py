@@ -20,7 +20,6 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import lru_cache
 
@@ -123,88 +122,3 @@ def suggest_agent(name: str, agents: Sequence[str]) -> str:
     """A ' Did you mean X?' hint, or ''."""
     close = get_close_matches(name, list(agents), n=1, cutoff=0.5)
     return f" Did you mean {close[0]!r}?" if close else ""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a controller turn asked for.
-
-    ``verdict`` is None for a routing-only turn; ``agent`` is None when no agent
-    is to be called (accept, or reject with nobody stronger left). ``error`` is
-    set (and the other fields are meaningless) when the text was malformed.
-    """
-
-    agent: str | None = None
-    verdict: bool | None = None
-    feedback: str = ""
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-def _agent_error(raw: str | None, text: str, allowed: Sequence[str], what: str) -> str:
-    if raw is None:
-        if has_open_tag(text, "model"):
-            return f"found <model> without a closing </model>; expected <model>NAME</model> with NAME one of {', '.join(allowed)}"
-        return f"no <model>NAME</model> tag found; {what} must name one of: {', '.join(allowed)}"
-    return f"{raw[:80]!r} is not an agent that can be called now; expected one of: {', '.join(allowed)}.{suggest_agent(raw, allowed)}"
-
-
-def parse_route(text: object, allowed: Sequence[str]) -> Decision:
-    """Turn-1 routing: ``<model>NAME</model>`` with NAME in ``allowed``."""
-    if not isinstance(text, str):
-        return Decision(error=f"the action must be a str, got {type(text).__name__}")
-    feedback = extract_tag(text, "thinking", keep_reasoning=True) or ""
-    text = strip_reasoning(text)
-    raw = extract_tag(text, "model", keep_reasoning=True)
-    agent = match_agent(raw, allowed)
-    if agent is None:
-        return Decision(error=_agent_error(raw, text, allowed, "the routing decision"))
-    return Decision(agent=agent, feedback=feedback)
-
-
-def parse_verify(
-    text: object, known: Sequence[str], stronger: Sequence[str], *, require_stronger: bool = True
-) -> Decision:
-    """Turn >= 2: ``<checking>..</checking><verdict>True|False</verdict>[<model>NAME</model>]``.
-
-    A False verdict must name an agent; with ``require_stronger`` it must be one of
-    ``stronger`` (agents stronger than the draft's author), else any of ``known``.
-    When nobody stronger is left, a bare False verdict is valid and ends the episode.
-    A model named after a True verdict is ignored.
-    """
-    if not isinstance(text, str):
-        return Decision(error=f"the action must be a str, got {type(text).__name__}")
-    text = strip_reasoning(text)
-    raw_verdict = extract_tag(text, "verdict", keep_reasoning=True)
-    verdict = parse_bool(raw_verdict)
-    if verdict is None:
-        if raw_verdict is None:
-            hint = (
-                "found <verdict> without a closing </verdict>"
-                if has_open_tag(text, "verdict")
-                else "no <verdict>...</verdict> tag found"
-            )
-        else:
-            hint = f"verdict {raw_verdict[:40]!r} is neither True nor False"
-        return Decision(
-            error=f"{hint}; expected <verdict>True</verdict> or <verdict>False</verdict>"
-        )
-    feedback = extract_tag(text, "checking", keep_reasoning=True) or ""
-    if verdict:
-        return Decision(verdict=True, feedback=feedback)
-    allowed = list(stronger) if require_stronger else list(known)
-    raw = extract_tag(text, "model", keep_reasoning=True)
-    if not allowed:
-        return Decision(verdict=False, feedback=feedback)
-    agent = match_agent(raw, allowed)
-    if agent is None:
-        if raw is not None and require_stronger and match_agent(raw, known):
-            return Decision(
-                error=f"{raw[:80]!r} is not stronger than the agent that wrote the draft; "
-                f"after a False verdict route to one of: {', '.join(allowed)}"
-            )
-        return Decision(error=_agent_error(raw, text, allowed, "a False verdict"))
-    return Decision(agent=agent, verdict=False, feedback=feedback)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool
 
-from orchenv.envs.mathroute.baselines import route_text, verdict_text
 from orchenv.envs.mathroute.env import MathRouteEnv
+from orchenv.envs.mathroute.protocol import route_text, verdict_text
 
 ALPHA = 0.5
 LAMBDA = {STRONG: 0.25, MID: 0.125, WEAK: 0.0}

@@ -6,14 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scenario import NEAR_MISS_FRAGMENTS
 
-from orchenv.parsing import (
-    extract_tag,
-    match_agent,
-    parse_bool,
-    parse_route,
-    parse_verify,
-    strip_reasoning,
-)
+from orchenv.envs.mathroute.protocol import parse_route, parse_verify
+from orchenv.parsing import extract_tag, match_agent, parse_bool, strip_reasoning
 
 AGENTS = ["Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct", "Qwen3-30B-A3B-Instruct"]
 

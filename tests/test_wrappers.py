@@ -12,7 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
 import orchenv  # noqa: F401  (registers the orch/ ids)
-from orchenv.envs.mathroute.baselines import route_text, verdict_text
+from orchenv.envs.mathroute.protocol import route_text, verdict_text
 from orchenv.envs.mathroute.wrappers import (
     STAT_NAMES,
     DiscreteActions,

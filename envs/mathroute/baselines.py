@@ -15,25 +15,13 @@ from typing import Any
 import numpy as np
 
 from orchenv.controllers import env_label
+from orchenv.envs.mathroute.protocol import SOLVER_SYSTEM, route_text, verdict_text
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, math_answer, math_equal
 from orchenv.parsing import extract_tag, match_agent, parse_bool
 from orchenv.pool import AgentPool, CallContext, Message
 
 logger = logging.getLogger(__name__)
-
-
-def route_text(agent: str, note: str = "") -> str:
-    """Canonical routing action."""
-    return f"<thinking>{note}</thinking>\n<model>{agent}</model>"
-
-
-def verdict_text(accept: bool, agent: str | None = None, note: str = "") -> str:
-    """Canonical verification action (``agent`` only after a False verdict)."""
-    text = f"<checking>{note}</checking>\n<verdict>{accept}</verdict>"
-    if not accept and agent:
-        text += f"\n<model>{agent}</model>"
-    return text
 
 
 def cost_order(pool: AgentPool, agents: Sequence[str] | None = None) -> list[str]:
@@ -65,7 +53,6 @@ def resolve_agent(name: str, pool: AgentPool) -> str:
 
 def solver_messages(problem: str, note: str = "") -> list[Message]:
     """The first-turn solver request MathRouteEnv sends (``note`` appended to vary it)."""
-    from orchenv.envs.mathroute.env import SOLVER_SYSTEM
 
     user = f"Problem:\n{problem}"
     if note:

@@ -14,6 +14,14 @@ from typing import Any
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.envs.mathroute.protocol import (
+    ROUTER_SYSTEM,
+    SOLVER_SYSTEM,
+    VERIFIER_SYSTEM,
+    Decision,
+    parse_route,
+    parse_verify,
+)
 from orchenv.envs.mathroute.rewards import (
     composite_reward,
     routing_reward,
@@ -22,44 +30,8 @@ from orchenv.envs.mathroute.rewards import (
 )
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, math_answer
-from orchenv.parsing import Decision, parse_route, parse_verify
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import TaskSource
-
-ROUTER_SYSTEM = """\
-You coordinate a team of math solvers of different strength. Read the problem and decide \
-which solver should attempt it.
-
-Rules:
-- The solvers, from weakest to strongest, are: {agents}.
-- Pick a solver that matches the problem's difficulty; stronger solvers are scarce.
-- Do not solve the problem yourself; judge only how hard it is.
-
-Reply format:
-- First a short difficulty judgement inside <thinking>...</thinking>.
-- Then your choice as <model>SOLVER NAME</model>."""
-
-VERIFIER_SYSTEM = """\
-You check math solutions and, when one is not right, hand the problem to a stronger solver. \
-You are given a problem and a proposed solution written by {author}.
-
-Rules:
-- Go through the proposed solution step by step.
-- If any step is wrong, unjustified or incomplete, or relies on an assumption that does not \
-hold, the verdict is False and the problem goes to a solver stronger than {author}.
-- If the solution is entirely correct, the verdict is True and the work stops.
-- The solvers, from weakest to strongest, are: {agents}.
-- {routing_rule}
-
-Reply format (use exactly this structure):
-- Your check inside <checking>...</checking>.
-- Then <verdict>True</verdict> or <verdict>False</verdict>.
-- Only after a False verdict, on the next line: <model>SOLVER NAME</model>."""
-
-SOLVER_SYSTEM = (
-    "You are a careful mathematician. Solve the problem step by step and give the final "
-    "answer as \\boxed{ANSWER}."
-)
 
 
 class MathRouteEnv(OrchestrationEnv):

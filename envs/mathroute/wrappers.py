@@ -35,7 +35,7 @@ import numpy as np
 from gymnasium import spaces
 
 from orchenv.core import OrchestrationEnv
-from orchenv.envs.mathroute.baselines import route_text, verdict_text
+from orchenv.envs.mathroute.protocol import route_text, verdict_text
 from orchenv.error import ConfigError, DependencyError, EnvStateError
 from orchenv.grading import extract_boxed
 

@@ -1,0 +1,155 @@
+"""Seed 000's controller protocol: the prompts, the action parser and the canonical
+action text (what a well-formed controller turn looks like).
+
+Turn 1 routes: ``<thinking>...</thinking><model>NAME</model>``. Every later turn verifies:
+``<checking>...</checking><verdict>True|False</verdict>`` and, after False,
+``<model>NAME</model>``. The generic tag rules (case, whitespace, reasoning blocks, last
+occurrence wins) are those of ``orchenv.parsing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from orchenv.parsing import (
+    extract_tag,
+    has_open_tag,
+    match_agent,
+    parse_bool,
+    strip_reasoning,
+    suggest_agent,
+)
+
+ROUTER_SYSTEM = """\
+You coordinate a team of math solvers of different strength. Read the problem and decide \
+which solver should attempt it.
+
+Rules:
+- The solvers, from weakest to strongest, are: {agents}.
+- Pick a solver that matches the problem's difficulty; stronger solvers are scarce.
+- Do not solve the problem yourself; judge only how hard it is.
+
+Reply format:
+- First a short difficulty judgement inside <thinking>...</thinking>.
+- Then your choice as <model>SOLVER NAME</model>."""
+
+VERIFIER_SYSTEM = """\
+You check math solutions and, when one is not right, hand the problem to a stronger solver. \
+You are given a problem and a proposed solution written by {author}.
+
+Rules:
+- Go through the proposed solution step by step.
+- If any step is wrong, unjustified or incomplete, or relies on an assumption that does not \
+hold, the verdict is False and the problem goes to a solver stronger than {author}.
+- If the solution is entirely correct, the verdict is True and the work stops.
+- The solvers, from weakest to strongest, are: {agents}.
+- {routing_rule}
+
+Reply format (use exactly this structure):
+- Your check inside <checking>...</checking>.
+- Then <verdict>True</verdict> or <verdict>False</verdict>.
+- Only after a False verdict, on the next line: <model>SOLVER NAME</model>."""
+
+SOLVER_SYSTEM = (
+    "You are a careful mathematician. Solve the problem step by step and give the final "
+    "answer as \\boxed{ANSWER}."
+)
+
+
+def route_text(agent: str, note: str = "") -> str:
+    """Canonical routing action."""
+    return f"<thinking>{note}</thinking>\n<model>{agent}</model>"
+
+
+def verdict_text(accept: bool, agent: str | None = None, note: str = "") -> str:
+    """Canonical verification action (``agent`` only after a False verdict)."""
+    text = f"<checking>{note}</checking>\n<verdict>{accept}</verdict>"
+    if not accept and agent:
+        text += f"\n<model>{agent}</model>"
+    return text
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a controller turn asked for.
+
+    ``verdict`` is None for a routing-only turn; ``agent`` is None when no agent
+    is to be called (accept, or reject with nobody stronger left). ``error`` is
+    set (and the other fields are meaningless) when the text was malformed.
+    """
+
+    agent: str | None = None
+    verdict: bool | None = None
+    feedback: str = ""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _agent_error(raw: str | None, text: str, allowed: Sequence[str], what: str) -> str:
+    if raw is None:
+        if has_open_tag(text, "model"):
+            return f"found <model> without a closing </model>; expected <model>NAME</model> with NAME one of {', '.join(allowed)}"
+        return f"no <model>NAME</model> tag found; {what} must name one of: {', '.join(allowed)}"
+    return f"{raw[:80]!r} is not an agent that can be called now; expected one of: {', '.join(allowed)}.{suggest_agent(raw, allowed)}"
+
+
+def parse_route(text: object, allowed: Sequence[str]) -> Decision:
+    """Turn-1 routing: ``<model>NAME</model>`` with NAME in ``allowed``."""
+    if not isinstance(text, str):
+        return Decision(error=f"the action must be a str, got {type(text).__name__}")
+    feedback = extract_tag(text, "thinking", keep_reasoning=True) or ""
+    text = strip_reasoning(text)
+    raw = extract_tag(text, "model", keep_reasoning=True)
+    agent = match_agent(raw, allowed)
+    if agent is None:
+        return Decision(error=_agent_error(raw, text, allowed, "the routing decision"))
+    return Decision(agent=agent, feedback=feedback)
+
+
+def parse_verify(
+    text: object, known: Sequence[str], stronger: Sequence[str], *, require_stronger: bool = True
+) -> Decision:
+    """Turn >= 2: ``<checking>..</checking><verdict>True|False</verdict>[<model>NAME</model>]``.
+
+    A False verdict must name an agent; with ``require_stronger`` it must be one of
+    ``stronger`` (agents stronger than the draft's author), else any of ``known``.
+    When nobody stronger is left, a bare False verdict is valid and ends the episode.
+    A model named after a True verdict is ignored.
+    """
+    if not isinstance(text, str):
+        return Decision(error=f"the action must be a str, got {type(text).__name__}")
+    text = strip_reasoning(text)
+    raw_verdict = extract_tag(text, "verdict", keep_reasoning=True)
+    verdict = parse_bool(raw_verdict)
+    if verdict is None:
+        if raw_verdict is None:
+            hint = (
+                "found <verdict> without a closing </verdict>"
+                if has_open_tag(text, "verdict")
+                else "no <verdict>...</verdict> tag found"
+            )
+        else:
+            hint = f"verdict {raw_verdict[:40]!r} is neither True nor False"
+        return Decision(
+            error=f"{hint}; expected <verdict>True</verdict> or <verdict>False</verdict>"
+        )
+    feedback = extract_tag(text, "checking", keep_reasoning=True) or ""
+    if verdict:
+        return Decision(verdict=True, feedback=feedback)
+    allowed = list(stronger) if require_stronger else list(known)
+    raw = extract_tag(text, "model", keep_reasoning=True)
+    if not allowed:
+        return Decision(verdict=False, feedback=feedback)
+    agent = match_agent(raw, allowed)
+    if agent is None:
+        if raw is not None and require_stronger and match_agent(raw, known):
+            return Decision(
+                error=f"{raw[:80]!r} is not stronger than the agent that wrote the draft; "
+                f"after a False verdict route to one of: {', '.join(allowed)}"
+            )
+        return Decision(error=_agent_error(raw, text, allowed, "a False verdict"))
+    return Decision(agent=agent, verdict=False, feedback=feedback)
