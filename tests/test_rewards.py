@@ -31,9 +31,3 @@ def test_composite_rewards():
     assert R.composite_reward(1.0, 0.0, alpha=0.25) == 0.25
     assert R.modified_composite_reward(1.0, 1.0, "strong", LAMBDA) == pytest.approx(0.875)
     assert R.modified_composite_reward(0.0, 1.0, "weak", LAMBDA) == pytest.approx(0.5)
-
-
-def test_discounted_returns():
-    assert R.discounted_returns([0.5, 0.875, 0.5]) == [1.875, 1.375, 0.5]
-    assert R.discounted_returns([1.0, 1.0], gamma=0.5) == [1.5, 1.0]
-    assert R.discounted_returns([]) == []

@@ -24,6 +24,7 @@ from orchenv.envs.mathroute.protocol import (
 )
 from orchenv.envs.mathroute.rewards import (
     composite_reward,
+    modified_composite_reward,
     routing_reward,
     usage_penalty,
     verification_reward,
@@ -365,7 +366,9 @@ class MathRouteEnv(OrchestrationEnv):
         privileged["response_correct"] = correct
         r_route = routing_reward(correct, value=self.route_value)
         penalty = usage_penalty(agent, self.multipliers)
-        reward = composite_reward(r_route - penalty, r_verify, alpha=self.alpha)
+        reward = modified_composite_reward(
+            r_route, r_verify, agent, self.multipliers, alpha=self.alpha
+        )
         components = {"route": r_route, "verify": r_verify, "usage_penalty": penalty}
         return reward, components, False
 

@@ -1,4 +1,4 @@
-"""Each paper's reward as small pure functions.
+"""Seed 000's reward as small pure functions (the env composes them).
 
 Seed 000 (iterative critique-and-routing controller), section 3.2-3.3:
 
@@ -73,13 +73,3 @@ def modified_composite_reward(
     return composite_reward(
         modified_routing_reward(r_route, agent, multipliers), r_verify, alpha=alpha
     )
-
-
-def discounted_returns(rewards: list[float], gamma: float = 1.0) -> list[float]:
-    """G_t = r_t + gamma * G_{t+1} with G_T = 0, for one trajectory (eq. 5 along a path)."""
-    out = [0.0] * len(rewards)
-    running = 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        running = rewards[t] + gamma * running
-        out[t] = running
-    return out
