@@ -28,7 +28,7 @@ def register_task_sources() -> None:
         "reasoning-gym": "orchenv.envs.mathroute.loaders:ReasoningGymSource",
         "multihop-synth": "orchenv.envs.multihopqa.data:SyntheticMultihopSource",
         "multihop-file": "orchenv.envs.multihopqa.data:load_multihop",
-        "orchmas-qa": "orchenv.envs.orchmas.env:orchmas_qa_source",
+        "orchmas-qa": "orchenv.envs.orchmas.qa:orchmas_qa_source",
     }.items():
         register_task_source(name, factory)
     # the simulated backend writes math tasks' worked solutions with the math family's writer

@@ -12,16 +12,10 @@ task source, simulated executor, offline:
 from __future__ import annotations
 
 import argparse
-import json
 
 from orchenv.envs.orchmas.env import OrchMASEnv
+from orchenv.envs.orchmas.protocol import call_action
 from orchenv.grading import extract_boxed
-
-
-def call(role: str, prompt: str) -> str:
-    payload = {"name": "prompt_dynamic", "arguments": {"prompt": prompt, "agent_role": role}}
-    body = json.dumps(payload)
-    return f"<think>Ask the executor.</think><interaction_prompt>{body}</interaction_prompt>"
 
 
 def domain_role(question: str) -> str:
@@ -42,9 +36,9 @@ def run(env: OrchMASEnv, episodes: int, *, domain: bool) -> tuple[float, float]:
         question = env.task.prompt
         role = domain_role(question) if domain else "assistant"
         total = 0.0
-        _, r, *_ = env.step(call(role, question))
+        _, r, *_ = env.step(call_action(role, question))
         total += r
-        _, r, *_ = env.step(call(role, "Check the previous answer carefully and verify it."))
+        _, r, *_ = env.step(call_action(role, "Check the previous answer carefully and verify it."))
         total += r
         reply = env.history[-1].get("reply", "")
         answer = extract_boxed(reply) or "unknown"

@@ -38,7 +38,7 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -192,7 +192,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     def _build_pool(self) -> AgentPool:
         """The agent pool, built on first use from the ``pool`` argument."""
         if self._pool_arg is None:
-            return NO_AGENTS
+            return cast(AgentPool, NO_AGENTS)  # the learner acts alone; NoAgents refuses calls
         return make_pool(self._pool_arg, backend=self._backend, backend_kwargs=self._backend_kwargs)
 
     def _build_task_source(self) -> TaskSource:
@@ -325,6 +325,11 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         if "task_index" in options:
             return source.get(self.split, int(options["task_index"]))
         return source.sample(self.split, self.np_random)
+
+    @property
+    def is_last_turn(self) -> bool:
+        """Whether the turn about to be played is the last one before the horizon."""
+        return self.turn + 1 >= self.max_turns
 
     def turn_line(self, unit: str = "Turn") -> str:
         """``(Turn t of T.)`` for the turn about to be played."""

@@ -62,6 +62,7 @@ def test_answer_directly_correct_low(tiny_tasks):
     assert info["budget_mode"] == "low" and info["budget_usd"] == 0.001
     assert info["correct"] is True and info["final_answer"] == "5" and info["turns"] == 1
     assert info["episode_cost_usd"] == 0.0 and info["agent_calls"] == {}
+    assert info["metrics"] == {"within_budget": 1.0, "expert_calls": 0.0, "answered": 1.0}
     np.testing.assert_array_equal(info["constraint_costs"], [0, 0, 0])
 
 
@@ -82,6 +83,8 @@ def test_dear_expert_then_correct(tiny_tasks, mode, reward, cost_reward):
     _, r2, term, _, info = env.step("<answer>5</answer>")
     assert term and r2 == reward
     assert info["performance_reward"] == 1.0 and info["cost_reward"] == cost_reward
+    assert info["metrics"]["within_budget"] == cost_reward
+    assert info["metrics"]["expert_calls"] == 1.0
     assert info["episode_cost_usd"] == pytest.approx(cost_of(DEAR))
 
 
@@ -121,21 +124,31 @@ def test_default_penalty_is_zero(tiny_tasks):
     assert r == 0.0 and info["invalid_action"]
 
 
-def test_rounds_exhausted(tiny_tasks):
-    env = make_env(tiny_tasks, "high", max_rounds=3)
+def test_turns_exhausted_is_truncated(tiny_tasks):
+    env = make_env(tiny_tasks, "high", max_turns=3)
     env.step("<search>cheap: 2 + 3?</search>")
-    _, r, term, _, _ = env.step("<search>dear: 2 + 3?</search>")
-    assert r == 0.0 and not term
-    _, r, term, _, info = env.step("<search>dear: again?</search>")
-    assert term and r == 0.0 and info["unexecuted_search"] == DEAR
+    _, r, term, trunc, _ = env.step("<search>dear: 2 + 3?</search>")
+    assert r == 0.0 and not term and not trunc
+    _, r, term, trunc, info = env.step("<search>dear: again?</search>")
+    assert trunc and not term and r == 0.0 and info["unexecuted_search"] == DEAR
     assert info["performance_reward"] == 0.0 and info["answered"] is False
     assert info["final_answer"] is None and info["agent_calls"] == {CHEAP: 1, DEAR: 1}
+    assert info["turns"] == 3
+    assert info["metrics"] == {"within_budget": 1.0, "expert_calls": 2.0, "answered": 0.0}
 
 
-def test_rounds_exhausted_by_malformed_with_penalty(tiny_tasks):
-    env = make_env(tiny_tasks, "low", max_rounds=1, format_penalty=-0.5)
-    _, r, term, _, info = env.step("garbage")
-    assert term and r == -0.5 and info["performance_reward"] == 0.0
+def test_answer_in_the_last_turn_is_terminated(tiny_tasks):
+    env = make_env(tiny_tasks, "low", max_turns=2)
+    obs, *_ = env.step("<search>cheap: 2 + 3?</search>")
+    assert "Round 2 of 2: the last one; answer now." in obs
+    _, r, term, trunc, _ = env.step("<answer>5</answer>")
+    assert term and not trunc and r == 1.0
+
+
+def test_turns_exhausted_by_malformed_with_penalty(tiny_tasks):
+    env = make_env(tiny_tasks, "low", max_turns=1, format_penalty=-0.5)
+    _, r, term, trunc, info = env.step("garbage")
+    assert trunc and not term and r == -0.5 and info["performance_reward"] == 0.0
 
 
 def test_first_tag_wins_and_think_is_ignored(tiny_tasks):
@@ -168,11 +181,12 @@ def test_demo_action_is_valid(tiny_tasks):
     rng = np.random.default_rng(0)
     for seed in range(20):
         env.reset(seed=seed)
-        term = False
-        while not term:
-            _, _, term, _, info = env.step(env.demo_action(rng))
+        done = False
+        while not done:
+            _, _, term, trunc, info = env.step(env.demo_action(rng))
             assert not info["invalid_action"]
-        assert info["answered"]
+            done = term or trunc
+        assert info["answered"] and term
 
 
 def test_fuzz_never_raises(tiny_tasks):
@@ -182,12 +196,13 @@ def test_fuzz_never_raises(tiny_tasks):
              CHEAP, DEAR, "5", "\x00", "\u202e", "é"]  # fmt: skip
     for _ in range(300):
         env.reset(seed=int(rng.integers(1000)))
-        term = False
-        while not term:
+        done = False
+        while not done:
             action = "".join(rng.choice(frags, size=int(rng.integers(0, 12))))
             _, r, term, trunc, info = env.step(action)
-            assert isinstance(r, float) and not trunc
+            assert isinstance(r, float) and not (term and trunc)
             assert r in (-1.0, 0.0, 1.0) or r == pytest.approx(0.0)
+            done = term or trunc
     env.reset(seed=0)
     env.step("<answer>" + "9" * 1_000_000 + "</answer>")
     env.reset(seed=0)
@@ -227,10 +242,11 @@ def run(controller, mode: str, episodes: int = 60, seed: int = 0) -> list[dict]:
     out = []
     for i in range(episodes):
         obs, info = env.reset(seed=seed + i, options={"budget_mode": mode})
-        term, total, expert_right = False, 0.0, None
-        while not term:
-            obs, r, term, _, info = env.step(controller(env, obs, info))
+        done, total, expert_right = False, 0.0, None
+        while not done:
+            obs, r, term, trunc, info = env.step(controller(env, obs, info))
             total += r
+            done = term or trunc
             expert_right = info["privileged"].get("expert_correct", expert_right)
         out.append({**info, "return": total, "expert_right": expert_right})
     return out
@@ -262,11 +278,12 @@ def test_determinism():
         o1, i1 = env1.reset(seed=seed)
         o2, i2 = env2.reset(seed=seed)
         assert o1 == o2 and i1["budget_mode"] == i2["budget_mode"]
-        term = False
-        while not term:
-            o1, r1, term, _, _ = env1.step(env1.demo_action(rng1))
+        done = False
+        while not done:
+            o1, r1, term, trunc, _ = env1.step(env1.demo_action(rng1))
             o2, r2, _, _, _ = env2.step(env2.demo_action(rng2))
             assert (o1, r1) == (o2, r2)
+            done = term or trunc
 
 
 def test_fork_is_independent():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -13,8 +12,11 @@ from hypothesis import strategies as st
 from scenario import NEAR_MISS_FRAGMENTS
 
 from orchenv.backends.scripted import ScriptedBackend
-from orchenv.envs.orchmas.env import OrchMASEnv, orchmas_qa_source, parse_call
+from orchenv.envs.orchmas.env import OrchMASEnv
 from orchenv.envs.orchmas.executor import role_fit
+from orchenv.envs.orchmas.protocol import call_action, parse_call
+from orchenv.envs.orchmas.qa import orchmas_qa_source
+from orchenv.error import ConfigError
 from orchenv.pool import AgentPool, AgentSpec
 from orchenv.tasks import ListTaskSource, Task
 
@@ -23,8 +25,7 @@ BASE = -KAPPA / N  # paid every turn
 
 
 def call(role: str = "math solver", prompt: str = "What is 2 + 3?", think: str = "plan") -> str:
-    payload = {"name": "prompt_dynamic", "arguments": {"prompt": prompt, "agent_role": role}}
-    return f"<think>{think}</think><interaction_prompt>{json.dumps(payload)}</interaction_prompt>"
+    return call_action(role, prompt, think)
 
 
 def scripted_env(reply: str = "So \\boxed{5}.", answers=("5",), type_="Prealgebra", **kw):
@@ -45,10 +46,10 @@ def test_check_env_both_sources():
 
 def test_well_formed_call_then_correct_answer():
     env, backend = scripted_env()
-    _, r1, term, _, info = env.step(call())
+    obs, r1, term, _, info = env.step(call())
     assert not term and not info["invalid_action"] and info["called_agent"] == "executor"
     assert r1 == pytest.approx(BASE + 0.1)  # Lambda_1 = 1
-    assert "<interaction_response>So \\boxed{5}.</interaction_response>" in env._last_obs
+    assert "<interaction_response>So \\boxed{5}.</interaction_response>" in obs
     system = backend.calls[0][1][0]["content"]
     assert system.startswith("Act as: math solver")
     _, r2, term, _, info = env.step("<think>the executor says 5</think><answer>5</answer>")
@@ -57,6 +58,9 @@ def test_well_formed_call_then_correct_answer():
     # R = -kappa + R_fmt + R_prec = -0.4 + 0.4 + 1
     assert r1 + r2 == pytest.approx(1.0)
     assert r2 == pytest.approx(BASE + 0.3 - KAPPA * 3 / N + 1.0)
+    assert info["metrics"] == pytest.approx(
+        {"f1": 1.0, "em": 1.0, "format_reward": KAPPA, "gate": 1.0, "executor_calls": 1.0}
+    )
 
 
 def test_correct_answer_with_bad_format_is_not_credited():
@@ -93,7 +97,13 @@ def test_malformed_action_calls_nobody(action, fragment):
     assert '"prompt_dynamic"' in info["parse_error"]  # says what JSON is expected
     assert not backend.calls and info["constraint_costs"].sum() == 0
     assert r == pytest.approx(BASE) and not term and env.turn == 1
-    assert "could not be used" in obs
+    assert "Your previous reply could not be used: " + info["parse_error"] in obs
+
+
+def test_format_penalty_is_added():
+    env, _ = scripted_env(format_penalty=-0.5)
+    _, r, *_ = env.step("no tags")
+    assert r == pytest.approx(BASE - 0.5)
 
 
 def test_empty_role_calls_but_earns_no_format_credit():
@@ -103,17 +113,18 @@ def test_empty_role_calls_but_earns_no_format_credit():
     assert info["format_checks"] == {"Lambda": False} and r == pytest.approx(BASE)
 
 
-def test_five_turn_limit_without_answer_scores_zero():
+def test_five_turn_limit_without_answer_is_truncated_and_scores_zero():
     env, backend = scripted_env()
     rewards = []
     for t in range(N):
         _, r, term, trunc, info = env.step(call(prompt=f"step {t}"))
         rewards.append(r)
-        assert term == (t == N - 1) and not trunc
+        assert trunc == (t == N - 1) and not term
     assert len(backend.calls) == N
     assert rewards == pytest.approx([BASE + 0.1] * 4 + [BASE])  # format capped at kappa
     assert sum(rewards) == pytest.approx(0.0)  # -kappa + kappa, no precision
     assert info["final_answer"] is None and not info["correct"] and info["score"] == 0.0
+    assert info["metrics"]["executor_calls"] == N and info["metrics"]["gate"] == 1.0
     # the executor saw the earlier exchanges as history
     last_messages = backend.calls[-1][1]
     assert [m["role"] for m in last_messages] == ["system"] + ["user", "assistant"] * 4 + ["user"]
@@ -201,6 +212,22 @@ def test_determinism_and_demo_action(source):
         assert {"em", "f1", "score", "final_answer", "correct"} <= set(end)
         assert end["phase"] == "act" and ta[0][1]["valid_agents"] == ["executor"]
     assert len({rollout(a, s)[0][0] for s in range(10)}) > 1
+
+
+def test_answer_in_the_last_turn_is_terminated():
+    env, _ = scripted_env(max_turns=2)
+    env.step(call())
+    _, r, term, trunc, info = env.step("<think>t</think><answer>5</answer>")
+    assert term and not trunc and info["correct"] and info["turns"] == 2
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ConfigError, match="max_turns"):
+        OrchMASEnv(max_turns=0)
+    with pytest.raises(ConfigError, match="backend"):
+        OrchMASEnv(backend="openai")
+    with pytest.raises(KeyError):
+        OrchMASEnv(executor="nobody").reset(seed=0)
 
 
 def test_fork_is_independent():

@@ -1,68 +1,36 @@
 """``orch/OrchMAS-v0``: dynamic role and prompt generation for one executor LLM.
 
 Seed 002 (OrchMAS, sections 3.1-3.2, Table 2, section 4.1) as a Gymnasium
-environment. The prompts are written for orchenv; the action protocol, the
-5-turn limit and the format-gated F1 reward follow the paper. The paper's
-reward formulas were lost in text extraction; the reconstruction is documented
-in ``OrchMASEnv`` (## Rewards).
+environment. The prompts and parsers are in ``protocol.py``, the simulated
+executor and the default pool in ``executor.py``, the short-answer QA source in
+``qa.py``. The action protocol, the 5-turn limit and the format-gated F1 reward
+follow the paper. The paper's reward formulas were lost in text extraction; the
+reconstruction is documented in ``OrchMASEnv`` (## Rewards).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv
-from orchenv.envs.orchmas.executor import (
-    BACKEND_NAME,
-    ROLE_PREFIX,
-    RoleAwareExecutorBackend,
-    task_domain,
+from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.envs.orchmas.executor import orchmas_pool, task_domain
+from orchenv.envs.orchmas.protocol import (
+    CONTROLLER_SYSTEM,
+    EXECUTOR_SYSTEM,
+    answer_format,
+    call_action,
+    parse_call,
 )
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import exact_match, extract_boxed, f1_score, math_equal
-from orchenv.parsing import extract_tag, has_open_tag
-from orchenv.pool import AgentPool, AgentSpec, CallContext, Message, make_pool
-from orchenv.seeding import stable_uniform
-from orchenv.tasks import ListTaskSource, Task, TaskSource, make_task_source
+from orchenv.parsing import extract_tag
+from orchenv.pool import AgentPool, CallContext, Message
+from orchenv.tasks import TaskSource
 
-CONTROLLER_SYSTEM = """\
-You orchestrate an external language model (the executor) to answer a question. You never \
-talk to the user; you talk to the executor, giving it a role and a request each turn, and \
-finally you give the answer yourself.
-
-How to proceed:
-1. First turn: explain the question briefly (no deep reasoning) and hand it to the executor:
-   <think>short note, at most 80 words</think>
-   <interaction_prompt>{{"name": "prompt_dynamic", "arguments": {{"prompt": "...", \
-"agent_role": "..."}}}}</interaction_prompt>
-   "agent_role" is any role you choose for the executor (e.g. a domain expert, a planner, \
-a verifier); "prompt" is your request. The executor does not see the question unless you \
-put it in the prompt; it does see your earlier requests and its earlier replies.
-2. Later turns: reflect on the executor's last reply and send a new request that builds on \
-it (outline -> details -> refine -> check); do not repeat yourself:
-   <think>your reasoning about the reply and the question</think>
-   <interaction_prompt>{{"name": "prompt_dynamic", "arguments": {{...}}}}</interaction_prompt>
-3. When the answer is ready:
-   <think>final reasoning</think>
-   <answer>the final answer only</answer>
-You have at most {max_turns} turns; an episode without an <answer> scores nothing."""
-
-EXECUTOR_SYSTEM = (
-    ROLE_PREFIX + "{role}\n"
-    "Read everything you are given (the earlier exchanges and the current request) and help "
-    "complete the task or answer the question. Put a final answer, if you give one, in "
-    "\\boxed{{...}}."
-)
-
-CALL_FORMAT = (
-    '<interaction_prompt>{"name": "prompt_dynamic", "arguments": {"prompt": "...", '
-    '"agent_role": "..."}}</interaction_prompt> (JSON inside the tags), or <answer>...</answer>'
-)
+__all__ = ["DEMO_ROLES", "OrchMASEnv"]
 
 #: roles demo_action picks from (generic, domain-fitting, mismatched, empty)
 DEMO_ROLES = (
@@ -75,156 +43,6 @@ DEMO_ROLES = (
     "verifier",
     "",
 )
-
-DEFAULT_EXECUTOR = "executor"
-
-
-def orchmas_pool(*, seed: int = 0, accuracy: float = 0.6, **backend_kwargs: float) -> AgentPool:
-    """The default pool: one executor, Qwen2.5-7B-Instruct, on the role-aware simulated backend.
-
-    The paper's executor is GPT-OSS-120B (section 4.1); orchenv's default is a
-    7B instruct model so that the role and request matter (calibration accuracy
-    0.6 for a one-shot call with a generic role). Built in code rather than as a
-    preset JSON because the backend is not in ``orchenv.pool.BACKENDS``.
-    """
-    from orchenv.pricing import price_for
-
-    price = price_for("qwen2.5-7b-instruct")
-    spec = AgentSpec(
-        name=DEFAULT_EXECUTOR,
-        model="Qwen/Qwen2.5-7B-Instruct",
-        tier=0,
-        price_prompt=price.prompt,
-        price_completion=price.completion,
-        backend=BACKEND_NAME,
-        calibration={"accuracy": accuracy, "mean_completion_tokens": 250, "tokens_per_second": 120},
-    )
-    backend = RoleAwareExecutorBackend(seed=seed, **backend_kwargs)
-    return AgentPool([spec], {BACKEND_NAME: backend}, name="orchmas")
-
-
-# -- the short-answer QA source ---------------------------------------------------
-_SYLLABLES = (
-    "ar", "bel", "cor", "dan", "el", "fir", "gal", "hes", "ir", "jor", "kal", "lum", "mar",
-    "nor", "os", "pel", "quin", "ros", "sel", "tor", "ul", "vak", "wen", "yor", "zem",
-)  # fmt: skip
-_CAPITAL_FORMS = ("{}", "Port {}", "New {}", "{} City", "San {}", "{}grad")
-_LANG_SUFFIX = ("ish", "ic", "ese", "an")
-_CURRENCY = ("crown", "mark", "dinar", "florin", "real", "lira", "shilling", "peso")
-
-
-def _name(rng: np.random.Generator, n: int) -> str:
-    return "".join(str(rng.choice(_SYLLABLES)) for _ in range(n)).capitalize()
-
-
-def orchmas_qa_source(*, n_countries: int = 120, seed: int = 0) -> ListTaskSource:
-    """Short-answer questions over a synthetic knowledge base of made-up countries.
-
-    Each country has a capital (some multi-word, e.g. "Port Elra"), a currency
-    ("Velan crown") and a language ("Velanish"). Questions: "What is the capital
-    of X?" (domain geography), "Which currency is used in X?" (economics),
-    "What language is mainly spoken in X?" (linguistics). ``meta`` holds
-    ``type``/``domain``, ``difficulty`` (hash-uniform), and ``distractors``
-    (the same attribute of other countries, for wrong simulated replies).
-    Countries 0..79% go to "train", the rest to "test".
-    """
-    rng = np.random.default_rng(seed)
-    names: list[str] = []
-    while len(names) < n_countries:
-        name = _name(rng, int(rng.integers(2, 4)))
-        if name not in names:
-            names.append(name)
-    kb = []
-    for name in names:
-        capital = str(rng.choice(_CAPITAL_FORMS)).format(_name(rng, 2))
-        currency = f"{name[:4]}an {rng.choice(_CURRENCY)}"
-        language = name[:5] + str(rng.choice(_LANG_SUFFIX))
-        kb.append({"country": name, "capital": capital, "currency": currency, "language": language})
-    questions = (
-        ("capital", "geography", "What is the capital of {}?"),
-        ("currency", "economics", "Which currency is used in {}?"),
-        ("language", "linguistics", "What language is mainly spoken in {}?"),
-    )
-    cut = int(0.8 * n_countries)
-    splits: dict[str, list[Task]] = {"train": [], "test": []}
-    for i, row in enumerate(kb):
-        split = "train" if i < cut else "test"
-        for attr, domain, template in questions:
-            others = [kb[(i + k) % len(kb)][attr] for k in (1, 7, 13)]
-            task_id = f"orchmas-qa/{split}/{row['country']}/{attr}"
-            splits[split].append(
-                Task(
-                    id=task_id,
-                    prompt=template.format(row["country"]),
-                    answers=(row[attr],),
-                    meta={
-                        "type": domain,
-                        "domain": domain,
-                        "difficulty": stable_uniform("orchmas-qa", seed, task_id),
-                        "distractors": tuple(others),
-                        "source": "orchmas-qa",
-                    },
-                )
-            )
-    return ListTaskSource("orchmas-qa", splits)
-
-
-# -- parsing ------------------------------------------------------------------------
-_TAG_RE = re.compile(r"<(/?)(think|interaction_prompt|answer)\s*>", re.IGNORECASE)
-
-
-def parse_call(text: str) -> tuple[dict[str, str] | None, str | None]:
-    """``({"prompt", "agent_role"}, None)`` from the call tag, else ``(None, error)``."""
-    body = extract_tag(text, "interaction_prompt")
-    if body is None:
-        if has_open_tag(text, "interaction_prompt"):
-            return None, f"<interaction_prompt> is not closed. Expected {CALL_FORMAT}."
-        return None, f"no <interaction_prompt> and no <answer> found. Expected {CALL_FORMAT}."
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        return (
-            None,
-            f"the <interaction_prompt> body is not valid JSON ({exc}). Expected {CALL_FORMAT}.",
-        )
-    if not isinstance(data, dict):
-        return None, f"the <interaction_prompt> JSON must be an object. Expected {CALL_FORMAT}."
-    if data.get("name") != "prompt_dynamic":
-        return (
-            None,
-            f'"name" must be "prompt_dynamic", got {data.get("name")!r:.60}. '
-            f"Expected {CALL_FORMAT}.",
-        )
-    args = data.get("arguments")
-    if not isinstance(args, dict):
-        return None, f'"arguments" must be an object. Expected {CALL_FORMAT}.'
-    prompt, role = args.get("prompt"), args.get("agent_role")
-    if not isinstance(prompt, str) or not prompt.strip():
-        return None, f'"arguments.prompt" must be a non-empty string. Expected {CALL_FORMAT}.'
-    if not isinstance(role, str):
-        return None, f'"arguments.agent_role" must be a string. Expected {CALL_FORMAT}.'
-    return {"prompt": prompt.strip(), "agent_role": " ".join(role.split())}, None
-
-
-def _answer_format(text: str) -> tuple[bool, bool, bool]:
-    """(B_m, B_v, I_c) of a final turn (see ``OrchMASEnv`` ## Rewards)."""
-    tags = [(m.group(1), m.group(2).lower()) for m in _TAG_RE.finditer(text)]
-    think, answer = extract_tag(text, "think"), extract_tag(text, "answer")
-    count = {t: sum(1 for c, n in tags if n == t and not c) for t in ("think", "answer")}
-    closes = {t: sum(1 for c, n in tags if n == t and c) for t in ("think", "answer")}
-    b_m = (
-        think is not None
-        and answer is not None
-        and count == {"think": 1, "answer": 1}
-        and closes == count
-        and not any(n == "interaction_prompt" for _, n in tags)
-    )
-    b_v = answer is not None and bool(answer.strip()) and len(answer) <= 500
-    outside = re.sub(
-        r"<think\s*>.*?</think\s*>|<answer\s*>.*?</answer\s*>", "", text, flags=re.S | re.I
-    )
-    i_c = bool(think) and not outside.strip()
-    return b_m, b_v, i_c
 
 
 class OrchMASEnv(OrchestrationEnv):
@@ -250,9 +68,10 @@ class OrchMASEnv(OrchestrationEnv):
     an ``<answer>...</answer>`` ends the episode (its format is scored). Without
     one, invalid JSON, a wrong ``name``, a missing or empty ``prompt`` or a
     non-string ``agent_role`` make the action invalid: nobody is called, the
-    turn is used, ``info["parse_error"]`` says what was expected and the next
-    observation repeats it. An empty role is allowed (the executor is called
-    with a blank role) but earns no format credit.
+    turn is used, ``format_penalty`` is added to the step's reward,
+    ``info["parse_error"]`` says what was expected and the next observation
+    repeats it. An empty role is allowed (the executor is called with a blank
+    role) but earns no format credit.
 
     ## Observation
     The orchestrator prompt as one string: instructions, the question, and the
@@ -274,25 +93,50 @@ class OrchMASEnv(OrchestrationEnv):
     so full format credit needs at least one well-formed executor call and a
     clean final turn. The return is paid out per step so that it sums to R:
     each turn pays ``-kappa / max_turns`` plus the increase of the capped
-    format reward; the final step adds the unpaid rest of ``-kappa`` and the
-    gated precision. A malformed turn therefore gets ``-kappa / max_turns``.
+    format reward; the answering step adds the unpaid rest of ``-kappa`` and the
+    gated precision. A malformed turn therefore gets ``-kappa / max_turns``
+    (plus ``format_penalty``, default 0). ``info["reward_components"]`` splits
+    each step's reward into ``base``, ``format`` and ``precision``.
 
     ## Episode end
-    Terminated by an answer, or after ``max_turns`` turns (default 5, section
-    4.1) without one (score 0). ``info`` then holds ``final_answer``,
-    ``correct`` (EM for QA, math equivalence for math), ``em``, ``f1``,
-    ``score`` (= f1), ``format_reward``, ``gate``, ``turns``.
+    ``terminated`` by an answer; ``truncated`` after ``max_turns`` turns
+    (default 5, section 4.1) without one (score 0). ``info`` then holds
+    ``final_answer``, ``correct`` (EM for QA, math equivalence for math),
+    ``em``, ``f1``, ``score`` (= f1), ``format_reward``, ``gate``, ``turns``,
+    the usage figures and ``metrics``: ``f1``, ``em``, ``format_reward``,
+    ``gate`` (1 when the format gate opened) and ``executor_calls``.
 
     ## Arguments
-    See ``__init__``. ``pool="orchmas"`` (default) builds the one-executor pool
-    in code (``orchmas_pool``: Qwen2.5-7B-Instruct, calibration accuracy 0.6,
-    ``RoleAwareExecutorBackend`` whose accuracy rises with a domain-fitting
-    role and a verification request, falls with an empty role); another preset
-    name or an ``AgentPool`` is accepted, and ``executor`` names the agent to
-    call (default: the pool's strongest).
+    - ``pool``: ``"orchmas"`` (default) builds the one-executor pool in code
+      (``executor.orchmas_pool``: Qwen2.5-7B-Instruct, calibration accuracy
+      ``executor_accuracy``, ``RoleAwareExecutorBackend`` whose accuracy rises
+      with a domain-fitting role and a verification request, falls with an
+      empty role); another preset name, a pool file or an ``AgentPool`` is
+      accepted.
+    - ``executor``: the pool agent to call (default: the pool's strongest).
+    - ``task_source``, ``task_source_kwargs``, ``split``: where questions come
+      from (default: procedural math, ``"train"``; or ``"orchmas-qa"``).
+    - ``max_turns``: orchestrator turns per episode (default 5, section 4.1).
+    - ``kappa``: the format-reward cap and the per-episode base cost (default 0.4).
+    - ``alpha``, ``beta``, ``gamma``, ``delta``: the weights of Lambda_t, B_m,
+      B_v and I_c in the format reward (default 0.1 each).
+    - ``executor_accuracy``: the default pool's calibration accuracy, in (0, 1)
+      (default 0.6).
+    - ``format_penalty``: added to a step whose action cannot be used (default 0).
+    - ``backend``: override the backends of a preset or pool file (not
+      available with ``pool="orchmas"``, whose backend is built in code).
+    - ``backend_kwargs``: arguments for the pool's backends (with
+      ``pool="orchmas"``: ``seed`` and the ``RoleAwareExecutorBackend`` logits).
+    - ``max_reply_chars``: how much of each executor reply the orchestrator
+      sees (default 4000).
+    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Version history
-    - v0: initial version.
+    - v0: initial version. Since the one-shape refactor, reaching ``max_turns``
+      without an answer is ``truncated`` (it was ``terminated``); the
+      ``format_penalty`` and ``backend`` arguments and ``info["metrics"]`` are
+      new; ``reward_components`` always has a ``precision`` entry; the notice
+      after an unusable action ends with "Reply again in the required format."
     """
 
     def __init__(
@@ -310,64 +154,83 @@ class OrchMASEnv(OrchestrationEnv):
         gamma: float = 0.1,
         delta: float = 0.1,
         executor_accuracy: float = 0.6,
+        format_penalty: float = 0.0,
+        backend: str | None = None,
         backend_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = 4000,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        super().__init__(
+            pool=pool,
+            task_source=task_source,
+            task_source_kwargs=task_source_kwargs,
+            split=split,
+            max_turns=max_turns,
+            format_penalty=format_penalty,
+            backend=backend,
+            backend_kwargs=backend_kwargs,
+            max_obs_chars=max_obs_chars,
+            render_mode=render_mode,
+        )
         if kappa <= 0:
             raise ConfigError(f"kappa must be > 0, got {kappa}")
         if min(alpha, beta, gamma, delta) < 0:
             raise ConfigError("alpha, beta, gamma and delta must be >= 0")
         if not 0.0 < executor_accuracy < 1.0:
             raise ConfigError(f"executor_accuracy must lie in (0, 1), got {executor_accuracy}")
-        self._pool_arg = pool
+        if pool == "orchmas" and backend is not None:
+            raise ConfigError(
+                'backend overrides a preset\'s backends; pool="orchmas" is built in code '
+                "with the simulated executor (pass a preset, a pool file or an AgentPool)"
+            )
         self._executor_arg = executor
-        self._task_source_arg = task_source
-        self._task_source_kwargs = dict(task_source_kwargs or {})
-        self._backend_kwargs = dict(backend_kwargs or {})
-        self.split = split
-        self.max_turns = max_turns
         self.kappa, self.alpha, self.beta, self.gamma, self.delta = kappa, alpha, beta, gamma, delta
         self.executor_accuracy = executor_accuracy
         self.max_reply_chars = max_reply_chars
-        self.executor: str | None = None
         # episode state
-        self.task: Task | None = None
         self.history: list[dict[str, Any]] = []  # one entry per turn
         self.format_sum = 0.0  # uncapped alpha * sum Lambda_t (+ final-turn terms)
-        self.paid = 0.0  # return paid so far
-        self.draft_agent: str | None = None  # no draft-verification phase in this env
-        self._notice = ""
+        self.answer: str | None = None  # the final answer, once given
+        self.grade: tuple[bool, float] = (False, 0.0)  # its (exact match, F1)
 
-    # -- lazily built collaborators (no I/O in __init__) -----------------------------
-    def _ensure_built(self) -> None:
-        if self._pool is None:
-            if isinstance(self._pool_arg, str) and self._pool_arg == "orchmas":
-                self._pool = orchmas_pool(accuracy=self.executor_accuracy, **self._backend_kwargs)
-            else:
-                self._pool = make_pool(self._pool_arg, backend_kwargs=self._backend_kwargs)
-            names = self._pool.names
-            if self._executor_arg is not None and self._executor_arg not in names:
-                raise UnknownNameError("executor agent", self._executor_arg, names)
-            self.executor = self._executor_arg or self._pool.strongest()
-        if self._task_source is None:
-            self._task_source = make_task_source(self._task_source_arg, **self._task_source_kwargs)
-            self._task_source.check_split(self.split)
+    def _build_pool(self) -> AgentPool:
+        if self._pool_arg == "orchmas":
+            pool = orchmas_pool(accuracy=self.executor_accuracy, **self._backend_kwargs)
+        else:
+            pool = super()._build_pool()
+        if self._executor_arg is not None and self._executor_arg not in pool.names:
+            raise UnknownNameError("executor agent", self._executor_arg, pool.names)
+        return pool
 
     @property
-    def task_source(self) -> TaskSource:
-        self._ensure_built()
-        return self._task_source
+    def executor(self) -> str:
+        """The pool agent the orchestrator's calls go to."""
+        return self._executor_arg or self.pool.strongest()
 
     def valid_agents(self) -> list[str]:
-        return [self.executor] if self._pool is not None and self.executor else []
+        return [self.executor]
+
+    def demo_action(self, rng: np.random.Generator) -> str:
+        """A valid action for the current state: a call with a random role, or an answer.
+
+        Answers with the last executor reply's boxed answer when there is one
+        (otherwise a guess); calls the executor with probability 0.6 while turns
+        remain after this one.
+        """
+        assert self.task is not None
+        last = self._last_reply()
+        if self.turn + 1 < self.max_turns and (last is None or rng.random() < 0.6):
+            role = DEMO_ROLES[int(rng.integers(len(DEMO_ROLES)))]
+            request = (
+                self.task.prompt if last is None else "Check the previous answer and verify it."
+            )
+            return call_action(role, request)
+        guess = (extract_boxed(last) if last else None) or "unknown"
+        return f"<think>Use the executor's answer.</think><answer>{guess}</answer>"
 
     # -- prompts ----------------------------------------------------------------------
-    def _controller_messages(self) -> list[Message]:
+    def _messages(self) -> list[Message]:
         assert self.task is not None
         parts = [f"Question:\n{self.task.prompt}"]
         for i, entry in enumerate(self.history, 1):
@@ -383,9 +246,7 @@ class OrchMASEnv(OrchestrationEnv):
                 parts.append(f"Turn {i}: your reply could not be used ({entry['error']})")
             else:
                 parts.append(f"Turn {i}: final answer given: {entry['answer']}")
-        parts.append(f"(Turn {self.turn + 1} of {self.max_turns}.)")
-        if self._notice:
-            parts.append(f"Your previous reply could not be used: {self._notice}")
+        parts.append(self.turn_line())
         return [
             {"role": "system", "content": CONTROLLER_SYSTEM.format(max_turns=self.max_turns)},
             {"role": "user", "content": "\n\n".join(parts)},
@@ -400,104 +261,84 @@ class OrchMASEnv(OrchestrationEnv):
         messages.append({"role": "user", "content": prompt})
         return messages
 
-    def _observation(self) -> tuple[str, dict[str, Any]]:
-        messages = self._controller_messages()
-        obs = self.render_messages(messages)
-        return obs, {"messages": messages, "phase": "act"}
+    def _observation_info(self) -> dict[str, Any]:
+        return {"phase": "act"}
 
     # -- episode ------------------------------------------------------------------------
-    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        self._ensure_built()
+    def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
         self.task = self.pick_task(options)
         self.history = []
         self.format_sum = 0.0
-        self.paid = 0.0
-        self._notice = ""
-        obs, extra = self._observation()
-        extra["task_id"] = self.task.id
-        extra["privileged"] = {"domain": task_domain(self.task)}
-        return obs, extra
+        self.answer, self.grade = None, (False, 0.0)
+        return {"privileged": {"domain": task_domain(self.task)}}
 
     def _capped(self) -> float:
         return min(self.kappa, self.format_sum)
 
-    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        assert self.task is not None and self.executor is not None
-        self.turn += 1
-        self.transcript.append({"turn": self.turn, "role": "controller", "text": action})
-        extra: dict[str, Any] = {"task_id": self.task.id}
-        privileged: dict[str, Any] = {"domain": task_domain(self.task)}
+    def _gate(self) -> bool:
+        """Whether the format reward reached its cap (the precision counts only then)."""
+        return self._capped() >= self.kappa - 1e-12
+
+    def _last_reply(self) -> str | None:
+        return next((h["reply"] for h in reversed(self.history) if h["kind"] == "call"), None)
+
+    def _apply(self, action: str) -> Outcome:
+        assert self.task is not None
         before = self._capped()
         answer = extract_tag(action, "answer")
-        think = extract_tag(action, "think")
-        terminated = False
-        precision = 0.0
+        info: dict[str, Any] = {}
+        privileged: dict[str, Any] = {"domain": task_domain(self.task)}
+        error = None
         if answer is not None:
-            b_m, b_v, i_c = _answer_format(action)
+            b_m, b_v, i_c = answer_format(action)
             self.format_sum += self.beta * b_m + self.gamma * b_v + self.delta * i_c
-            extra["format_checks"] = {"B_m": b_m, "B_v": b_v, "I_c": i_c}
+            info["format_checks"] = {"B_m": b_m, "B_v": b_v, "I_c": i_c}
             self.history.append({"kind": "answer", "answer": answer})
-            self._notice = ""
-            terminated = True
+            self.answer, self.grade = answer, self._grade(answer)
         else:
             call, error = parse_call(action)
             if call is None:
-                self._notice = error or "malformed reply."
-                self.history.append({"kind": "invalid", "error": self._notice})
-                extra.update(invalid_action=True, parse_error=self._notice)
+                self.history.append({"kind": "invalid", "error": error})
             else:
-                self._notice = ""
-                well_formed = bool(think) and bool(call["agent_role"])
-                self.format_sum += self.alpha * well_formed
-                extra["format_checks"] = {"Lambda": well_formed}
-                messages = self._executor_messages(call["agent_role"], call["prompt"])
-                last = next(
-                    (h["reply"] for h in reversed(self.history) if h["kind"] == "call"), None
-                )
-                context = CallContext(task=self.task, turn=self.turn, draft=last)
-                completion = self.call_agent(self.executor, messages, context)
-                self.history.append(
-                    {
-                        "kind": "call",
-                        "think": think,
-                        "role": call["agent_role"],
-                        "prompt": call["prompt"],
-                        "reply": completion.text,
-                    }
-                )
-                extra.update(
-                    called_agent=self.executor,
-                    agent_role=call["agent_role"],
-                    latency_s=completion.latency_s,
-                )
-                privileged["executor_correct"] = self._grade(extract_boxed(completion.text))[0]
-        if self.turn >= self.max_turns:
-            terminated = True
-        reward = -self.kappa / self.max_turns + (self._capped() - before)
-        components = {"format": self._capped() - before, "base": -self.kappa / self.max_turns}
-        if terminated:
+                info.update(self._call_executor(call, extract_tag(action, "think"), privileged))
+        base = -self.kappa / self.max_turns
+        reward = base + (self._capped() - before)
+        components = {"format": self._capped() - before, "base": base, "precision": 0.0}
+        if answer is not None:
             rest = -self.kappa * (self.max_turns - self.turn) / self.max_turns
-            gate = self._capped() >= self.kappa - 1e-12
-            em, f1 = self._grade(answer) if answer is not None else (False, 0.0)
-            precision = f1 if gate else 0.0
+            precision = self.grade[1] if self._gate() else 0.0
             reward += rest + precision
-            components.update(base=components["base"] + rest, precision=precision)
-            extra.update(
-                final_answer=answer,
-                correct=bool(em),
-                em=float(em),
-                f1=float(f1),
-                score=float(f1),
-                format_reward=self._capped(),
-                gate=bool(gate),
-                turns=self.turn,
-            )
-        self.paid += reward
-        extra["reward_components"] = components
-        extra["privileged"] = privileged
-        obs, obs_extra = self._observation()
-        extra.update(obs_extra)
-        return obs, reward, terminated, False, extra
+            components.update(base=base + rest, precision=precision)
+        info["reward_components"] = components
+        info["privileged"] = privileged
+        return Outcome(reward=reward, done=answer is not None, error=error, info=info)
+
+    def _call_executor(
+        self, call: dict[str, str], think: str | None, privileged: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Send one well-formed request to the executor; return the step's info."""
+        assert self.task is not None
+        well_formed = bool(think) and bool(call["agent_role"])
+        self.format_sum += self.alpha * well_formed
+        messages = self._executor_messages(call["agent_role"], call["prompt"])
+        context = CallContext(task=self.task, turn=self.turn, draft=self._last_reply())
+        completion = self.call_agent(self.executor, messages, context)
+        self.history.append(
+            {
+                "kind": "call",
+                "think": think,
+                "role": call["agent_role"],
+                "prompt": call["prompt"],
+                "reply": completion.text,
+            }
+        )
+        privileged["executor_correct"] = self._grade(extract_boxed(completion.text))[0]
+        return {
+            "format_checks": {"Lambda": well_formed},
+            "called_agent": self.executor,
+            "agent_role": call["agent_role"],
+            "latency_s": completion.latency_s,
+        }
 
     def _grade(self, answer: str | None) -> tuple[bool, float]:
         """(exact match, precision F1) of an answer against the task's references."""
@@ -511,28 +352,22 @@ class OrchMASEnv(OrchestrationEnv):
         em = any(exact_match(ref, answer) for ref in self.task.answers)
         return em, max((f1_score(ref, answer) for ref in self.task.answers), default=0.0)
 
-    # -- helpers for controllers and tests ------------------------------------------------
-    def demo_action(self, rng: np.random.Generator) -> str:
-        """A valid action for the current state: a call with a random role, or an answer.
-
-        Answers with the last executor reply's boxed answer when there is one
-        (otherwise a guess); calls the executor with probability 0.6 while turns
-        remain after this one.
-        """
-        assert self.task is not None
-        last = next((h["reply"] for h in reversed(self.history) if h["kind"] == "call"), None)
-        if self.turn + 1 < self.max_turns and (last is None or rng.random() < 0.6):
-            role = DEMO_ROLES[int(rng.integers(len(DEMO_ROLES)))]
-            request = (
-                self.task.prompt if last is None else "Check the previous answer and verify it."
-            )
-            payload = {
-                "name": "prompt_dynamic",
-                "arguments": {"prompt": request, "agent_role": role},
-            }
-            body = json.dumps(payload)
-            return (
-                f"<think>Ask the executor.</think><interaction_prompt>{body}</interaction_prompt>"
-            )
-        guess = (extract_boxed(last) if last else None) or "unknown"
-        return f"<think>Use the executor's answer.</think><answer>{guess}</answer>"
+    def _summary(self) -> dict[str, Any]:
+        em, f1 = self.grade
+        capped, gate = self._capped(), self._gate()
+        return {
+            "final_answer": self.answer,
+            "correct": bool(em),
+            "em": float(em),
+            "f1": float(f1),
+            "score": float(f1),
+            "format_reward": capped,
+            "gate": gate,
+            "metrics": {
+                "f1": float(f1),
+                "em": float(em),
+                "format_reward": capped,
+                "gate": float(gate),
+                "executor_calls": float(sum(h["kind"] == "call" for h in self.history)),
+            },
+        }

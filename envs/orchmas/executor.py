@@ -40,12 +40,16 @@ from orchenv.backends.simulated import (
 )
 from orchenv.error import BackendError
 from orchenv.grading import extract_boxed
-from orchenv.pool import AgentSpec, CallContext, Completion, Message
+from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
+from orchenv.pricing import price_for
 from orchenv.seeding import stable_uniform
 from orchenv.tasks import Task
 
 #: name of this backend in env-built pools
 BACKEND_NAME = "orchmas-executor"
+
+#: the executor's name in the default pool (``orchmas_pool``)
+DEFAULT_EXECUTOR = "executor"
 
 #: role prefix of the executor's system prompt (the backend reads the role from it)
 ROLE_PREFIX = "Act as: "
@@ -203,3 +207,25 @@ class RoleAwareExecutorBackend(SimulatedBackend):
             "From the reference material,",
         )
         return f"{openers[variant % len(openers)]} the answer is \\boxed{{{answer}}}."
+
+
+def orchmas_pool(*, seed: int = 0, accuracy: float = 0.6, **backend_kwargs: float) -> AgentPool:
+    """The default pool: one executor, Qwen2.5-7B-Instruct, on the role-aware simulated backend.
+
+    The paper's executor is GPT-OSS-120B (section 4.1); orchenv's default is a
+    7B instruct model so that the role and request matter (calibration accuracy
+    0.6 for a one-shot call with a generic role). Built in code rather than as a
+    preset JSON because the backend is not in ``orchenv.pool.BACKENDS``.
+    """
+    price = price_for("qwen2.5-7b-instruct")
+    spec = AgentSpec(
+        name=DEFAULT_EXECUTOR,
+        model="Qwen/Qwen2.5-7B-Instruct",
+        tier=0,
+        price_prompt=price.prompt,
+        price_completion=price.completion,
+        backend=BACKEND_NAME,
+        calibration={"accuracy": accuracy, "mean_completion_tokens": 250, "tokens_per_second": 120},
+    )
+    backend = RoleAwareExecutorBackend(seed=seed, **backend_kwargs)
+    return AgentPool([spec], {BACKEND_NAME: backend}, name="orchmas")

@@ -1,0 +1,113 @@
+"""The controller protocol of ``orch/BudgetRoute-v0``: prompts, the action parser, the grader.
+
+The paper's appendix B prompts did not survive text extraction, so the prompts are
+written for orchenv; the action tags follow the Search-R1 / Router-R1 convention the
+paper builds on (``<search>`` / ``<answer>``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from orchenv.grading import check_math_solution, extract_boxed, math_equal
+from orchenv.parsing import extract_tag, match_agent, strip_reasoning, suggest_agent
+
+CONTROLLER_SYSTEM = """\
+You solve math problems and may consult paid expert models. Budget mode: {mode}.
+{guidance}
+
+Experts (name, price in USD per 1M prompt / completion tokens), strongest first:
+{experts}
+
+Each round, do exactly one of the following:
+- Ask one expert a question: <search>EXPERT NAME: your question</search>
+  The expert's reply is shown to you in the next round.
+- Give your final answer and stop: <answer>FINAL ANSWER</answer>
+You may think first inside <think>...</think>. You have {max_turns} rounds in total; \
+without an answer by then the problem counts as unsolved."""
+
+MODE_GUIDANCE: dict[str, str] = {
+    "low": "Money is tight: solve the problem yourself when you can, and if you need help, "
+    "prefer the cheapest expert.",
+    "medium": "Spend moderately: balance inexpensive and expensive experts and consult the "
+    "dearest ones only when the problem needs them.",
+    "high": "Money is no object: consult the most capable experts whenever it helps you "
+    "get the answer right.",
+}
+GENERIC_GUIDANCE = "Keep the total cost of expert calls within this budget mode."
+
+EXPERT_SYSTEM = (
+    "You are an expert mathematician. Answer the question step by step and give the final "
+    "answer as \\boxed{ANSWER}."
+)
+
+#: what the notice after an unusable action adds to the parse error
+FORMAT_REMINDER = (
+    "Reply with <search>EXPERT NAME: question</search> or <answer>FINAL ANSWER</answer>."
+)
+
+
+@dataclass(frozen=True)
+class Action:
+    """A usable controller action: a question to one expert, or the final answer."""
+
+    kind: Literal["search", "answer"]
+    text: str  # the sub-query or the answer, stripped
+    expert: str | None = None  # the pool's spelling of the expert's name (searches only)
+
+
+def parse_action(text: str, experts: Sequence[str]) -> tuple[Action | None, str | None]:
+    """``(action, None)``, or ``(None, what was wrong)``; never raises.
+
+    The first of ``<search>`` / ``<answer>`` that appears outside ``<think>`` blocks
+    wins; an unclosed first tag yields to a complete second one. Expert names match
+    ignoring case and punctuation (``orchenv.parsing.match_agent``).
+    """
+    visible = strip_reasoning(text)
+    positions = {}
+    for tag in ("search", "answer"):
+        match = re.search(rf"<\s*{tag}\s*>", visible, re.IGNORECASE)
+        if match is not None:
+            positions[tag] = match.start()
+    if not positions:
+        return None, "no <search> or <answer> tag found."
+    kind = min(positions, key=lambda t: positions[t])
+    body = extract_tag(text, kind)
+    if body is None:
+        other = "answer" if kind == "search" else "search"
+        if other in positions:  # an unclosed first tag, a complete second one
+            kind, body = other, extract_tag(text, other)
+        if body is None:
+            return None, f"<{kind}> is not closed with </{kind}>."
+    if kind == "answer":
+        if not body:
+            return None, "the <answer> is empty."
+        return Action("answer", body), None
+    name, sep, query = body.partition(":")
+    if not sep:
+        return None, (
+            f"the <search> lacks 'EXPERT NAME:' before the question; experts: {', '.join(experts)}."
+        )
+    expert = match_agent(name.strip(), experts)
+    if expert is None:
+        hint = suggest_agent(name.strip(), experts)
+        return None, f"unknown expert {name.strip()!r}; experts: {', '.join(experts)}.{hint}"
+    if not query.strip():
+        return None, f"the question to {expert} is empty."
+    return Action("search", query.strip(), expert), None
+
+
+def grade_answer(answer: str, references: Sequence[str]) -> bool:
+    """Whether a final answer (a bare expression or a ``\\boxed{...}``) matches a reference.
+
+    Never raises: the ``orchenv.grading`` helpers it uses never do.
+    """
+    if extract_boxed(answer) is not None:
+        return check_math_solution(answer, tuple(references))
+    bare = answer.strip().strip("$").strip()
+    if check_math_solution(f"\\boxed{{{bare}}}", tuple(references)):
+        return True
+    return any(math_equal(ref, bare) for ref in references)

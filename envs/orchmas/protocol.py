@@ -1,0 +1,110 @@
+"""The orchestrator protocol of ``orch/OrchMAS-v0`` (seed 002, Table 2): prompts and parsers.
+
+The prompts are written for orchenv (Table 2, reworded); the action protocol follows
+the paper: ``<think>``, then an ``<interaction_prompt>`` JSON call of ``prompt_dynamic``
+with a ``prompt`` and an ``agent_role``, or an ``<answer>``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from orchenv.envs.orchmas.executor import ROLE_PREFIX
+from orchenv.parsing import extract_tag, has_open_tag
+
+CONTROLLER_SYSTEM = """\
+You orchestrate an external language model (the executor) to answer a question. You never \
+talk to the user; you talk to the executor, giving it a role and a request each turn, and \
+finally you give the answer yourself.
+
+How to proceed:
+1. First turn: explain the question briefly (no deep reasoning) and hand it to the executor:
+   <think>short note, at most 80 words</think>
+   <interaction_prompt>{{"name": "prompt_dynamic", "arguments": {{"prompt": "...", \
+"agent_role": "..."}}}}</interaction_prompt>
+   "agent_role" is any role you choose for the executor (e.g. a domain expert, a planner, \
+a verifier); "prompt" is your request. The executor does not see the question unless you \
+put it in the prompt; it does see your earlier requests and its earlier replies.
+2. Later turns: reflect on the executor's last reply and send a new request that builds on \
+it (outline -> details -> refine -> check); do not repeat yourself:
+   <think>your reasoning about the reply and the question</think>
+   <interaction_prompt>{{"name": "prompt_dynamic", "arguments": {{...}}}}</interaction_prompt>
+3. When the answer is ready:
+   <think>final reasoning</think>
+   <answer>the final answer only</answer>
+You have at most {max_turns} turns; an episode without an <answer> scores nothing."""
+
+EXECUTOR_SYSTEM = (
+    ROLE_PREFIX + "{role}\n"
+    "Read everything you are given (the earlier exchanges and the current request) and help "
+    "complete the task or answer the question. Put a final answer, if you give one, in "
+    "\\boxed{{...}}."
+)
+
+CALL_FORMAT = (
+    '<interaction_prompt>{"name": "prompt_dynamic", "arguments": {"prompt": "...", '
+    '"agent_role": "..."}}</interaction_prompt> (JSON inside the tags), or <answer>...</answer>'
+)
+
+_TAG_RE = re.compile(r"<(/?)(think|interaction_prompt|answer)\s*>", re.IGNORECASE)
+
+
+def call_action(role: str, prompt: str, think: str = "Ask the executor.") -> str:
+    """A well-formed call: ``<think>`` and the ``prompt_dynamic`` JSON (demos, examples)."""
+    payload = {"name": "prompt_dynamic", "arguments": {"prompt": prompt, "agent_role": role}}
+    return f"<think>{think}</think><interaction_prompt>{json.dumps(payload)}</interaction_prompt>"
+
+
+def parse_call(text: str) -> tuple[dict[str, str] | None, str | None]:
+    """``({"prompt", "agent_role"}, None)`` from the call tag, else ``(None, error)``."""
+    body = extract_tag(text, "interaction_prompt")
+    if body is None:
+        if has_open_tag(text, "interaction_prompt"):
+            return None, f"<interaction_prompt> is not closed. Expected {CALL_FORMAT}."
+        return None, f"no <interaction_prompt> and no <answer> found. Expected {CALL_FORMAT}."
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        return (
+            None,
+            f"the <interaction_prompt> body is not valid JSON ({exc}). Expected {CALL_FORMAT}.",
+        )
+    if not isinstance(data, dict):
+        return None, f"the <interaction_prompt> JSON must be an object. Expected {CALL_FORMAT}."
+    if data.get("name") != "prompt_dynamic":
+        return (
+            None,
+            f'"name" must be "prompt_dynamic", got {data.get("name")!r:.60}. '
+            f"Expected {CALL_FORMAT}.",
+        )
+    args = data.get("arguments")
+    if not isinstance(args, dict):
+        return None, f'"arguments" must be an object. Expected {CALL_FORMAT}.'
+    prompt, role = args.get("prompt"), args.get("agent_role")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return None, f'"arguments.prompt" must be a non-empty string. Expected {CALL_FORMAT}.'
+    if not isinstance(role, str):
+        return None, f'"arguments.agent_role" must be a string. Expected {CALL_FORMAT}.'
+    return {"prompt": prompt.strip(), "agent_role": " ".join(role.split())}, None
+
+
+def answer_format(text: str) -> tuple[bool, bool, bool]:
+    """(B_m, B_v, I_c) of a final turn (see ``OrchMASEnv`` ## Rewards)."""
+    tags = [(m.group(1), m.group(2).lower()) for m in _TAG_RE.finditer(text)]
+    think, answer = extract_tag(text, "think"), extract_tag(text, "answer")
+    count = {t: sum(1 for c, n in tags if n == t and not c) for t in ("think", "answer")}
+    closes = {t: sum(1 for c, n in tags if n == t and c) for t in ("think", "answer")}
+    b_m = (
+        think is not None
+        and answer is not None
+        and count == {"think": 1, "answer": 1}
+        and closes == count
+        and not any(n == "interaction_prompt" for _, n in tags)
+    )
+    b_v = answer is not None and bool(answer.strip()) and len(answer) <= 500
+    outside = re.sub(
+        r"<think\s*>.*?</think\s*>|<answer\s*>.*?</answer\s*>", "", text, flags=re.S | re.I
+    )
+    i_c = bool(think) and not outside.strip()
+    return b_m, b_v, i_c
