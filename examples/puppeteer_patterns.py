@@ -1,8 +1,9 @@
 """orch/Puppeteer-v0: longer orchestration trajectories cost reward (seed 003, eq. 6).
 
-Two scripted controllers on the simulated `mimas` preset: one asks the larger model to reason
-and stops; the other plans, reasons, critiques and stops. Both are graded on the latest answer;
-the longer one pays the step cost C_t = F_t * log(1 + t / phi) at every step.
+Two scripted controllers on the simulated `mimas` preset, both naming its first model (the
+smaller one): one asks it to reason and stops; the other plans, reasons, critiques and stops.
+Both are graded on the latest answer; the longer one pays the step cost
+C_t = F_t * log(1 + t / phi) at every step.
 
     python examples/puppeteer_patterns.py
 """

@@ -9,17 +9,19 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from orchenv.backends.scripted import ScriptedBackend
-from orchenv.envs.puppeteer.env import (
-    PATTERNS,
+from orchenv.envs.puppeteer.agents import PATTERNS, majority_vote
+from orchenv.envs.puppeteer.env import PuppeteerEnv
+from orchenv.envs.puppeteer.tasks import (
     TASK_KINDS,
-    PuppeteerEnv,
     commongen_task,
     concept_coverage,
     extract_choice,
     gsm_hard_task,
-    majority_vote,
+    make_task,
     multiple_choice_task,
+    score_answer,
 )
+from orchenv.error import ConfigError, UnknownNameError
 from orchenv.pool import AgentPool, AgentSpec
 
 
@@ -62,19 +64,17 @@ def test_eq6_by_hand():
     assert costs[0] / tokens[0] < costs[1] / tokens[1] < costs[2] / tokens[2]
 
 
-def test_terminate_first_step_and_step_limit():
+def test_terminate_first_step_and_horizon_truncates():
     env = make()
     _, r, term, trunc, info = env.step("<agent>terminate</agent>")
     assert term and not trunc and r == 0.0 and info["correct"] is False and info["turns"] == 1
-    env = make(max_steps=2)
+    env = make(max_turns=2)
     name = f"<agent>{env.pool.names[1]}:reasoning</agent>"
-    assert not env.step(name)[2]
-    _, r, term, _, info = env.step(name)
-    assert (
-        term
-        and info["turns"] == 2
-        and r == pytest.approx(float(info["correct"]) - 0.1 * info["step_cost"])
-    )
+    assert env.step(name)[2:4] == (False, False)
+    _, r, term, trunc, info = env.step(name)
+    # cut short at the horizon: truncated, and the final step is graded all the same
+    assert trunc and not term and info["turns"] == 2
+    assert r == pytest.approx(float(info["correct"]) - 0.1 * info["step_cost"])
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_patterns_matter():
         for i in range(200):
             env.reset(options={"task_index": i})
             _, _, _, _, info = env.step(f"<agent>{model}:{pattern}</agent>")
-            wins[pattern] += env._is_correct(env.answer)
+            wins[pattern] += score_answer(env.tasks, env.task, env.answer) == 1.0
     assert wins["reasoning"] > wins["question"] + 30
 
 
@@ -167,8 +167,6 @@ def test_check_env_each_task_kind(tasks):
 
 @pytest.mark.parametrize("tasks", TASK_KINDS)
 def test_task_kinds_deterministic_and_splits_disjoint(tasks):
-    from orchenv.envs.puppeteer.env import make_task
-
     assert make_task(tasks, 0, 4) == make_task(tasks, 0, 4)
     train = {make_task(tasks, 0, i).prompt for i in range(30)}
     test = {make_task(tasks, 0, i, "test").prompt for i in range(30)}
@@ -233,10 +231,10 @@ def test_commongen_partial_score_in_reward_eq6():
     assert term and info["score"] == pytest.approx(score) and info["correct"] is False
     assert info["final_answer"] == sentence and r2 == pytest.approx(score)
     # a last step that calls an agent: R_T = r - lam * C_T
-    env, _ = scripted_env(f"\\boxed{{{sentence}}}", tasks="commongen", max_steps=1)
-    _, r, term, _, info = env.step("<agent>m:reasoning</agent>")
+    env, _ = scripted_env(f"\\boxed{{{sentence}}}", tasks="commongen", max_turns=1)
+    _, r, term, trunc, info = env.step("<agent>m:reasoning</agent>")
     c = info["step_tokens"] / 1000 * math.log(1 + 1 / 4.0)
-    assert term and r == pytest.approx(score - 0.1 * c)
+    assert trunc and not term and r == pytest.approx(score - 0.1 * c)
 
 
 def test_commongen_simulated_agents_cover_fractions():
@@ -273,3 +271,85 @@ def test_majority_vote_width3_by_hand():
     env2.step("<agent>m:reasoning</agent>")
     _, _, _, _, info = env2.step("<agent>m:reasoning</agent>")
     assert info["branch_answers"] == ["B", "C", "B"] and env2.answer == "B"
+
+
+# -- the episode on the shared base ---------------------------------------------------------
+
+
+def test_episode_metrics_sum_the_steps():
+    env = make(max_turns=6)
+    expr = env.task.meta["expression"]
+    actions = [
+        f"<agent>{env.pool.names[0]}:planning</agent>",
+        "<agent>tool:search</agent><query>percent</query>",
+        "no tag",
+        f"<agent>tool:run_python</agent><code>print({expr})</code>",
+        "<agent>terminate</agent>",
+    ]
+    infos = [env.step(a)[4] for a in actions]
+    assert all("metrics" not in info for info in infos[:-1])
+    metrics = infos[-1]["metrics"]
+    assert metrics["tokens"] == sum(info["step_tokens"] for info in infos) > 0
+    assert metrics["token_cost"] == pytest.approx(sum(info["step_cost"] for info in infos))
+    assert metrics["tool_calls"] == 2 and metrics["agent_steps"] == 1
+    assert infos[-1]["correct"] and infos[-1]["score"] == 1.0
+
+
+def test_unusable_reply_repeats_the_prompt_with_the_notice():
+    env = make()
+    first = env.step("<agent>tool:run_python</agent>")[0]
+    assert first.endswith(
+        "Current answer: (none)\n\nYour previous reply could not be used: "
+        "tool:run_python needs a non-empty <code>. Reply again in the required format."
+    )
+    assert "Step 2 of 4." in first
+    second = env.step("<agent>terminate</agent>")[0]
+    assert "could not be used" not in second
+
+
+def test_tasks_by_index_and_by_id():
+    env = PuppeteerEnv(tasks="multiple-choice", split="test", n_tasks=50)
+    _, info = env.reset(seed=0, options={"task_index": 7})
+    assert env.task == multiple_choice_task(0, 7, "test") and info["task_id"] == "mc-0-test-7"
+    _, info = env.reset(options={"task_id": "mc-0-test-7"})
+    assert env.task == multiple_choice_task(0, 7, "test")
+    env.reset(options={"task_id": "mc-0-3"})
+    assert env.task == make_task("multiple-choice", 0, 3)
+    with pytest.raises(IndexError):
+        env.reset(options={"task_index": 50})
+    with pytest.raises(UnknownNameError):
+        env.reset(options={"task_id": "gsmhard-0-3"})
+    ids = {env.reset(seed=s)[1]["task_id"] for s in range(20)}
+    assert all(i.startswith("mc-0-test-") for i in ids) and len(ids) > 10
+
+
+def test_fork_shares_the_search_index_and_the_sandbox():
+    env = make()
+    env.step("<agent>tool:search</agent><query>percent</query>")
+    clone = env.fork()
+    assert clone._search_index is env._search_index and clone.pool is env.pool
+    assert clone._sandbox_root == env._sandbox_root
+    clone.step("<agent>tool:read_file</agent><path>problem.txt</path>")
+    assert len(clone.history) == 2 and len(env.history) == 1
+    env.close()
+    assert env._sandbox_root is None
+
+
+def test_arguments_are_checked():
+    for kwargs in ({"max_turns": 0}, {"width": 0}, {"phi": 0.0}, {"n_tasks": 0}):
+        with pytest.raises(ConfigError):
+            PuppeteerEnv(**kwargs)
+    for kwargs in ({"tasks": "poetry"}, {"preset": "europa"}, {"split": "dev"}):
+        with pytest.raises(UnknownNameError):
+            PuppeteerEnv(**kwargs)
+    with pytest.raises(ConfigError, match="pool given by name"):
+        PuppeteerEnv(backend="openai")
+
+
+def test_pool_by_name():
+    env = PuppeteerEnv(pool="system1")
+    _, info = env.reset(seed=0)
+    model = env.pool.names[0]
+    assert f"{model}:reasoning" in info["valid_agents"]
+    _, _, _, _, info = env.step(f"<agent>{model}:reasoning</agent>")
+    assert info["called_agent"] == f"{model}:reasoning" and info["agent_calls"] == {model: 1}
