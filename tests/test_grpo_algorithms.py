@@ -27,7 +27,6 @@ transformers = pytest.importorskip("transformers")
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source  # noqa: E402
 
 import orchenv  # noqa: E402, F401  (registers the orch/ ids)
-from orchenv.agents.baselines import route_text, verdict_text  # noqa: E402
 from orchenv.agents.grpo import (  # noqa: E402
     Sample,
     Tree,
@@ -43,7 +42,8 @@ from orchenv.agents.grpo import (  # noqa: E402
     token_logprobs,
     trajectory_advantages,
 )
-from orchenv.envs.mathroute import MathRouteEnv  # noqa: E402
+from orchenv.envs.mathroute.env import MathRouteEnv  # noqa: E402
+from orchenv.envs.mathroute.protocol import route_text, verdict_text  # noqa: E402
 
 EPS = 1e-6
 

@@ -6,6 +6,8 @@ seconds); the acceptance test trains it to route to the only correct agent.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -30,10 +32,17 @@ from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source
 import orchenv  # noqa: E402, F401  (registers the env ids)
 from orchenv.agents.grpo import algorithms  # noqa: E402
 from orchenv.agents.grpo.algorithms import Sample, build_batch, rollout_trees  # noqa: E402
-from orchenv.agents.grpo.config import AGGREGATIONS, GRPOConfig, LoRASettings  # noqa: E402
+from orchenv.agents.grpo.config import (  # noqa: E402
+    AGGREGATIONS,
+    GRPOConfig,
+    LoRASettings,
+    add_arguments,
+)
+from orchenv.agents.grpo.dist import Dist  # noqa: E402
 from orchenv.agents.grpo.generation import HFPolicySampler, VLLMPolicySampler  # noqa: E402
 from orchenv.agents.grpo.trainer import (  # noqa: E402
     comparable,
+    make_envs,
     samples_from_trees,
     step_metrics,
     train,
@@ -75,7 +84,8 @@ def _prompts(n: int) -> list[list[dict[str, str]]]:
 
 def test_config_defaults_follow_table_9():
     c = GRPOConfig(model_path="m")
-    assert (c.queries_per_step, c.group_size, c.max_turns) == (128, 4, 3)
+    assert (c.queries_per_step, c.group_size, c.max_turns) == (128, 4, None)
+    assert gym.make(c.env_id).unwrapped.max_turns == 3  # the horizon comes from the env
     assert (c.max_prompt_tokens, c.max_new_tokens, c.learning_rate) == (3072, 2048, 1e-6)
     assert (c.total_steps, c.temperature, c.eval_temperature, c.gamma) == (400, 1.0, 0.0, 1.0)
     assert c.normalize_std is False and c.mode == "tree" and c.lora is None
@@ -96,6 +106,8 @@ def test_config_defaults_follow_table_9():
         ({"env_kwargs": {"split": "test"}}, "set the training split with `split`"),
         ({"lora": {"r": 0}}, "lora.r must be an int >= 1"),
         ({"checkpoint_every": -1}, "checkpoint_every must be an int >= 0"),
+        ({"max_turns": 3, "env_kwargs": {"max_turns": 2}}, "set it once"),
+        ({"gamma": 1.5}, "gamma must be >= 0 and <= 1"),
     ],
 )
 def test_config_rejects_bad_values(fields, message):
@@ -138,6 +150,34 @@ def test_config_from_cli_flags_file_and_set(tmp_path):
     assert c.lora == LoRASettings(r=8, alpha=16) and c.kl_coef == 0.01 and c.mode == "trajectory"
     with pytest.raises(ConfigError, match="need --lora-r"):
         GRPOConfig.from_cli(["--model", "m", "--lora-alpha", "4"])
+
+
+def test_every_field_is_a_flag_generated_from_the_dataclass():
+    c = GRPOConfig.from_cli(
+        [
+            "--model", "m", "--learning-rate", "2e-6", "--no-local-files-only",
+            "--adam-betas", "0.8", "0.9", "--vllm-kwarg", "dtype=half", "--normalize-std",
+            "--lora-r", "4", "--lora-target-modules", "q_proj", "v_proj", "--max-turns", "2",
+        ]
+    )  # fmt: skip
+    assert c.learning_rate == 2e-6 and not c.local_files_only and c.adam_betas == (0.8, 0.9)
+    assert c.vllm_kwargs == {"dtype": "half"} and c.normalize_std and c.max_turns == 2
+    assert c.lora == LoRASettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    dests = {action.dest for action in parser._actions}
+    assert {f.name for f in dataclasses.fields(GRPOConfig)} - dests == {"lora"}  # --lora-*
+
+
+def test_the_horizon_is_the_envs_max_turns():
+    """config.max_turns only reaches the env through gym.make; the depth is read back."""
+    one_process = Dist(torch.device("cpu"))
+    unset = {k: v for k, v in env_kwargs().items() if k != "max_turns"}
+    envs, horizon = make_envs(GRPOConfig(model_path="m", env_kwargs=unset), "train", 2, one_process)
+    assert len(envs) == 2 and horizon == envs[0].unwrapped.max_turns == 3  # the env's default
+    config = GRPOConfig(model_path="m", env_kwargs=unset, max_turns=2)
+    envs, horizon = make_envs(config, "train", 1, one_process)
+    assert horizon == envs[0].unwrapped.max_turns == 2
 
 
 # -- the policy sampler ----------------------------------------------------------------------------

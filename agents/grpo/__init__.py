@@ -1,42 +1,24 @@
 """Multi-turn GRPO for orchenv controllers (seed 000, section 3.4 and appendix E).
 
-Tree rollouts (Algorithm 1), recursive discounted returns (eq. 5/14), group-relative
-advantages (eq. 6/16) and the clipped token-level surrogate (eq. 21-24). Needs the
-``train`` extra (torch, transformers): ``pip install "orchenv[train]"``.
+Tree rollouts (Algorithm 1), recursive returns (eq. 5), group-relative advantages
+(eq. 6) and the clipped token-level surrogate (eq. 21-24). Needs the ``train`` extra
+(``pip install "orchenv[train]"``); torch loads only when a name below is first used,
+so building the ``orchenv`` command line stays light.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-# torch and transformers load only when a name is first used, so that building the
-# `orchenv` command line (which registers `orchenv train grpo`) stays light.
-_ALGORITHMS = "orchenv.agents.grpo.algorithms"
+__all__ = [
+    "AGGREGATIONS", "Sample", "Sampler", "Trajectory", "Tree", "TreeNode", "build_batch",
+    "group_advantages", "kl_k3", "node_returns", "policy_loss", "rollout_trajectories",
+    "rollout_trees", "token_entropy", "token_logprobs", "trajectory_advantages",
+]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        import importlib
-
-        return getattr(importlib.import_module(_ALGORITHMS), name)
+        return getattr(importlib.import_module("orchenv.agents.grpo.algorithms"), name)
     raise AttributeError(f"module 'orchenv.agents.grpo' has no attribute {name!r}")
-
-
-__all__ = [
-    "AGGREGATIONS",
-    "Sample",
-    "Sampler",
-    "Trajectory",
-    "Tree",
-    "TreeNode",
-    "build_batch",
-    "group_advantages",
-    "kl_k3",
-    "node_returns",
-    "policy_loss",
-    "rollout_trajectories",
-    "rollout_trees",
-    "token_entropy",
-    "token_logprobs",
-    "trajectory_advantages",
-]

@@ -1,20 +1,12 @@
-"""``orchenv train grpo``: the GRPO trainer from the command line.
-
-``orchenv.cli`` calls ``add_subcommands(sub)``. Building the parser imports only
-``orchenv.agents.grpo.config`` (no torch); the trainer is imported when the
-command runs.
-"""
+"""``orchenv train grpo``: the flags are generated from ``GRPOConfig`` (no torch to build them)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 from typing import Any
 
 from orchenv.agents.grpo.config import GRPOConfig, add_arguments
-
-logger = logging.getLogger(__name__)
 
 _EPILOG = """\
 examples:
@@ -25,9 +17,6 @@ examples:
   accelerate launch --num_processes 4 -m orchenv train grpo --model ... (data parallel)
 """
 
-#: metrics shown on the progress bar
-_SHOWN = ("reward/node_mean", "reward/episode", "accuracy")
-
 
 def add_subcommands(sub: Any) -> None:
     """Add ``train`` (with its ``grpo`` subcommand) to the ``orchenv`` subparsers ``sub``."""
@@ -36,11 +25,9 @@ def add_subcommands(sub: Any) -> None:
     p_grpo = trainers.add_parser(
         "grpo",
         help="multi-turn GRPO on an orchenv environment (seed 000)",
-        description=(
-            "Train a causal LM controller with multi-turn tree GRPO (seed 000, Algorithm 1) "
-            "or standard trajectory GRPO. Defaults follow Table 9. Writes "
-            "OUTPUT_DIR/metrics.jsonl and OUTPUT_DIR/checkpoint-STEP/."
-        ),
+        description="Train a causal LM controller with multi-turn tree GRPO (seed 000, "
+        "Algorithm 1) or trajectory GRPO; defaults follow Table 9. Writes "
+        "OUTPUT_DIR/metrics.jsonl and OUTPUT_DIR/checkpoint-STEP/.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -58,16 +45,12 @@ def cmd_train_grpo(args: argparse.Namespace) -> int:
     from orchenv.agents.grpo.trainer import train
 
     bar = tqdm(total=config.total_steps, desc="grpo", unit="step", disable=args.no_progress)
-    started = False
 
     def on_step(record: dict[str, Any]) -> None:
-        nonlocal started
-        if not started:  # a resumed run starts part-way
-            bar.update(record["step"] - 1)
-            started = True
-        bar.update(1)
+        bar.update(record["step"] - bar.n)  # a resumed run starts part-way
+        shown = ("reward/node_mean", "reward/episode", "accuracy")
         bar.set_postfix(
-            {k.split("/")[-1]: f"{record[k]:.3f}" for k in _SHOWN if record.get(k) is not None}
+            {k.split("/")[-1]: f"{record[k]:.3f}" for k in shown if record.get(k) is not None}
         )
 
     try:
@@ -77,15 +60,13 @@ def cmd_train_grpo(args: argparse.Namespace) -> int:
     final = result.final_metrics
     if args.json:
         print(json.dumps(final, indent=2))
-    else:
-        print(f"trained to step {result.step}; run directory: {result.output_dir}")
-        if result.checkpoint is not None:
-            print(f"checkpoint: {result.checkpoint}")
-        for key, value in final.items():
-            if key.startswith(("time/", "throughput/")) and value is not None:
-                print(f"  {key:<40} {value:.3f}")
-            elif isinstance(value, float):
-                print(f"  {key:<40} {value:.4f}")
-            elif value is not None:
-                print(f"  {key:<40} {value}")
+        return 0
+    print(f"trained to step {result.step}; run directory: {result.output_dir}")
+    if result.checkpoint is not None:
+        print(f"checkpoint: {result.checkpoint}")
+    for key, value in final.items():
+        if value is not None:
+            print(
+                f"  {key:<40} {value:.4f}" if isinstance(value, float) else f"  {key:<40} {value}"
+            )
     return 0
