@@ -13,7 +13,7 @@ import gymnasium as gym
 
 import orchenv
 from orchenv.error import OrchEnvError
-from orchenv.eval.cli import add_subcommands
+from orchenv.eval.cli import add_env_controller_arguments, add_subcommands
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -102,13 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_list.set_defaults(func=_cmd_list)
 
     p_run = sub.add_parser("run", help="run a controller on an environment and print a summary")
-    p_run.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
-    p_run.add_argument("--controller", default="random", help="controller name (default: random)")
+    add_env_controller_arguments(p_run)
     p_run.add_argument(
         "--episodes", type=int, default=100, help="number of episodes (default: 100)"
     )
     p_run.add_argument("--seed", type=int, default=0, help="seed of the first reset (default: 0)")
-    p_run.add_argument("--pool", help="pool preset (system1, system2) or a pool file (.json/.yaml)")
     p_run.add_argument(
         "--record", metavar="FILE", help="record every agent call to this JSONL file (resumable)"
     )
@@ -118,23 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["strict", "fallthrough"],
         default="strict",
         help="on a missing record: fail (strict) or call the live backend (fallthrough)",
-    )
-    p_run.add_argument("--split", help="task split (default: the env's)")
-    p_run.add_argument(
-        "--controller-kwarg",
-        "-c",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="controller argument, repeatable (values parsed as JSON when possible)",
-    )
-    p_run.add_argument(
-        "--env-kwarg",
-        "-e",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="environment argument, repeatable (values parsed as JSON when possible)",
     )
     p_run.add_argument("--json", action="store_true", help="print the summary as JSON")
     p_run.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -50,6 +50,34 @@ class AgentSpec:
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """Dollar cost of a call with these token counts."""
         return (prompt_tokens * self.price_prompt + completion_tokens * self.price_completion) / 1e6
+
+    def completion(
+        self,
+        text: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        *,
+        latency_s: float,
+        token_source: str,
+        cached: bool = False,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """This agent's answer ``text``, metered: priced with ``cost`` from its token counts.
+
+        The one way backends (and env-side simulated agents) build a ``Completion``
+        for a call they answered; ``token_source`` is one of ``TOKEN_SOURCES``.
+        """
+        return Completion(
+            agent=self.name,
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=self.cost(prompt_tokens, completion_tokens),
+            latency_s=latency_s,
+            cached=cached,
+            token_source=token_source,
+            meta={} if meta is None else meta,
+        )
 
 
 #: how a completion's token counts were obtained
@@ -262,9 +290,7 @@ class AgentPool:
         start = time.perf_counter()
         with self._slots[spec.backend]:
             completion = backend.complete(spec, messages, context or CallContext())
-        if completion.latency_s == 0.0 and not completion.cached:
-            completion = _with_latency(completion, time.perf_counter() - start)
-        return completion
+        return with_measured_latency(completion, start)
 
     def call_many(
         self, calls: Sequence[tuple[str, Sequence[Message], CallContext | None]]
@@ -322,8 +348,13 @@ class AgentPool:
         return f"pool {self.name!r} (strongest first):\n" + "\n".join(rows)
 
 
-def _with_latency(completion: Completion, latency: float) -> Completion:
-    return Completion(**{**completion.__dict__, "latency_s": latency})
+def with_measured_latency(completion: Completion, start: float) -> Completion:
+    """``completion`` timed from ``start`` (a ``time.perf_counter()`` reading) to now when its
+    backend reported no latency and a model ran (not cached); otherwise ``completion`` itself.
+    """
+    if completion.latency_s == 0.0 and not completion.cached:
+        return replace(completion, latency_s=time.perf_counter() - start)
+    return completion
 
 
 @dataclass

@@ -14,10 +14,12 @@ from orchenv.pool import (
     AgentPool,
     AgentSpec,
     CallContext,
+    Completion,
     UsageMeter,
     list_presets,
     load_preset_data,
     make_pool,
+    with_measured_latency,
 )
 from orchenv.pricing import price_for, price_table
 from orchenv.tasks import ListTaskSource, Task, difficulty_of, make_task_source
@@ -139,6 +141,19 @@ def test_call_many_is_concurrent_and_ordered():
     out = pool.call_many(calls)
     assert [c.text for c in out] == [f"{n}:{i}" for i, (n, _, _) in enumerate(calls)]
     assert peak[0] > 1, "calls overlapped"
+
+
+def test_spec_completion_prices_the_call_and_latency_is_measured_once():
+    spec = AgentSpec("a", "m", 0, price_prompt=2.0, price_completion=8.0)
+    out = spec.completion("hi", 1000, 500, latency_s=0.0, token_source="server")
+    assert out == Completion("a", "hi", 1000, 500, 0.006, 0.0, False, "server", {})
+    assert out.cost_usd == spec.cost(1000, 500)
+    timed = with_measured_latency(out, time.perf_counter() - 1.0)
+    assert timed.latency_s >= 1.0 and timed.text == "hi" and timed.cost_usd == out.cost_usd
+    reported = spec.completion("hi", 1, 1, latency_s=0.5, token_source="estimate", meta={"k": 1})
+    cached = spec.completion("hi", 1, 1, latency_s=0.0, token_source="record", cached=True)
+    assert with_measured_latency(reported, 0.0) is reported and reported.meta == {"k": 1}
+    assert with_measured_latency(cached, 0.0) is cached
 
 
 def test_usage_meter():

@@ -296,7 +296,7 @@ def test_task_is_required(tmp_path):
     replay = ReplayBackend(path=tmp_path / "r.jsonl")
     recorder = RecordingBackend(inner=SimulatedBackend(), path=tmp_path / "w.jsonl")
     for backend in (replay, recorder):
-        with pytest.raises(BackendError, match="task id"):
+        with pytest.raises(BackendError, match=r"needs the task.*task id.*task=task, turn=turn"):
             backend.complete(spec, messages, CallContext())
     assert not (tmp_path / "w.jsonl").exists()
 

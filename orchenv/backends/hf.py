@@ -32,7 +32,6 @@ backend; other defaults in the model's ``generation_config`` (such as a
 from __future__ import annotations
 
 import gc
-import hashlib
 import logging
 import os
 import re
@@ -43,8 +42,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from orchenv.backends.common import BatchedEngine, call_seed, chat_messages, check_sampling
 from orchenv.error import BackendError, ConfigError, require
-from orchenv.pool import AgentSpec, Call, CallContext, Completion, Message
+from orchenv.pool import AgentSpec, Call, Completion, Message
 
 if TYPE_CHECKING:
     import torch
@@ -94,27 +94,36 @@ class _Loaded:
     has_template: bool
     max_positions: int | None
 
+    def greedy_config(self, max_new_tokens: int, **overrides: Any) -> Any:
+        """A greedy ``GenerationConfig`` for this model: sampling, when asked, is done by a
+        seeded logits processor. ``overrides`` add fields (e.g. ``repetition_penalty``).
+        """
+        _, transformers = _deps()
+        return transformers.GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            # the library defaults, set so the model's sampling defaults are not merged
+            # in (unused in greedy mode, they would only trigger warnings)
+            temperature=1.0,
+            top_p=1.0,
+            top_k=50,
+            pad_token_id=self.pad_id,
+            eos_token_id=list(self.eos_ids) or None,
+            **overrides,
+        )
+
 
 def _check_settings(s: _Settings, where: str) -> None:
-    if not (isinstance(s.max_new_tokens, int) and s.max_new_tokens >= 1):
-        raise ConfigError(f"{where}: max_new_tokens must be an int >= 1, got {s.max_new_tokens!r}")
-    if s.do_sample and not s.temperature > 0:
-        raise ConfigError(f"{where}: temperature must be > 0 when sampling, got {s.temperature!r}")
-    if not 0.0 < s.top_p <= 1.0:
-        raise ConfigError(f"{where}: top_p must be in (0, 1], got {s.top_p!r}")
-    if s.top_k is not None and not (isinstance(s.top_k, int) and s.top_k >= 0):
-        raise ConfigError(f"{where}: top_k must be None or an int >= 0, got {s.top_k!r}")
-
-
-def call_seed(seed: int, agent: str, messages: Sequence[Message]) -> int:
-    """The sampling seed of one call: a stable 63-bit hash of (seed, agent, messages)."""
-    h = hashlib.blake2b(repr((int(seed), agent)).encode(), digest_size=8)
-    for m in messages:
-        h.update(b"\x1e")
-        h.update(str(m.get("role", "")).encode())
-        h.update(b"\x1f")
-        h.update(str(m.get("content", "")).encode())
-    return int.from_bytes(h.digest(), "big") & (2**63 - 1)
+    check_sampling(
+        where,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        max_tokens=s.max_new_tokens,
+        max_tokens_name="max_new_tokens",
+        do_sample=s.do_sample,
+        top_k=s.top_k,
+    )
 
 
 def _deps() -> tuple[Any, Any]:
@@ -210,7 +219,7 @@ def seeded_sampler_class() -> type:
     return SeededSampler
 
 
-class HFBackend:
+class HFBackend(BatchedEngine):
     """Agents served by local ``transformers`` causal LMs, batched.
 
     Args:
@@ -240,7 +249,7 @@ class HFBackend:
     ``max_concurrency`` is 1; parallelism comes from batching.
     """
 
-    max_concurrency = 1
+    _fresh_on_copy = {"_loaded": {}, "_warned": set()}  # models reload lazily
 
     def __init__(
         self,
@@ -293,22 +302,7 @@ class HFBackend:
             f"batch_size={self.batch_size})"
         )
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_loaded"], state["_warned"], state["_lock"] = {}, set(), None  # reload lazily
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.RLock()
-
     # -- the Backend protocol ------------------------------------------------------
-    def complete(
-        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
-    ) -> Completion:
-        """One call: a batch of one."""
-        return self.complete_batch([(spec, messages, context)])[0]
-
     def complete_batch(self, calls: Sequence[Call]) -> list[Completion]:
         """Run calls grouped by (model, generation settings), ``batch_size`` at a time.
 
@@ -334,25 +328,16 @@ class HFBackend:
                     outputs = self._generate(loaded, settings, [prompts[i] for i in chunk], seeds)
                     wall = time.perf_counter() - t0
                     for i, seed, (text, n_new, finish) in zip(chunk, seeds, outputs, strict=True):
-                        spec = calls[i][0]
-                        n_prompt = len(prompts[i])
-                        meta: dict[str, Any] = {
-                            "model": key,
-                            "finish_reason": finish,
-                            "batch_size": len(chunk),
-                        }
-                        if settings.do_sample:
-                            meta["seed"] = seed
-                        results[i] = Completion(
-                            agent=spec.name,
-                            text=text,
-                            prompt_tokens=n_prompt,
-                            completion_tokens=n_new,
-                            cost_usd=spec.cost(n_prompt, n_new),
-                            latency_s=wall,
-                            cached=False,
-                            token_source="tokenizer",
-                            meta=meta,
+                        results[i] = self.engine_completion(
+                            calls[i][0],
+                            text,
+                            len(prompts[i]),
+                            n_new,
+                            model=key,
+                            finish_reason=finish,
+                            batch_size=len(chunk),
+                            wall_s=wall,
+                            **({"seed": seed} if settings.do_sample else {}),
                         )
         return [r for r in results if r is not None]
 
@@ -501,7 +486,7 @@ class HFBackend:
     def prompt_ids(self, loaded: _Loaded, messages: Sequence[Message]) -> list[int]:
         """Token ids of the chat-formatted prompt, ending with the assistant header."""
         tok = loaded.tokenizer
-        chat = [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
+        chat = chat_messages(messages)
         if loaded.has_template:
             text = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
             ids = tok(text, add_special_tokens=False)["input_ids"]  # the template has them
@@ -534,23 +519,8 @@ class HFBackend:
                     loaded.key,
                     loaded.max_positions,
                 )
-        input_ids = torch.full((len(prompts), width), loaded.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids) :] = 1
-        config = transformers.GenerationConfig(
-            max_new_tokens=settings.max_new_tokens,
-            do_sample=False,  # sampling, when asked, is done by SeededSampler
-            num_beams=1,
-            # the library defaults, set so the model's sampling defaults are not merged
-            # in (unused in greedy mode, they would only trigger warnings)
-            temperature=1.0,
-            top_p=1.0,
-            top_k=50,
-            pad_token_id=loaded.pad_id,
-            eos_token_id=list(loaded.eos_ids) or None,
-        )
+        input_ids, attention = left_padded(prompts, loaded.pad_id)
+        config = loaded.greedy_config(settings.max_new_tokens)  # sampling: SeededSampler
         processors = None
         if settings.do_sample:
             sampler = seeded_sampler_class()(
@@ -584,6 +554,20 @@ class HFBackend:
             text = loaded.tokenizer.decode(row[:n_new], skip_special_tokens=True)
             results.append((text, n_new, "length" if stop is None else "stop"))
         return results
+
+
+def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+    """``(input_ids, attention_mask)`` long tensors of a batch of prompts, padded on the
+    left with ``pad_id`` to the longest (so every row's generation starts at one column).
+    """
+    torch, _ = _deps()
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, ids in enumerate(prompts):
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        attention[row, width - len(ids) :] = 1
+    return input_ids, attention
 
 
 def _name_or_path(model: Any) -> str | None:

@@ -44,6 +44,7 @@ from typing import Any
 
 import httpx
 
+from orchenv.backends.common import RebuiltOnCopy
 from orchenv.backends.simulated import (
     _MESSAGE_OVERHEAD_TOKENS,
     estimate_prompt_tokens,
@@ -135,7 +136,7 @@ class _Target:
     params: dict[str, Any]
 
 
-class OpenAICompatBackend:
+class OpenAICompatBackend(RebuiltOnCopy):
     """Agents served by an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Args:
@@ -171,6 +172,9 @@ class OpenAICompatBackend:
     Construction does no I/O; the HTTP client is created on first use and
     ``close()`` releases it (a later call opens a new one).
     """
+
+    # clients and loaded tokenizers do not pickle; they are rebuilt on use
+    _fresh_on_copy = {"_client": None, "_hf_tokenizer": None}
 
     def __init__(
         self,
@@ -230,16 +234,6 @@ class OpenAICompatBackend:
             f"OpenAICompatBackend(base_url={self.base_url!r}, timeout_s={self.timeout_s:g}, "
             f"max_retries={self.max_retries}, max_concurrency={self.max_concurrency})"
         )
-
-    def __getstate__(self) -> dict[str, Any]:
-        # clients, locks and loaded tokenizers do not pickle; they are rebuilt on use
-        state = self.__dict__.copy()
-        state.update(_client=None, _lock=None, _hf_tokenizer=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def __enter__(self) -> OpenAICompatBackend:
         return self
@@ -453,14 +447,11 @@ class OpenAICompatBackend:
             prompt_tokens = estimate_prompt_tokens(messages)
             completion_tokens = estimate_tokens(text)
             source = "estimate"
-        return Completion(
-            agent=spec.name,
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=spec.cost(prompt_tokens, completion_tokens),
+        return spec.completion(
+            text,
+            prompt_tokens,
+            completion_tokens,
             latency_s=latency_s,
-            cached=False,
             token_source=source,
             meta={
                 "finish_reason": choice.get("finish_reason"),

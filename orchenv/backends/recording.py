@@ -21,7 +21,6 @@ seeds skips everything already recorded.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -30,7 +29,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchenv.backends.common import RebuiltOnCopy, require_task
 from orchenv.backends.replay import (
+    RECORDS_KEYED_ON,
     check_keying,
     completion_from_record,
     describe_key,
@@ -41,14 +42,23 @@ from orchenv.backends.replay import (
     scan_jsonl,
 )
 from orchenv.error import BackendError, ConfigError
-from orchenv.pool import AgentSpec, Backend, Call, CallContext, Completion, Message, make_backend
+from orchenv.pool import (
+    AgentSpec,
+    Backend,
+    Call,
+    CallContext,
+    Completion,
+    Message,
+    make_backend,
+    with_measured_latency,
+)
 
 logger = logging.getLogger(__name__)
 
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
-class RecordingBackend:
+class RecordingBackend(RebuiltOnCopy):
     """Wraps a backend and appends each call it answers to a JSON Lines replay file.
 
     Args:
@@ -71,6 +81,9 @@ class RecordingBackend:
     ``AgentPool.call`` would, so a replay reports the same figure. One recording
     process per file is the supported setup.
     """
+
+    # a copy (in another process) opens its own descriptor and rereads the file
+    _fresh_on_copy = {"_fd": None, "_records": {}}
 
     def __init__(
         self,
@@ -115,15 +128,12 @@ class RecordingBackend:
         )
 
     def __getstate__(self) -> dict[str, Any]:
-        # a copy in another process opens its own descriptor and rereads the file
-        state = self.__dict__.copy()
-        state.pop("complete_batch", None)
-        state["_fd"], state["_lock"], state["_records"] = None, None, {}
+        state = super().__getstate__()
+        state.pop("complete_batch", None)  # a bound method: set again on unpickling
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+        super().__setstate__(state)
         if callable(getattr(self.inner, "complete_batch", None)):
             self.complete_batch = self._complete_batch
 
@@ -219,13 +229,7 @@ class RecordingBackend:
 
     @staticmethod
     def _task_id(spec: AgentSpec, context: CallContext) -> str:
-        if context.task is None:
-            raise BackendError(
-                f"the recording backend needs the task of the call to agent {spec.name!r}: "
-                "records are keyed on the task id. Environments pass it; when calling by hand "
-                "use pool.call(name, messages, CallContext(task=task, turn=turn))."
-            )
-        return context.task.id
+        return require_task(context, spec, "recording backend", RECORDS_KEYED_ON, by_turn=True).id
 
     # -- the Backend protocol -------------------------------------------------------------
     def complete(
@@ -239,9 +243,7 @@ class RecordingBackend:
         if hit is not None:
             return hit
         start = time.perf_counter()
-        completion = self.inner.complete(spec, messages, context)
-        if completion.latency_s == 0.0 and not completion.cached:
-            completion = dataclasses.replace(completion, latency_s=time.perf_counter() - start)
+        completion = with_measured_latency(self.inner.complete(spec, messages, context), start)
         self._append(key, self._record(task_id, spec, messages, context, completion))
         return completion
 

@@ -50,6 +50,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from orchenv.backends.common import RebuiltOnCopy, require_task
 from orchenv.error import BackendError, ConfigError, DataError, require
 from orchenv.pool import AgentSpec, Backend, CallContext, Completion, Message, make_backend
 
@@ -60,6 +61,8 @@ KEYINGS = ("prompt", "turn")
 MODES = ("strict", "fallthrough")
 _SEP = "\x1f"  # ASCII unit separator: cannot occur in ids written by hand
 _PARQUET_MAGIC = b"PAR1"
+#: why the replay and recording backends need the call's task (``require_task``)
+RECORDS_KEYED_ON = "records are keyed on the task id"
 _REQUIRED_COMPLETION: dict[str, type | tuple[type, ...]] = {
     "text": str,
     "prompt_tokens": int,
@@ -349,7 +352,7 @@ def read_records(path: str | Path, keying: str | None = None) -> dict[str, dict[
 
 
 # -- the backend ----------------------------------------------------------------------
-class ReplayBackend:
+class ReplayBackend(RebuiltOnCopy):
     """Answers agent calls from a replay file written by ``RecordingBackend``.
 
     Args:
@@ -367,6 +370,8 @@ class ReplayBackend:
     ``latency_s`` is the original call's latency (for analysis; a replay itself
     is instant). A fallthrough answer is the fallback's completion, unchanged.
     """
+
+    _fresh_on_copy = {"_records": None, "_by_task_agent": {}}  # reloaded lazily
 
     def __init__(
         self,
@@ -407,16 +412,6 @@ class ReplayBackend:
             f"ReplayBackend(path={str(self.path)!r}, mode={self.mode!r}, keying={self.keying!r}, "
             f"fallback={self._fallback_arg!r})"
         )
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_lock"] = None
-        state["_records"], state["_by_task_agent"] = None, {}  # reloaded lazily
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     # -- loading ------------------------------------------------------------------------
     def load(self) -> int:
@@ -470,13 +465,7 @@ class ReplayBackend:
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> Completion:
         """The recorded completion for this call, or the fallback's answer in fallthrough mode."""
-        task = context.task
-        if task is None:
-            raise BackendError(
-                f"the replay backend needs the task to answer agent {spec.name!r}: records are "
-                "keyed on the task id. Environments pass it; when calling by hand use "
-                "pool.call(name, messages, CallContext(task=task, turn=turn))."
-            )
+        task = require_task(context, spec, "replay backend", RECORDS_KEYED_ON, by_turn=True)
         records = self._load()
         key = replay_key(task.id, spec.name, messages, context.turn, self.keying)
         record = records.get(key)

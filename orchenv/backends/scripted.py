@@ -31,13 +31,6 @@ class ScriptedBackend:
         text = reply(spec, messages, context) if callable(reply) else reply
         self.calls.append((spec.name, list(messages), context))
         prompt_tokens = sum(len(m["content"].split()) for m in messages)
-        completion_tokens = len(text.split())
-        return Completion(
-            agent=spec.name,
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=spec.cost(prompt_tokens, completion_tokens),
-            latency_s=1e-3,
-            token_source="estimate",
+        return spec.completion(
+            text, prompt_tokens, len(text.split()), latency_s=1e-3, token_source="estimate"
         )

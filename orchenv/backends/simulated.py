@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from orchenv.error import BackendError, ConfigError
+from orchenv.backends.common import RebuiltOnCopy, require_task
+from orchenv.error import ConfigError
 from orchenv.grading import extract_boxed
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
 from orchenv.registry import Registry
@@ -68,6 +69,9 @@ _PREFILL_TOKENS_PER_S = 5000.0
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD_TOKENS = 4
 
+#: why the simulated backends need the call's task (``require_task``)
+OUTCOMES_KEYED_ON = "its outcomes are keyed on the task's id and difficulty"
+
 # z is clipped away from 0 and 1 so logit(z) stays finite.
 _Z_EPS = 1e-9
 
@@ -86,9 +90,14 @@ _NORMAL = NormalDist()
 _THREAD_RNG = threading.local()
 
 
-def _sigmoid(x: float) -> float:
-    """Logistic function without overflow for large |x|."""
+def sigmoid(x: float) -> float:
+    """The logistic function ``1 / (1 + exp(-x))``, without overflow for large ``|x|``
+    (shared by the simulated agents of every env family)."""
     return 0.5 * (1.0 + math.tanh(0.5 * x))
+
+
+# TODO(one-shape refactor): drop once envs/orchmas/executor.py imports ``sigmoid``
+_sigmoid = sigmoid
 
 
 def _logit(p: float) -> float:
@@ -202,7 +211,35 @@ def register_solution_writer(kind: str, writer: str | Callable[..., str]) -> Non
     SOLUTION_WRITERS.register(kind, writer)
 
 
-class SimulatedBackend:
+def simulated_latency(spec: AgentSpec, prompt_tokens: int, completion_tokens: int) -> float:
+    """Simulated seconds of a call (never slept): first token, then prefill and decode at
+    fixed rates; decoding at the agent's ``calibration["tokens_per_second"]`` (default 100).
+    """
+    tps = float(spec.calibration.get("tokens_per_second", DEFAULT_TOKENS_PER_SECOND))
+    return _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
+
+
+def simulated_completion(
+    spec: AgentSpec,
+    text: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    *,
+    token_source: str = "estimate",
+    meta: Mapping[str, Any] | None = None,
+) -> Completion:
+    """A simulated agent's answer: priced by ``spec`` and timed by ``simulated_latency``."""
+    return spec.completion(
+        text,
+        prompt_tokens,
+        completion_tokens,
+        latency_s=simulated_latency(spec, prompt_tokens, completion_tokens),
+        token_source=token_source,
+        meta=meta,
+    )
+
+
+class SimulatedBackend(RebuiltOnCopy):
     """Calibrated simulated agents (see the module docstring for the model).
 
     Args:
@@ -229,6 +266,8 @@ class SimulatedBackend:
     threads and forked environments. It never sleeps: ``latency_s`` is a
     simulated figure for analysis.
     """
+
+    _fresh_on_copy = {"_texts": OrderedDict()}  # the write-up cache does not travel
 
     def __init__(
         self,
@@ -262,16 +301,7 @@ class SimulatedBackend:
         self.text_variants = int(text_variants)
         self.text_cache_size = int(text_cache_size)
         self._texts: OrderedDict[tuple, str] = OrderedDict()
-        self._texts_lock = threading.Lock()
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_texts"], state["_texts_lock"] = OrderedDict(), None  # caches do not travel
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._texts_lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _texts
 
     def __repr__(self) -> str:
         return (
@@ -312,7 +342,7 @@ class SimulatedBackend:
     def p_correct(self, spec: AgentSpec, task: Task, context: CallContext | None = None) -> float:
         """The model's probability that ``spec`` answers ``task`` correctly."""
         margin = self._mean_margin(spec, task, context or CallContext(task=task))
-        return _sigmoid(margin / self.agent_noise)
+        return sigmoid(margin / self.agent_noise)
 
     def is_correct(self, spec: AgentSpec, task: Task, context: CallContext | None = None) -> bool:
         """Whether a call would be answered correctly, without producing text (oracles, analysis)."""
@@ -325,32 +355,27 @@ class SimulatedBackend:
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> Completion:
         """Answer one call: decide correctness, write a worked solution, meter it."""
-        task = context.task
-        if task is None:
-            raise BackendError(
-                f"the simulated backend needs the task to answer agent {spec.name!r}: its "
-                "outcomes are keyed on the task's id and difficulty. Environments pass it; "
-                "when calling by hand use pool.call(name, messages, CallContext(task=task))."
-            )
+        task = require_task(context, spec, "simulated backend", OUTCOMES_KEYED_ON)
         mean_margin = self._mean_margin(spec, task, context)
         correct = mean_margin + self.agent_noise * self._luck(spec, task) > 0.0
 
         # Surface variation (wording, length) is keyed on the prompt as well.
         digest = self._prompt_digest(spec, task, messages)
         text = self._solution_text(spec, task, correct, digest[0] % self.text_variants)
+        meta = self.outcome_meta(text, mean_margin, correct)
+        return self.metered(spec, task, messages, text, digest, meta)
 
-        return self.metered(
-            spec,
-            task,
-            messages,
-            text,
-            digest,
-            {
-                "correct": bool(correct),
-                "answer": extract_boxed(text),
-                "p_correct": _sigmoid(mean_margin / self.agent_noise),
-            },
-        )
+    def outcome_meta(self, text: str, margin: float, correct: bool, **extra: Any) -> dict[str, Any]:
+        """A simulated answer's ``meta``: whether it is ``correct``, its boxed ``answer`` and
+        ``p_correct`` (the sigmoid of the mean ``margin``), then ``extra``. Privileged: for
+        oracles and analysis, never shown to controllers.
+        """
+        return {
+            "correct": bool(correct),
+            "answer": extract_boxed(text),
+            "p_correct": sigmoid(margin / self.agent_noise),
+            **extra,
+        }
 
     def metered(
         self,
@@ -362,20 +387,9 @@ class SimulatedBackend:
         meta: dict[str, Any],
     ) -> Completion:
         """A Completion for ``text`` with simulated token counts, cost and latency."""
-        prompt_tokens = estimate_prompt_tokens(messages)
         completion_tokens = self._completion_tokens(spec, task, text, digest)
-        tps = float(spec.calibration.get("tokens_per_second", DEFAULT_TOKENS_PER_SECOND))
-        latency = _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
-        return Completion(
-            agent=spec.name,
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=spec.cost(prompt_tokens, completion_tokens),
-            latency_s=latency,
-            cached=False,
-            token_source="estimate",
-            meta=meta,
+        return simulated_completion(
+            spec, text, estimate_prompt_tokens(messages), completion_tokens, meta=meta
         )
 
     def _solution_text(self, spec: AgentSpec, task: Task, correct: bool, variant: int) -> str:
@@ -386,7 +400,7 @@ class SimulatedBackend:
         solution (the slow part of a call) happens once per variant.
         """
         key = (task.id, task.prompt, spec.name, correct, variant)
-        with self._texts_lock:
+        with self._lock:
             text = self._texts.get(key)
             if text is not None:
                 self._texts.move_to_end(key)
@@ -394,7 +408,7 @@ class SimulatedBackend:
         writer = SOLUTION_WRITERS.resolve(str(task.meta.get("solution_writer", "math")))
         seed_key = hashlib.blake2b(repr((self.seed,) + key).encode(), digest_size=24).digest()
         text = writer(task, correct=correct, rng=_text_rng(seed_key))
-        with self._texts_lock:
+        with self._lock:
             self._texts[key] = text
             while len(self._texts) > self.text_cache_size:
                 self._texts.popitem(last=False)
@@ -436,18 +450,11 @@ def counted_completion(
 
     For simulated role agents whose token totals must be in the shared memory's unit.
     """
-    prompt_tokens = sum(counter.count(m["content"]) for m in messages)
-    completion_tokens = counter.count(text)
-    tps = float(spec.calibration.get("tokens_per_second", DEFAULT_TOKENS_PER_SECOND))
-    latency = _FIRST_TOKEN_S + prompt_tokens / _PREFILL_TOKENS_PER_S + completion_tokens / tps
-    return Completion(
-        agent=spec.name,
-        text=text,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost_usd=spec.cost(prompt_tokens, completion_tokens),
-        latency_s=latency,
-        cached=False,
+    return simulated_completion(
+        spec,
+        text,
+        sum(counter.count(m["content"]) for m in messages),
+        counter.count(text),
         token_source="estimate" if counter.name == "estimate" else "tokenizer",
         meta={**meta, "tokenizer": counter.name},
     )

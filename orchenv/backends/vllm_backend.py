@@ -32,9 +32,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from orchenv.backends.hf import call_seed
+from orchenv.backends.common import BatchedEngine, call_seed, chat_messages, check_sampling
 from orchenv.error import BackendError, ConfigError, require
-from orchenv.pool import AgentSpec, Call, CallContext, Completion, Message
+from orchenv.pool import AgentSpec, Call, Completion, Message
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-class VLLMBackend:
+class VLLMBackend(BatchedEngine):
     """Agents served by ``vllm.LLM`` engines on a CUDA GPU (GPU path untested in CI).
 
     Args:
@@ -74,7 +74,7 @@ class VLLMBackend:
     Thread-safe: a lock serialises engine use and ``max_concurrency`` is 1.
     """
 
-    max_concurrency = 1
+    _fresh_on_copy = {"_engines": {}}  # engines never travel; restarted lazily
 
     def __init__(
         self,
@@ -101,7 +101,7 @@ class VLLMBackend:
             raise ConfigError(
                 f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}"
             )
-        _check_sampling(temperature, top_p, max_tokens, "VLLMBackend")
+        check_sampling("VLLMBackend", temperature=temperature, top_p=top_p, max_tokens=max_tokens)
         self.model = model
         self.tensor_parallel_size = tensor_parallel_size
         self.gpu_memory_utilization = float(gpu_memory_utilization)
@@ -125,22 +125,7 @@ class VLLMBackend:
             f"temperature={self.temperature:g}, max_tokens={self.max_tokens})"
         )
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_engines"], state["_lock"] = {}, None  # engines never travel; restarted lazily
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.RLock()
-
     # -- the Backend protocol ------------------------------------------------------
-    def complete(
-        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
-    ) -> Completion:
-        """One call: a batch of one."""
-        return self.complete_batch([(spec, messages, context)])[0]
-
     def complete_batch(self, calls: Sequence[Call]) -> list[Completion]:
         """All calls for one model go to vLLM in a single ``LLM.chat``; input order is kept."""
         if not calls:
@@ -153,7 +138,7 @@ class VLLMBackend:
             vllm = self._vllm()
             for model, indices in groups.items():
                 llm = self._engine(model)
-                conversations = [_conversation(calls[i][1]) for i in indices]
+                conversations = [chat_messages(calls[i][1]) for i in indices]
                 params = [self._sampling_params(vllm, calls[i][0], calls[i][1]) for i in indices]
                 loras = [self._lora_request(calls[i][0]) for i in indices]
                 kwargs: dict[str, Any] = {"sampling_params": params, "use_tqdm": False}
@@ -333,7 +318,9 @@ class VLLMBackend:
         temperature = float(kw.get("temperature", self.temperature))
         top_p = float(kw.get("top_p", self.top_p))
         max_tokens = kw.get("max_tokens", self.max_tokens)
-        _check_sampling(temperature, top_p, max_tokens, f"agent {spec.name!r}")
+        check_sampling(
+            f"agent {spec.name!r}", temperature=temperature, top_p=top_p, max_tokens=max_tokens
+        )
         return vllm.SamplingParams(
             temperature=temperature,
             top_p=top_p,
@@ -358,19 +345,6 @@ class VLLMBackend:
         return LoRARequest(name, lora_id, path)
 
 
-def _check_sampling(temperature: float, top_p: float, max_tokens: Any, where: str) -> None:
-    if not temperature >= 0:
-        raise ConfigError(f"{where}: temperature must be >= 0, got {temperature!r}")
-    if not 0.0 < top_p <= 1.0:
-        raise ConfigError(f"{where}: top_p must be in (0, 1], got {top_p!r}")
-    if not (isinstance(max_tokens, int) and max_tokens >= 1):
-        raise ConfigError(f"{where}: max_tokens must be an int >= 1, got {max_tokens!r}")
-
-
-def _conversation(messages: Sequence[Message]) -> list[dict[str, str]]:
-    return [{"role": m.get("role", "user"), "content": m.get("content", "")} for m in messages]
-
-
 def _completion(spec: AgentSpec, out: Any, model: str, wall: float, batch: int) -> Completion:
     """Map one vLLM ``RequestOutput`` to a metered Completion."""
     try:
@@ -382,19 +356,13 @@ def _completion(spec: AgentSpec, out: Any, model: str, wall: float, batch: int) 
         raise BackendError(f"unexpected vLLM output for agent {spec.name!r}: {out!r}") from exc
     if prompt_ids is None:
         raise BackendError(f"vLLM returned no prompt_token_ids for agent {spec.name!r}")
-    prompt_tokens = len(prompt_ids)
-    return Completion(
-        agent=spec.name,
-        text=text,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost_usd=spec.cost(prompt_tokens, completion_tokens),
-        latency_s=wall,
-        cached=False,
-        token_source="tokenizer",
-        meta={
-            "model": model,
-            "finish_reason": getattr(first, "finish_reason", None),
-            "batch_size": batch,
-        },
+    return VLLMBackend.engine_completion(
+        spec,
+        text,
+        len(prompt_ids),
+        completion_tokens,
+        model=model,
+        finish_reason=getattr(first, "finish_reason", None),
+        batch_size=batch,
+        wall_s=wall,
     )

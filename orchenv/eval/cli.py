@@ -9,6 +9,30 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
+def add_env_controller_arguments(parser: argparse.ArgumentParser) -> None:
+    """What ``orchenv run`` and ``orchenv eval`` share: the env id, the controller,
+    repeatable ``-c`` / ``-e`` KEY=VALUE arguments (for ``controllers.parse_kwargs``),
+    ``--pool`` and ``--split``.
+    """
+    parser.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
+    parser.add_argument("--controller", default="random", help="controller name (default: random)")
+    for flags, what in (
+        (("--controller-kwarg", "-c"), "controller"),
+        (("--env-kwarg", "-e"), "environment"),
+    ):
+        parser.add_argument(
+            *flags,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"{what} argument, repeatable (values parsed as JSON when possible)",
+        )
+    parser.add_argument(
+        "--pool", help="pool preset (system1, system2) or a pool file (.json/.yaml)"
+    )
+    parser.add_argument("--split", help="task split (default: the env's)")
+
+
 def add_subcommands(sub: Any) -> None:
     """Add ``eval`` and ``leaderboard`` to the ``orchenv`` subparsers object ``sub``."""
     p_eval = sub.add_parser(
@@ -20,26 +44,7 @@ def add_subcommands(sub: Any) -> None:
             "where it stopped; episode i of seed s always gets the same task."
         ),
     )
-    p_eval.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
-    p_eval.add_argument("--controller", default="random", help="controller name (default: random)")
-    p_eval.add_argument(
-        "--controller-kwarg",
-        "-c",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="controller argument, repeatable (values parsed as JSON when possible)",
-    )
-    p_eval.add_argument(
-        "--env-kwarg",
-        "-e",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="environment argument, repeatable (values parsed as JSON when possible)",
-    )
-    p_eval.add_argument("--pool", help="pool preset (system1, system2) or a pool file")
-    p_eval.add_argument("--split", help="task split (default: the env's)")
+    add_env_controller_arguments(p_eval)
     p_eval.add_argument(
         "--episodes", type=int, default=100, help="episodes per seed (default: 100)"
     )
