@@ -34,12 +34,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from orchenv.backends.simulated import (
-    SimulatedBackend,
-    _sigmoid,
-)
-from orchenv.error import BackendError
-from orchenv.grading import extract_boxed
+from orchenv.backends.common import require_task
+from orchenv.backends.simulated import OUTCOMES_KEYED_ON, SimulatedBackend, sigmoid
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
 from orchenv.pricing import price_for
 from orchenv.seeding import stable_uniform
@@ -157,17 +153,12 @@ class RoleAwareExecutorBackend(SimulatedBackend):
         assert context.task is not None
         margin = self._mean_margin(spec, context.task, context)
         margin += self.prompt_logit(messages, context.task)
-        return _sigmoid(margin / self.agent_noise)
+        return sigmoid(margin / self.agent_noise)
 
     def complete(
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> Completion:
-        task = context.task
-        if task is None:
-            raise BackendError(
-                f"the simulated executor needs the task to answer agent {spec.name!r}; "
-                "pass CallContext(task=task)"
-            )
+        task = require_task(context, spec, "simulated executor", OUTCOMES_KEYED_ON)
         margin = self._mean_margin(spec, task, context) + self.prompt_logit(messages, task)
         correct = margin + self.agent_noise * self._luck(spec, task) > 0.0
         digest = self._prompt_digest(spec, task, messages)
@@ -182,12 +173,7 @@ class RoleAwareExecutorBackend(SimulatedBackend):
             messages,
             text,
             digest,
-            {
-                "correct": bool(correct),
-                "answer": extract_boxed(text),
-                "p_correct": _sigmoid(margin / self.agent_noise),
-                "role_fit": role_fit(role_of(messages), task),
-            },
+            self.outcome_meta(text, margin, correct, role_fit=role_fit(role_of(messages), task)),
         )
 
     def _short_answer_text(self, task: Task, correct: bool, variant: int) -> str:

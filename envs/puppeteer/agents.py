@@ -144,15 +144,11 @@ class PatternBackend:
             answer = str(int(task.answer) + off)
         text = f"[{pattern}] Working through the problem step by step. \\boxed{{{answer}}}"
         completion_tokens = int(spec.calibration["tokens"])
-        prompt_tokens = estimate_prompt_tokens(messages)
-        return Completion(
-            agent=spec.name,
-            text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=spec.cost(prompt_tokens, completion_tokens),
+        return spec.completion(
+            text,
+            estimate_prompt_tokens(messages),
+            completion_tokens,
             latency_s=completion_tokens / 100.0,
-            cached=False,
             token_source="estimate",
             meta={"pattern": pattern, "answer": answer},
         )

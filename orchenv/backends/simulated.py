@@ -97,7 +97,6 @@ def sigmoid(x: float) -> float:
 
 
 # TODO(one-shape refactor): drop once envs/orchmas/executor.py imports ``sigmoid``
-_sigmoid = sigmoid
 
 
 def _logit(p: float) -> float:
