@@ -94,9 +94,9 @@ def main() -> None:
     sequences = [record(g.path, args.walk, seed) for seed, g in enumerate(games)]
     env_id = "orch/ALFWorld-v0"
     if env_id in gym.registry:
-        env = gym.make(env_id, max_steps=10_000, data_dir=BUNDLED_ROOT).unwrapped
+        env = gym.make(env_id, max_turns=10_000, data_dir=BUNDLED_ROOT).unwrapped
     else:  # before the id is registered: the class it names
-        env = ALFWorldEnv(max_steps=10_000, data_dir=BUNDLED_ROOT)
+        env = ALFWorldEnv(max_turns=10_000, data_dir=BUNDLED_ROOT)
     time_bare(games[:2], sequences[:2])  # warm-up: imports, first engine instances
     time_wrapped(env, games[:2], sequences[:2])
     bare, wrapped = [], []

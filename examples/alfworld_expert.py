@@ -41,8 +41,8 @@ def show_one_game() -> None:
 
 def expert_vs_random(limit: int = 50) -> None:
     envs = {  # the random player needs no expert: replanning after every step costs time
-        "expert": gym.make("orch/ALFWorld-v0", expert="planner", max_steps=limit),
-        "random": gym.make("orch/ALFWorld-v0", max_steps=limit),
+        "expert": gym.make("orch/ALFWorld-v0", expert="planner", max_turns=limit),
+        "random": gym.make("orch/ALFWorld-v0", max_turns=limit),
     }
     games = cast(ALFWorldEnv, envs["expert"].unwrapped).catalog.all()
     rng = np.random.default_rng(0)

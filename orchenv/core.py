@@ -113,6 +113,9 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source")
     #: appended to the notice that follows an unusable action
     format_reminder: ClassVar[str] = DEFAULT_FORMAT_REMINDER
+    #: whether the next observation carries that notice; envs that reproduce an original
+    #: protocol whose own feedback already says so (ALFWorld's "Nothing happens.") turn it off
+    shows_invalid_notice: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -379,7 +382,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
 
     def _with_notice(self, messages: list[Message]) -> list[Message]:
         """The messages with the unusable-action notice appended to the last user message."""
-        if not self.notice:
+        if not self.notice or not self.shows_invalid_notice:
             return messages
         text = f"Your previous reply could not be used: {self.notice} {self.format_reminder}"
         out = [dict(m) for m in messages]

@@ -78,6 +78,7 @@ def test_planner_expert_solves_every_bundled_game(expert_env, game):
     )
     end = infos[-1]
     assert end["won"] and end["correct"] and end["reward"] == 1.0
+    assert end["metrics"] == {"success": 1.0}
     assert end["task_id"] == game.id and end["turns"] == steps <= 12
     assert end["final_answer"] == json.loads(Path(game.path).read_text())["walkthrough"][-1]
     assert not any(i["invalid_action"] for i in infos)
@@ -135,22 +136,25 @@ def test_commands_are_normalised_and_bad_ones_do_nothing(env):
     assert not info["invalid_action"] and env.steps[-1] == (target, env.state.feedback)
     before = list(info["admissible_commands"])
     for bad in ("", "fly to the moon", "go to " + target[6:-1] + "9", "x" * 1_000_000):
-        _, reward, term, trunc, info = env.step(bad)
+        obs, reward, term, trunc, info = env.step(bad)
         assert info["invalid_action"] and info["parse_error"] and reward == 0.0
         assert env.state.feedback == "Nothing happens." and info["admissible_commands"] == before
         assert not (term or trunc)
+        assert "Observation: Nothing happens." in obs
+        assert "could not be used" not in obs  # ALFWorld's own feedback only, as the original
     assert "Did you mean" in env.step("go to " + target[6:-2])[-1]["parse_error"]
     assert env.turn == 6
     assert all(len(c) < 100 for c in env._engine.history), "huge commands never reach the engine"
 
 
-def test_truncation_after_max_steps():
-    env = ALFWorldEnv(max_steps=3, data_dir=BUNDLED_ROOT, history=2)
+def test_truncation_after_max_turns():
+    env = ALFWorldEnv(max_turns=3, data_dir=BUNDLED_ROOT, history=2)
     env.reset(seed=0)
     results = [env.step("look") for _ in range(3)]
     assert [r[3] for r in results] == [False, False, True] and not any(r[2] for r in results)
     end = results[-1][-1]
     assert end["correct"] is False and end["turns"] == 3 and end["final_answer"] == "look"
+    assert end["metrics"] == {"success": 0.0}
     assert results[-1][0].count("> look") == 2  # history=2 shows the last two steps
     env.close()
 
@@ -230,6 +234,11 @@ def test_explicit_game_files_and_empty_lists(tmp_path):
     ids = {env.reset(seed=s)[1]["task_id"] for s in range(6)}
     assert ids == {g.id.split("/", 1)[1] for g in picked}
     env.close()
+    heat = next(g for g in ALL_GAMES if g.task_type == "pick_heat_then_place_in_recep")
+    with pytest.raises(DataError, match="no ALFWorld games in split 'custom' of task types"):
+        ALFWorldEnv(game_files=[heat.path], task_types=[1]).reset(seed=0)
+    with pytest.raises(DataError, match="has no pick_and_place_simple game"):
+        ALFWorldEnv(game_files=[heat.path]).reset(options={"task_type": 1})
     lonely = tmp_path / "game.tw-pddl"
     lonely.write_text("{}")
     with pytest.raises(DataError, match="traj_data.json"):

@@ -77,6 +77,7 @@ def test_scripted_shopper_earns_full_reward(split):
         assert term and not trunc
         assert reward == pytest.approx(1.0) and info["score"] == pytest.approx(1.0)
         assert info["success"] is True
+        assert info["metrics"] == {"score": info["score"], "success": 1.0}
         assert info["final_answer"]["asin"] == env.goal.asin
         assert info["final_answer"]["options"] == dict(env.goal.options)
         assert info["task_id"] == env.goal.id and info["turns"] == env.turn
@@ -343,13 +344,16 @@ def test_invalid_actions_change_nothing(env):
         assert info["invalid_action"] and message in info["parse_error"]
         assert reward == 0.0 and not term
         assert (env.state, env.available_actions()) == before
-        assert "Your last action could not be used" in obs
+        assert obs.endswith(
+            f"Your previous reply could not be used: {info['parse_error']} "
+            f"{WebShopEnv.format_reminder}"
+        )
     _, reward, _, _, info = env.step(None)  # type: ignore[arg-type]
     assert info["invalid_action"] and reward == 0.0
 
 
 def test_format_penalty_and_truncation():
-    env = WebShopEnv(num_products=1000, num_goals=200, max_steps=3, format_penalty=-0.1)
+    env = WebShopEnv(num_products=1000, num_goals=200, max_turns=3, format_penalty=-0.1)
     env.reset(seed=1)
     _, reward, term, trunc, info = env.step("click[buy now]")  # the search page has no buttons
     assert reward == pytest.approx(-0.1) and "search page has no buttons" in info["parse_error"]
@@ -357,6 +361,7 @@ def test_format_penalty_and_truncation():
     _, reward, term, trunc, info = env.step("click[back to search]")
     assert trunc and not term and reward == 0.0
     assert info["score"] == 0.0 and info["final_answer"] is None and info["turns"] == 3
+    assert info["metrics"] == {"score": 0.0, "success": 0.0}
     with pytest.raises(EnvStateError):
         env.step("search[x]")
     with pytest.raises(ConfigError):
@@ -390,13 +395,13 @@ def test_seeded_resets_are_deterministic():
 def test_catalog_and_index_are_shared_not_rebuilt(env):
     other = WebShopEnv(num_products=1000, num_goals=200)
     other.reset(seed=3)
-    assert other.catalog is env.catalog and other._search is env._search
+    assert other.catalog is env.catalog and other.site.engine is env.site.engine
     fork = env.fork()
-    assert fork._search is env._search and fork.catalog is env.catalog
+    assert fork.site is env.site and fork.catalog is env.catalog
     clone = copy.deepcopy(env)
-    assert clone._search is env._search
+    assert clone.site.engine is env.site.engine
     restored = pickle.loads(pickle.dumps(env))
-    assert restored._search is env._search  # re-attached through the process-wide cache
+    assert restored.site.engine is env.site.engine  # re-attached through the process-wide cache
     assert restored.state == env.state and restored.goal == env.goal
 
 

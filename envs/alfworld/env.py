@@ -17,18 +17,25 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv
+from orchenv.core import OrchestrationEnv, Outcome
 from orchenv.envs.alfworld.engine import EXPERTS, ALFWorldEngine, EngineState
-from orchenv.envs.alfworld.games import GameCatalog, GameInfo, normalize_task_types
-from orchenv.error import ConfigError, DataError, EnvStateError, UnknownNameError
+from orchenv.envs.alfworld.games import (
+    GameCatalog,
+    GameInfo,
+    GameTasks,
+    game_file_list,
+    normalize_task_types,
+)
+from orchenv.error import ConfigError, EnvStateError, UnknownNameError
 from orchenv.parsing import strip_reasoning
-from orchenv.pool import NO_AGENTS, AgentPool, Message
+from orchenv.pool import Message
+from orchenv.tasks import Task
 
 SYSTEM_PROMPT = """\
 You are a household robot in a text world. Each turn you read what you see and type one \
 command. Copy the command exactly as it appears in the list of admissible commands \
 (for example: go to countertop 1). Anything else does nothing and still uses up a turn. \
-You have {max_steps} commands to complete the task."""
+You have {max_turns} commands to complete the task."""
 
 NOTHING_HAPPENS = "Nothing happens."
 _TASK_RE = re.compile(r"Your task is to:\s*(.*)", re.DOTALL)
@@ -67,9 +74,10 @@ class ALFWorldEnv(OrchestrationEnv):
     wrappers), in process. Games: the full ALFWorld set when ``data_dir`` or the
     ``ALFWORLD_DATA`` variable points at it (``json_2.1.1/{train,valid_seen,
     valid_unseen}``), else the small set bundled with orchenv (three games per task
-    type: two in ``train``, one in ``valid_unseen``; written by ``orchenv.envs.alfworld.authoring``), or the ``game_files``
-    given. There is no agent pool in this view: ``info["calls"]`` is always empty
-    and every cost is 0 (``orchenv.envs.alfworld.roles`` has the views with agents).
+    type: two in ``train``, one in ``valid_unseen``; written by
+    ``orchenv.envs.alfworld.authoring``), or the ``game_files`` given. There is no
+    agent pool in this view: ``info["calls"]`` is always empty and every cost is 0
+    (``orchenv.envs.alfworld.roles`` has the views with agents).
 
     ## Action format
     One text command, e.g. ``go to fridge 1``, ``take apple 1 from countertop 1``,
@@ -77,48 +85,71 @@ class ALFWorldEnv(OrchestrationEnv):
     removing ``<think>`` blocks, a leading ``>``, a trailing full stop, case and
     repeated spaces. A command outside ``info["admissible_commands"]`` is still
     sent to the engine, which answers "Nothing happens." and leaves the game as
-    it was; the step counts, ``info["invalid_action"]`` is True and
-    ``info["parse_error"]`` suggests the closest admissible command. Commands
-    longer than ``max_command_chars`` are answered "Nothing happens." without
-    reaching the engine. Nothing the policy types raises.
+    it was; the step counts, ``info["invalid_action"]`` is True,
+    ``info["parse_error"]`` suggests the closest admissible command and
+    ``format_penalty`` (default 0) is added to the reward. Commands longer than
+    ``max_command_chars`` are answered "Nothing happens." without reaching the
+    engine. Nothing the policy types raises.
 
     ## Observation
     The task sentence, the engine's latest feedback (at reset: the room
     description), the step count and the admissible commands, as one string;
     ``info["messages"]`` has it as a system + user chat. With ``history > 0``
-    the last commands and their feedback are shown too. ``info`` adds
+    the last commands and their feedback are shown too. A command outside the
+    admissible list gets only the engine's "Nothing happens." (as in ALFWorld; the
+    notice other orchenv envs add is off, ``shows_invalid_notice = False``), while
+    ``info["parse_error"]`` says why. ``info`` adds
     ``admissible_commands``, ``won``, ``goal``, ``task_type``, ``task_id`` and,
     with ``expert`` set, ``info["privileged"]["expert_plan"]`` (alfworld's
     expert's next commands: for imitation learning and tests, not for policies).
 
     ## Rewards
-    The engine's: 1.0 on the step that completes the task, else 0.0.
+    The engine's: 1.0 on the step that completes the task, else 0.0 (plus
+    ``format_penalty`` on a step whose command was not admissible).
 
     ## Episode end
-    Terminated when the task is complete (``info["won"]``); truncated after
-    ``max_steps`` commands (default 50, as in ALFWorld's evaluations). The last
-    ``info`` holds ``correct`` (= won), ``task_id`` (the game's id),
-    ``final_answer`` (the last command) and ``turns``.
+    ``terminated`` when the task is complete (``info["won"]``); ``truncated`` when
+    ``max_turns`` commands (default 50, as in ALFWorld's evaluations) pass without
+    completing it. The last ``info`` holds ``correct`` (= won), ``task_id`` (the
+    game's id), ``final_answer`` (the last command), ``turns`` and
+    ``metrics["success"]`` (1.0 when won).
 
     ## Arguments
-    ``split``: ``"train"``, ``"valid_seen"`` or ``"valid_unseen"``; ``data_dir``:
-    an ALFWorld data folder (overrides ``ALFWORLD_DATA``); ``game_files``: explicit
-    ``game.tw-pddl`` paths (each beside its ``traj_data.json``; an empty list is a
-    ``DataError``); ``task_types``: names or ALFWorld's ids 1-6 to keep;
-    ``max_steps``; ``expert``: ``None``, ``"planner"`` or ``"handcoded"``;
-    ``history``: previous steps shown; ``max_command_chars``. ``reset(options=
-    {"task_id": ...})`` plays that game, ``{"task_type": ...}`` draws a game of
-    that type, ``{"task_index": i}`` the i-th game of the split.
+    - ``split``: ``"train"``, ``"valid_seen"`` or ``"valid_unseen"`` (``"test"``:
+      ``valid_unseen``, ``"validation"``: ``valid_seen``).
+    - ``data_dir``: an ALFWorld data folder (overrides ``ALFWORLD_DATA``).
+    - ``game_files``: explicit ``game.tw-pddl`` paths, each beside its
+      ``traj_data.json`` (an empty list is a ``DataError``).
+    - ``task_types``: names or ALFWorld's ids 1-6 to keep (default: all six).
+    - ``max_turns``: commands per episode (default 50).
+    - ``expert``: ``None``, ``"planner"`` or ``"handcoded"``: adds alfworld's expert's
+      plan to ``info["privileged"]``.
+    - ``history``: previous steps shown in the observation (default 0).
+    - ``max_command_chars``: longer commands never reach the engine (default 1,000).
+    - ``format_penalty``: added to the reward of a step whose command was not
+      admissible (default 0.0, as in ALFWorld).
+    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+
+    ``reset(options={"task_id": ...})`` plays that game (from any split),
+    ``{"task_type": ...}`` draws a game of that type, ``{"task_index": i}`` the i-th
+    game of the split (of that type, with ``task_type``). An empty game list (no
+    game in the split, or none of the task type) is a ``DataError`` before the
+    engine starts.
 
     ``fork()`` copies the episode by replaying its commands on a fresh engine
     (the C planner state cannot be copied); it costs one game load plus the
     replayed steps. ``close()`` hands the engine back.
 
     ## Version history
-    - v0: initial version.
+    - v0: initial version. Since the one-shape refactor the horizon argument is
+      ``max_turns`` (it was ``max_steps``); ``format_penalty`` (default 0) and ``info["metrics"]`` are new; a
+      ``task_index`` out of range is an ``IndexError`` (it was a ``ConfigError``).
+      Rewards and the horizon rule are unchanged.
     """
 
     _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source", "_catalog")
+    #: the original protocol answers an inadmissible command with "Nothing happens." only
+    shows_invalid_notice: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -127,30 +158,28 @@ class ALFWorldEnv(OrchestrationEnv):
         data_dir: str | os.PathLike[str] | None = None,
         game_files: Sequence[str | os.PathLike[str]] | None = None,
         task_types: Sequence[str | int] | None = None,
-        max_steps: int = 50,
+        max_turns: int = 50,
         expert: str | None = None,
         history: int = 0,
         max_command_chars: int = 1000,
+        format_penalty: float = 0.0,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
-        if max_steps < 1:
-            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
+        super().__init__(
+            split=split,
+            max_turns=max_turns,
+            format_penalty=format_penalty,
+            max_obs_chars=max_obs_chars,
+            render_mode=render_mode,
+        )
         if expert is not None and expert not in EXPERTS:
             raise UnknownNameError("ALFWorld expert", str(expert), EXPERTS)
         if history < 0 or max_command_chars < 1:
             raise ConfigError("history must be >= 0 and max_command_chars >= 1")
-        if game_files is not None and not list(game_files):
-            raise DataError(
-                "game_files is empty: ALFWorld needs at least one game.tw-pddl file "
-                "(leave game_files=None to use ALFWORLD_DATA or the bundled games)"
-            )
-        self.split = split
         self.data_dir = data_dir
-        self.game_files = None if game_files is None else [str(p) for p in game_files]
+        self.game_files = None if game_files is None else game_file_list(game_files)
         self.task_types = None if task_types is None else normalize_task_types(task_types)
-        self.max_steps = max_steps
         self.expert = expert
         self.history = history
         self.max_command_chars = max_command_chars
@@ -166,38 +195,31 @@ class ALFWorldEnv(OrchestrationEnv):
     # -- games ----------------------------------------------------------------------------
     @property
     def catalog(self) -> GameCatalog:
+        """Every game the env can find (built on first use; shared by copies and forks)."""
         if self._catalog is None:
             self._catalog = GameCatalog.build(data_dir=self.data_dir, game_files=self.game_files)
-            self._catalog.games(self.split, self.task_types)  # DataError now if there are none
         return self._catalog
+
+    def _build_task_source(self) -> GameTasks:
+        return GameTasks(self.catalog, self.task_types)
 
     @property
     def room_description(self) -> str:
         """What the game's opening text says about the room (without the task line)."""
         return self._room
 
-    @property
-    def pool(self) -> AgentPool:
-        """No agents in this view (an empty stand-in, so pool-generic code still works)."""
-        return NO_AGENTS  # type: ignore[return-value]
-
-    def pick_game(self, options: Mapping[str, Any]) -> GameInfo:
-        """The game of the episode: by id, by task type, by index, or drawn with ``np_random``."""
-        catalog = self.catalog
-        if "task_id" in options:
-            return catalog.by_id(str(options["task_id"]))
-        games = catalog.games(self.split, self.task_types)
-        if "task_type" in options:
-            (kind,) = normalize_task_types([options["task_type"]])
-            games = tuple(g for g in games if g.task_type == kind)
-            if not games:
-                raise DataError(f"split {self.split!r} has no {kind} game; see env.catalog")
-        if "task_index" in options:
-            index = int(options["task_index"])
-            if not 0 <= index < len(games):
-                raise ConfigError(f"task_index {index} is out of range: {len(games)} games")
-            return games[index]
-        return games[int(self.np_random.integers(len(games)))]
+    def pick_task(self, options: Mapping[str, Any]) -> Task:
+        """The episode's game: ``options["task_id"]``, else one of ``options["task_type"]``
+        (the ``task_index``-th, or drawn with ``np_random``), else as every env does."""
+        if "task_type" not in options or "task_id" in options:
+            return super().pick_task(options)
+        (kind,) = normalize_task_types([options["task_type"]])
+        source = self.task_source
+        assert isinstance(source, GameTasks)
+        index = options.get("task_index")
+        if index is None:
+            index = self.np_random.integers(source.size(self.split, kind))
+        return source.get(self.split, int(index), kind)
 
     # -- observation ----------------------------------------------------------------------
     def _messages(self) -> list[Message]:
@@ -211,32 +233,30 @@ class ALFWorldEnv(OrchestrationEnv):
         parts.append(f"Observation: {latest}")
         commands = "\n".join(f"- {c}" for c in self.state.admissible_commands)
         parts.append(
-            f"Step {min(len(self.steps) + 1, self.max_steps)} of {self.max_steps}. "
+            f"Step {min(self.turn + 1, self.max_turns)} of {self.max_turns}. "
             f"Admissible commands:\n{commands}"
         )
         return [
-            {"role": "system", "content": SYSTEM_PROMPT.format(max_steps=self.max_steps)},
+            {"role": "system", "content": SYSTEM_PROMPT.format(max_turns=self.max_turns)},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
 
-    def _observation(self) -> tuple[str, dict[str, Any]]:
+    def _observation_info(self) -> dict[str, Any]:
         assert self.state is not None and self.game is not None
-        messages = self._messages()
         extra: dict[str, Any] = {
-            "messages": messages,
             "admissible_commands": list(self.state.admissible_commands),
             "won": self.state.won,
             "goal": self.goal,
             "task_type": self.game.task_type,
-            "task_id": self.game.id,
         }
         if self.expert is not None:
             extra["privileged"] = {"expert_plan": list(self.state.expert_plan)}
-        return self.render_messages(messages), extra
+        return extra
 
     # -- episode ----------------------------------------------------------------------------
-    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.game = self.pick_game(options)
+    def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        self.task = self.pick_task(options)
+        self.game = self.task.meta["game"]
         if self._engine is None:
             self._engine = ALFWorldEngine(self.game.path, expert=self.expert)
         else:
@@ -244,11 +264,10 @@ class ALFWorldEnv(OrchestrationEnv):
         self.state = self._engine.reset()
         self._room, self.goal = split_intro(self.state.feedback)
         self.steps = []
-        return self._observation()
+        return {}
 
-    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _apply(self, action: str) -> Outcome:
         assert self.state is not None and self._engine is not None
-        self.turn += 1
         admissible = self.state.admissible_commands
         error = None
         if len(action) > self.max_command_chars:
@@ -266,19 +285,20 @@ class ALFWorldEnv(OrchestrationEnv):
                 error = self._command_error(command, admissible)
             self.state = self._engine.step(command)
         self.steps.append((command, self.state.feedback))
-        self.transcript.append({"turn": self.turn, "role": "controller", "text": command})
         self.transcript.append(
             {"turn": self.turn, "role": "environment", "text": self.state.feedback}
         )
-        terminated = self.state.won
-        truncated = not terminated and self.turn >= self.max_steps
-        reward = 1.0 if terminated else 0.0
-        obs, extra = self._observation()
-        if error is not None:
-            extra.update(invalid_action=True, parse_error=error)
-        if terminated or truncated:
-            extra.update(correct=terminated, final_answer=command, turns=self.turn)
-        return obs, reward, terminated, truncated, extra
+        won = self.state.won
+        return Outcome(reward=1.0 if won else 0.0, done=won, error=error)
+
+    def _summary(self) -> dict[str, Any]:
+        assert self.state is not None
+        won = self.state.won
+        return {
+            "correct": won,
+            "final_answer": self.steps[-1][0] if self.steps else None,
+            "metrics": {"success": float(won)},
+        }
 
     @staticmethod
     def _command_error(command: str, admissible: Sequence[str]) -> str:

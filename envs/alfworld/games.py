@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import DataError, UnknownNameError
+from orchenv.tasks import Task, TaskSource
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +133,21 @@ def scan_split(root: Path, split: str) -> tuple[GameInfo, ...]:
         return result
 
 
-def games_from_files(game_files: Sequence[str | os.PathLike[str]]) -> tuple[GameInfo, ...]:
-    """Games from explicit ``game.tw-pddl`` paths (ids relative to their common folder)."""
-    if not game_files:
+def game_file_list(game_files: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """``game_files`` as a list of strings; ``DataError`` when it is empty (alfworld and
+    textworld would wait forever on an empty game list)."""
+    files = [str(p) for p in game_files]
+    if not files:
         raise DataError(
             "game_files is empty: ALFWorld needs at least one game.tw-pddl file "
             "(leave game_files=None to use ALFWORLD_DATA or the bundled games)"
         )
-    paths = [Path(p).resolve() for p in game_files]
+    return files
+
+
+def games_from_files(game_files: Sequence[str | os.PathLike[str]]) -> tuple[GameInfo, ...]:
+    """Games from explicit ``game.tw-pddl`` paths (ids relative to their common folder)."""
+    paths = [Path(p).resolve() for p in game_file_list(game_files)]
     for path in paths:
         if not path.is_file():
             raise DataError(f"ALFWorld game file {str(path)!r} does not exist")
@@ -262,3 +270,57 @@ class GameCatalog:
                 known = [*close, f"... ({len(self._by_id)} ids in all, see env.catalog)"]
             raise UnknownNameError("ALFWorld game id", str(game_id), known)
         return game
+
+
+class GameTasks(TaskSource):
+    """A ``GameCatalog``'s games (of ``task_types``) as orchenv tasks.
+
+    Splits resolve as in ``GameCatalog.games`` (``"test"`` is ``valid_unseen``; with
+    explicit game files every split is the one list); a split without games is a
+    ``DataError`` at ``check_split``, before any engine is started. A task's id is its
+    game's id and ``meta["game"]`` its ``GameInfo``; the prompt is empty (the task
+    sentence is in the game's opening text, read when the engine loads it).
+    ``by_id`` finds a game in any split, whatever ``task_types`` says.
+    """
+
+    name = "alfworld"
+
+    def __init__(self, catalog: GameCatalog, task_types: Sequence[str] | None = None) -> None:
+        self.catalog = catalog
+        self.task_types = None if task_types is None else tuple(task_types)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GameTasks:
+        return self  # read-only: env copies and forks share it
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return self.catalog.splits
+
+    def check_split(self, split: str) -> None:
+        self.games(split)
+
+    def games(self, split: str, task_type: str | None = None) -> tuple[GameInfo, ...]:
+        """The split's games, of one ``task_type`` if given; ``DataError`` when there are none."""
+        games = self.catalog.games(split, self.task_types)
+        if task_type is not None:
+            games = tuple(g for g in games if g.task_type == task_type)
+            if not games:
+                raise DataError(f"split {split!r} has no {task_type} game; see env.catalog")
+        return games
+
+    def size(self, split: str, task_type: str | None = None) -> int:
+        return len(self.games(split, task_type))
+
+    def get(self, split: str, index: int, task_type: str | None = None) -> Task:
+        games = self.games(split, task_type)
+        if not 0 <= index < len(games):
+            raise IndexError(f"task_index {index} is out of range: {len(games)} games")
+        return self.task(games[index])
+
+    def by_id(self, task_id: str) -> Task:
+        return self.task(self.catalog.by_id(task_id))
+
+    @staticmethod
+    def task(game: GameInfo) -> Task:
+        """The task of ``game``."""
+        return Task(id=game.id, prompt="", answers=(), meta={"game": game})

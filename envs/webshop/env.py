@@ -9,25 +9,22 @@ and buys. The website is ``orchenv.envs.webshop.site``, the reward
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv
+from orchenv.core import OrchestrationEnv, Outcome
 from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, get_catalog
 from orchenv.envs.webshop.products import Goal
 from orchenv.envs.webshop.reward import RewardBreakdown, webshop_reward
-from orchenv.envs.webshop.search import SearchEngine, search_engine_for
-from orchenv.envs.webshop.site import DONE, Outcome, Site, SiteState
+from orchenv.envs.webshop.search import search_engine_for
+from orchenv.envs.webshop.site import DONE, Site, SiteState
 from orchenv.error import ConfigError
 from orchenv.parsing import strip_reasoning
-from orchenv.pool import NO_AGENTS, AgentPool, Message
+from orchenv.pool import Message
 from orchenv.tasks import Task, TaskSource
-
-log = logging.getLogger(__name__)
 
 #: longest accepted search query (longer ones are refused as invalid, not truncated)
 MAX_QUERY_CHARS = 1000
@@ -42,7 +39,7 @@ Reply with exactly one action per turn:
 on a results page, an option value, next >, < prev, back to search, description, features, \
 reviews, buy now).
 Clicking buy now ends the episode. The purchase scores 0 to 1 by how well the product, its \
-attributes, the chosen options and its price fit the instruction. You have {max_steps} actions."""
+attributes, the chosen options and its price fit the instruction. You have {max_turns} actions."""
 
 _ACTION = re.compile(r"\A\s*(?:action\s*:\s*)?(search|click)\s*\[(.*)\]\s*\Z", re.I | re.S)
 
@@ -105,9 +102,13 @@ class WebShopEnv(OrchestrationEnv):
     ## Observation
     One string: the rules (system message), the instruction, the current page as
     text, the step count and the available actions (``search[<query>]`` and
-    ``click[...]`` lines); ``info["messages"]`` holds the same as chat messages.
+    ``click[...]`` lines), and after an invalid action the shared notice ("Your
+    previous reply could not be used: <why> Reply with one of the available
+    actions."); ``info["messages"]`` holds the same as chat messages.
     ``info["available_actions"]`` is ``{"has_search_bar": bool, "clickables": [...]}``
-    as the original env's ``get_available_actions()``; ``info["page"]`` names the page.
+    as the original env's ``get_available_actions()``; ``info["page"]`` names the
+    page, ``info["chosen_options"]`` maps option group -> value and
+    ``info["instruction"]`` is the instruction.
 
     ## Rewards
     Zero until ``click[buy now]``, then the paper's purchase reward in [0, 1]:
@@ -118,37 +119,47 @@ class WebShopEnv(OrchestrationEnv):
     Invalid actions add ``format_penalty`` (<= 0).
 
     ## Episode end
-    Terminated by ``click[buy now]``; truncated after ``max_steps`` actions (default
-    15) without a purchase (score 0). The last ``info`` carries ``score`` (the
-    reward, a float in [0, 1]), ``success`` (score == 1, WebShop's success rate),
+    ``terminated`` by ``click[buy now]`` (the action that ends the episode);
+    ``truncated`` when ``max_turns`` actions (default 15) pass without a purchase
+    (score 0). The last ``info`` carries ``score`` (the reward, a float in [0, 1]),
+    ``success`` (score == 1, WebShop's success rate), both also in ``metrics``,
     ``task_id``, ``final_answer`` (``{"asin", "title", "options", "price"}`` of the
     bought item, or None) and ``turns``; ``info["privileged"]["goal"]`` holds the
     goal for analysis (policies must not read it).
 
     ## Arguments
-    ``source``: ``"generated"`` (default; an embedded catalog of ``num_products``
-    products and ``num_goals`` goals from ``catalog_seed``, ``test_fraction`` of the
-    goals in ``test``) or ``"files"`` (the original ``items_shuffle*.json``,
-    ``items_ins_v2*.json``, ``items_human_ins.json`` in ``data_dir`` or
-    ``$WEBSHOP_DATA``; ``goals="human"`` or ``"synthetic"``; ``num_products=None``
-    reads all). ``split``: ``train`` / ``test`` (files: also ``eval``).
-    ``show_attrs`` adds the original's optional ``attributes`` sub-page.
-    ``reset(options={"task_id": ...})`` picks a goal, ``{"task_index": i}`` the
-    i-th goal of the split, ``{"goal": Goal(...)}`` a custom goal. The catalog and
-    its search index are built on the first ``reset`` and shared across envs,
-    forks and copies in the process.
+    - ``source``: ``"generated"`` (default; an embedded catalog) or ``"files"`` (the
+      original ``items_shuffle*.json``, ``items_ins_v2*.json``, ``items_human_ins.json``
+      in ``data_dir`` or ``$WEBSHOP_DATA``).
+    - ``num_products``: products in the catalog (default 1,000; with ``"files"``,
+      ``None`` reads all).
+    - ``num_goals``: goals of a generated catalog (default 1,000).
+    - ``catalog_seed``: the seed of a generated catalog (files: of goal shuffling,
+      price bounds and prices inside price ranges).
+    - ``test_fraction``: the share of a generated catalog's goals in ``test`` (0.2).
+    - ``data_dir``: the folder of the original data files (``"files"`` only).
+    - ``goals``: ``"human"`` (default) or ``"synthetic"`` instructions (``"files"`` only).
+    - ``split``: ``"train"`` or ``"test"`` (files: also ``"eval"``).
+    - ``max_turns``: actions per episode (default 15).
+    - ``show_attrs``: add the original's optional ``attributes`` sub-page.
+    - ``format_penalty``: added to the reward of an invalid action (default 0.0, <= 0).
+    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+
+    ``reset(options={"task_id": ...})`` picks a goal, ``{"task_index": i}`` the i-th
+    goal of the split, ``{"goal": Goal(...)}`` a custom goal. The catalog and its
+    search index are built on first use and shared across envs, forks and copies in
+    the process.
 
     ## Version history
-    - v0: initial version.
+    - v0: initial version. Since the one-shape refactor the horizon argument is
+      ``max_turns`` (it was ``max_steps``), the notice after an invalid action is the
+      shared one ("Your previous reply could not be used: ..."; it was "Your last
+      action could not be used: ..."), and ``info["metrics"]`` holds ``score`` and
+      ``success``. Pages, rewards and the horizon rule are unchanged.
     """
 
-    _shared_attrs: ClassVar[tuple[str, ...]] = (
-        "_pool",
-        "_task_source",
-        "_catalog",
-        "_search",
-        "_site",
-    )
+    _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source", "_catalog", "_site")
+    format_reminder: ClassVar[str] = "Reply with one of the available actions."
 
     def __init__(
         self,
@@ -161,15 +172,19 @@ class WebShopEnv(OrchestrationEnv):
         data_dir: str | None = None,
         goals: str = "human",
         split: str = "train",
-        max_steps: int = 15,
+        max_turns: int = 15,
         show_attrs: bool = False,
         format_penalty: float = 0.0,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
-        if max_steps < 1:
-            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
+        super().__init__(
+            split=split,
+            max_turns=max_turns,
+            format_penalty=format_penalty,
+            max_obs_chars=max_obs_chars,
+            render_mode=render_mode,
+        )
         if format_penalty > 0:
             raise ConfigError(
                 f"format_penalty is added to the reward of an invalid action and must be <= 0, "
@@ -184,51 +199,32 @@ class WebShopEnv(OrchestrationEnv):
             data_dir=data_dir,
             goals=goals,
         )
-        self.split = split
-        self.max_steps = max_steps
         self.show_attrs = show_attrs
-        self.format_penalty = float(format_penalty)
         self._catalog: Catalog | None = None
-        self._search: SearchEngine | None = None
         self._site: Site | None = None
         # episode state
         self.goal: Goal | None = None
         self.state = SiteState()
-        self._notice = ""
         self._result: RewardBreakdown | None = None
 
     # -- collaborators, built lazily and shared -----------------------------------------
-    def _ensure_built(self) -> None:
-        if self._catalog is None:
-            self._catalog = get_catalog(self.spec_catalog)
-            self._task_source = self._catalog.tasks
-            self._task_source.check_split(self.split)
-        if self._search is None:
-            self._search = search_engine_for(self._catalog)
-        if self._site is None:
-            self._site = Site(self._catalog, self._search, show_attrs=self.show_attrs)
-
     @property
     def catalog(self) -> Catalog:
-        self._ensure_built()
-        assert self._catalog is not None
+        """The products and goals (built on first use, then shared in the process)."""
+        if self._catalog is None:
+            self._catalog = get_catalog(self.spec_catalog)
         return self._catalog
 
     @property
     def site(self) -> Site:
-        self._ensure_built()
-        assert self._site is not None
+        """The shop over the catalog and its search index (built on first use)."""
+        if self._site is None:
+            catalog = self.catalog
+            self._site = Site(catalog, search_engine_for(catalog), show_attrs=self.show_attrs)
         return self._site
 
-    @property
-    def task_source(self) -> TaskSource:
-        self._ensure_built()
-        return self._task_source
-
-    @property
-    def pool(self) -> AgentPool:
-        """No agents in this view (an empty stand-in, so pool-generic code still works)."""
-        return NO_AGENTS  # type: ignore[return-value]
+    def _build_task_source(self) -> TaskSource:
+        return self.catalog.tasks
 
     # -- observation --------------------------------------------------------------------
     def available_actions(self) -> dict[str, Any]:
@@ -243,19 +239,15 @@ class WebShopEnv(OrchestrationEnv):
         assert self.goal is not None
         parts = [f"Instruction: {self.goal.instruction}", self.site.render(self.state)]
         if self.state.page != DONE:
-            parts.append(f"(Step {self.turn + 1} of {self.max_steps}.)")
+            parts.append(self.turn_line("Step"))
             parts.append("Available actions:\n" + "\n".join(self.action_lines()))
-        if self._notice:
-            parts.append(f"Your last action could not be used: {self._notice}")
         return [
-            {"role": "system", "content": SYSTEM_PROMPT.format(max_steps=self.max_steps)},
+            {"role": "system", "content": SYSTEM_PROMPT.format(max_turns=self.max_turns)},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
 
-    def _observation(self) -> tuple[str, dict[str, Any]]:
-        messages = self._messages()
-        return self.render_messages(messages), {
-            "messages": messages,
+    def _observation_info(self) -> dict[str, Any]:
+        return {
             "available_actions": self.available_actions(),
             "page": self.state.page,
             "chosen_options": self.state.chosen,
@@ -263,76 +255,67 @@ class WebShopEnv(OrchestrationEnv):
         }
 
     # -- episode ------------------------------------------------------------------------
-    def _pick_goal(self, options: Mapping[str, Any]) -> Goal:
+    def _custom_task(self, goal: Any) -> Task:
+        """The task of ``reset(options={"goal": Goal(...)})``: a goal on this catalog."""
+        if not isinstance(goal, Goal):
+            raise ConfigError(f"options['goal'] must be a Goal, got {type(goal).__name__}")
+        if self.catalog.index_of(goal.asin) is None:
+            raise ConfigError(f"the goal's ASIN {goal.asin!r} is not in the catalog")
+        return Task(id=goal.id, prompt=goal.instruction, answers=(goal.asin,), meta={"goal": goal})
+
+    def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
         custom = options.get("goal")
-        if custom is not None:
-            if not isinstance(custom, Goal):
-                raise ConfigError(f"options['goal'] must be a Goal, got {type(custom).__name__}")
-            if self.catalog.index_of(custom.asin) is None:
-                raise ConfigError(f"the goal's ASIN {custom.asin!r} is not in the catalog")
-            return custom
-        task: Task = self.pick_task(options)
-        return task.meta["goal"]
-
-    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        self._ensure_built()
-        self.goal = self._pick_goal(options)
-        self.task = self.goal
+        self.task = self.pick_task(options) if custom is None else self._custom_task(custom)
+        self.goal = self.task.meta["goal"]
         self.state = SiteState()
-        self._notice = ""
         self._result = None
-        obs, extra = self._observation()
-        extra["task_id"] = self.goal.id
-        return obs, extra
+        return {}
 
-    def _apply(self, action: str) -> tuple[Outcome, str | None]:
+    def _apply(self, action: str) -> Outcome:
+        assert self.goal is not None
         kind, arg, error = parse_action(action)
         if error is not None:
-            return Outcome(self.state, error), error
+            return Outcome(error=error)
         assert arg is not None
-        outcome = (
+        move = (
             self.site.search(self.state, arg)
             if kind == "search"
             else self.site.click(self.state, arg)
         )
-        return outcome, outcome.error
+        self.state = move.state
+        if not move.purchased:
+            return Outcome(error=move.error)
+        assert self.state.item is not None
+        product = self.catalog.product(self.state.item)
+        self._result = webshop_reward(product, self.goal, self.state.chosen)
+        return Outcome(
+            reward=self._result.reward,
+            done=True,
+            info={"reward_parts": self._result.as_dict()},
+        )
 
-    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _summary(self) -> dict[str, Any]:
         assert self.goal is not None
-        self.turn += 1
-        self.transcript.append({"turn": self.turn, "role": "controller", "text": action})
-        outcome, error = self._apply(action)
-        self.state = outcome.state
-        extra: dict[str, Any] = {"task_id": self.goal.id}
-        reward = 0.0
-        if error is not None:
-            reward += self.format_penalty
-            self._notice = error
-            extra.update(invalid_action=True, parse_error=error)
-        else:
-            self._notice = ""
-        terminated = outcome.purchased
-        truncated = not terminated and self.turn >= self.max_steps
-        if terminated:
+        final: dict[str, Any] | None = None
+        score = 0.0
+        if self._result is not None:
             assert self.state.item is not None
             product = self.catalog.product(self.state.item)
-            self._result = webshop_reward(product, self.goal, self.state.chosen)
-            reward += self._result.reward
-            extra["reward_parts"] = self._result.as_dict()
-            extra["final_answer"] = {
+            final = {
                 "asin": product.asin,
                 "title": product.title,
                 "options": self.state.chosen,
                 "price": product.price,
             }
-        if terminated or truncated:
-            score = self._result.reward if self._result else 0.0
-            extra.setdefault("final_answer", None)
-            extra.update(score=float(score), success=score >= 1.0 - 1e-9, turns=self.turn)
-            extra["privileged"] = {"goal": self.goal.as_dict()}
-        obs, obs_extra = self._observation()
-        extra.update(obs_extra)
-        return obs, reward, terminated, truncated, extra
+            score = float(self._result.reward)
+        success = score >= 1.0 - 1e-9
+        return {
+            "final_answer": final,
+            "score": score,
+            "success": success,
+            "metrics": {"score": score, "success": float(success)},
+            "privileged": {"goal": self.goal.as_dict()},
+        }
 
     # -- helpers for tests and demos ------------------------------------------------------
     def demo_action(self, rng: np.random.Generator) -> str:

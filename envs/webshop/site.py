@@ -71,8 +71,8 @@ class SiteState:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """The result of one action: the next state, or why the action was refused."""
+class Transition:
+    """Where one action leads: the next state, or why the action was refused."""
 
     state: SiteState
     error: str | None = None
@@ -126,16 +126,16 @@ class Site:
         return {"has_search_bar": state.page == SEARCH, "clickables": clickables}
 
     # -- transitions ------------------------------------------------------------------
-    def search(self, state: SiteState, query: str) -> Outcome:
+    def search(self, state: SiteState, query: str) -> Transition:
         if state.page != SEARCH:
-            return Outcome(
+            return Transition(
                 state,
                 f"there is no search bar on the {state.page} page; click[{BACK_TO_SEARCH}] first.",
             )
         hits = tuple(self.engine.search(query, SEARCH_RETURN_N))
-        return Outcome(SiteState(page=RESULTS, query=query, hits=hits, visited=state.visited))
+        return Transition(SiteState(page=RESULTS, query=query, hits=hits, visited=state.visited))
 
-    def click(self, state: SiteState, button: str) -> Outcome:
+    def click(self, state: SiteState, button: str) -> Transition:
         available = self.available_actions(state)["clickables"]
         if button not in available:
             if state.page == SEARCH:
@@ -145,29 +145,29 @@ class Site:
             else:
                 shown = ", ".join(available[:12]) + (", ..." if len(available) > 12 else "")
                 why = f"{_quote(button)} is not a button on this page; buttons: {shown}."
-            return Outcome(state, why)
+            return Transition(state, why)
         if button == BACK_TO_SEARCH:
-            return Outcome(SiteState(visited=state.visited))
+            return Transition(SiteState(visited=state.visited))
         if state.page == RESULTS:
             if button == NEXT_PAGE:
-                return Outcome(replace(state, results_page=state.results_page + 1))
+                return Transition(replace(state, results_page=state.results_page + 1))
             if button == PREV_PAGE:
-                return Outcome(replace(state, results_page=state.results_page - 1))
+                return Transition(replace(state, results_page=state.results_page - 1))
             item = self.catalog.index_of(button)
             assert item is not None
             visited = state.visited if item in state.visited else (*state.visited, item)
-            return Outcome(replace(state, page=ITEM, item=item, visited=visited))
+            return Transition(replace(state, page=ITEM, item=item, visited=visited))
         if state.page == ITEM:
             if button == PREV_PAGE:
-                return Outcome(replace(state, page=RESULTS, item=None, options=()))
+                return Transition(replace(state, page=RESULTS, item=None, options=()))
             if button == BUY_NOW:
-                return Outcome(replace(state, page=DONE), purchased=True)
+                return Transition(replace(state, page=DONE), purchased=True)
             if button in self.sub_pages:
-                return Outcome(replace(state, page=SUB_PAGE, sub_page=button))
+                return Transition(replace(state, page=SUB_PAGE, sub_page=button))
             assert state.item is not None
-            return Outcome(state.with_option(self.option_buttons(state.item)[button], button))
+            return Transition(state.with_option(self.option_buttons(state.item)[button], button))
         # sub-page: the only other button is "< prev"
-        return Outcome(replace(state, page=ITEM, sub_page=None))
+        return Transition(replace(state, page=ITEM, sub_page=None))
 
     # -- rendering --------------------------------------------------------------------
     def render(self, state: SiteState) -> str:
