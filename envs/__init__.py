@@ -26,8 +26,8 @@ def register_task_sources() -> None:
         "procedural-math": "orchenv.envs.mathroute.mathgen:ProceduralMathSource",
         "champ": "orchenv.envs.mathroute.loaders:load_champ",
         "reasoning-gym": "orchenv.envs.mathroute.loaders:ReasoningGymSource",
-        "multihop-synth": "orchenv.envs.multihopqa.data:SyntheticMultihopSource",
-        "multihop-file": "orchenv.envs.multihopqa.data:load_multihop",
+        "multihop-synth": "orchenv.envs.multihopqa.synth:SyntheticMultihopSource",
+        "multihop-file": "orchenv.envs.multihopqa.loaders:load_multihop",
         "orchmas-qa": "orchenv.envs.orchmas.qa:orchmas_qa_source",
     }.items():
         register_task_source(name, factory)

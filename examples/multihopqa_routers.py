@@ -17,7 +17,7 @@ from orchenv.envs.multihopqa.env import MultihopQAGame, run_team
 def main() -> None:
     for mode in ("full", "static", "rcr"):
         game = MultihopQAGame(router=mode)
-        pool = multihop_pool(token_counter=game._counter())
+        pool = multihop_pool(token_counter=game.counter)
         rows = [run_team(game, pool, options={"task_index": i}) for i in range(40)]
         tokens = statistics.fmean(r["tokens_total"] for r in rows)
         f1 = statistics.fmean(r["f1"] for r in rows)

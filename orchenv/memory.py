@@ -911,15 +911,23 @@ def make_role_router(
 ) -> Router:
     """``make_router`` for a role game from its per-role tables.
 
-    ``overrides`` replace entries of ``budget_offsets`` (a user's kwarg); a role
-    the tables do not know is an ``UnknownNameError``. ``kwargs`` go to ``RCRRouter``.
+    A role missing from a table has no keywords, sees every type in the static
+    baseline and gets offset 0. ``overrides`` replace entries of ``budget_offsets``
+    (a user's kwarg); one for a role neither the game nor the table knows is an
+    ``UnknownNameError``. ``kwargs`` go to ``RCRRouter``.
     """
     offsets = {**budget_offsets, **(overrides or {})}
-    unknown = sorted(set(offsets) - set(budget_offsets))
+    known = [*roles, *(r for r in budget_offsets if r not in roles)]
+    unknown = sorted(set(offsets) - set(known))
     if unknown:
-        raise UnknownNameError("role in budget_offsets", unknown[0], budget_offsets)
+        raise UnknownNameError("role in budget_offsets", unknown[0], known)
     specs = {
-        role: RoleSpec(role, tuple(keywords[role]), offsets[role], tuple(static_types[role]))
+        role: RoleSpec(
+            role,
+            tuple(keywords.get(role, ())),
+            offsets.get(role, 0),
+            tuple(static_types.get(role, ())),
+        )
         for role in roles
     }
     return make_router(mode, specs, stage_types, **kwargs)

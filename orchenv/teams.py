@@ -11,46 +11,182 @@ and into the task's engine. One game class serves every view:
 * ``RoleParallelEnv``: PettingZoo's parallel API. Every role observes the
   memory as it was at the start of the round and all act at once.
 * Gymnasium controller views (one learner, the other roles played by pool
-  agents) live with each environment and drive the same game.
+  agents) live with each environment and drive the same game;
+  ``assign_role_agents`` maps their roles to pool agents.
 
 Rewards are team rewards: ``end_round()`` sets what every live role earned
-that round (usually the task score at the end, 0 before).
+that round (usually the task score at the end, 0 before). An episode ends
+``done`` (terminated) when the game's own rule ends it (the task is solved, the
+item bought, the planner finishes) and ``truncated`` when ``max_turns`` rounds
+pass without that, the same rule as every orchenv env.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils import AgentSelector
 
-from orchenv.error import EnvStateError
+from orchenv.error import ConfigError, EnvStateError, UnknownNameError
+from orchenv.memory import (
+    Router,
+    SharedMemory,
+    TokenCounter,
+    make_role_router,
+    make_token_counter,
+    render_context,
+)
+from orchenv.pool import Message
 from orchenv.spaces import AnyText, TextObservation
 
 
 class RoleGame(ABC):
-    """A multi-role task over shared memory; see the module docstring.
+    """A multi-role task over a routed ``SharedMemory``; see the module docstring.
 
-    Subclasses set ``roles`` and ``max_rounds`` and implement ``_reset``,
-    ``observe``, ``act`` and ``_end_round``; they update ``self.done`` and
-    ``self.round_rewards``. ``self.np_random`` is seeded by ``reset``.
+    The base owns what every role game shares: the round counter and the horizon
+    (``max_turns`` rounds, then ``truncated``), the team rewards, the memory (new
+    each episode), the router (``make_role_router`` over the class tables), each
+    role's prompt (its instructions, the task line, the round and stage, its extra
+    lines, and the routed memory), and ``act``'s checks (known role, episode still
+    running, text cut to ``max_action_chars``). A subclass writes only its protocol:
+
+    - class tables: ``roles``; ``stages`` (role -> stage); ``role_prompts`` (role ->
+      system prompt); ``role_keywords`` (appendix E's K_i), ``static_types`` (the
+      static baseline's slices), ``stage_types`` (appendix E's T_t) and
+      ``default_budget_offsets`` (eq. 4's beta_role) for the router;
+    - ``_reset(options)``: pick the task and write the first memory items;
+    - ``_task_line()``: the task as the first line of every role's prompt;
+    - ``_act(role, text)``: apply one role's (clean, cut) text, return its info;
+    - ``_end_round()``: may set ``done`` and ``round_rewards``;
+    - ``summary()``: the episode's result, added to every role's info at the end;
+    - optional: ``_keywords()`` (per-call keywords for RCR), ``_role_lines(role)``
+      (e.g. the commands a role may send now), ``_on_truncate()``, ``close()``.
+
+    ``self.np_random`` is seeded by ``reset``; views that own an RNG may assign theirs.
+
+    Arguments (subclasses pass them on and document them):
+        router: ``"full"``, ``"static"`` or ``"rcr"``.
+        max_turns: rounds before truncation.
+        beta_base, budget_offsets, weights, decay, selector: RCR's budgets (eq. 4;
+            ``budget_offsets`` overrides entries of ``default_budget_offsets``) and
+            scorer (appendix E); ignored by the other routers.
+        token_counter: how memory items are measured (``make_token_counter``; built on
+            first use).
+        novelty_threshold: the memory's duplicate test (``SharedMemory``).
+        max_action_chars: longer role replies are cut before parsing.
+        roles: the roles of this game, when they depend on its arguments.
     """
 
-    roles: tuple[str, ...] = ()
-    max_rounds: int = 3
     name: str = "role_game"
+    roles: tuple[str, ...] = ()
+    #: the stage each role acts in
+    stages: ClassVar[Mapping[str, str]] = {}
+    #: each role's instructions (its system prompt)
+    role_prompts: ClassVar[Mapping[str, str]] = {}
+    #: appendix E's role keyword lists K_i (a role missing here has none)
+    role_keywords: ClassVar[Mapping[str, Sequence[str]]] = {}
+    #: the static baseline's item types per role (a role missing here sees every type)
+    static_types: ClassVar[Mapping[str, Sequence[str]]] = {}
+    #: appendix E's preferred item types T_t per stage
+    stage_types: ClassVar[Mapping[str, Sequence[str]]] = {}
+    #: eq. (4)'s beta_role per role (a role missing here gets 0)
+    default_budget_offsets: ClassVar[Mapping[str, int]] = {}
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        router: str = "rcr",
+        max_turns: int = 3,
+        beta_base: int = 2048,
+        budget_offsets: Mapping[str, int] | None = None,
+        weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
+        decay: float = 0.5,
+        selector: str = "greedy",
+        token_counter: str | TokenCounter | None = "estimate",
+        novelty_threshold: float = 0.9,
+        max_action_chars: int = 4000,
+        roles: Sequence[str] | None = None,
+    ) -> None:
+        if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+            raise ConfigError(f"max_turns must be an int >= 1, got {max_turns!r}")
+        if roles is not None:
+            self.roles = tuple(roles)
+        self.max_turns = max_turns
+        self.router_mode = router
+        self.router: Router = make_role_router(
+            router,
+            self.roles,
+            keywords=self.role_keywords,
+            static_types=self.static_types,
+            budget_offsets=self.default_budget_offsets,
+            stage_types=self.stage_types,
+            overrides=budget_offsets,
+            beta_base=beta_base,
+            weights=weights,
+            decay=decay,
+            selector=selector,
+        )
+        self.token_counter = token_counter
+        self._counter: TokenCounter | None = None
+        self.novelty_threshold = novelty_threshold
+        self.max_action_chars = max_action_chars
         self.np_random, _ = seeding.np_random(None)
         self.round = 0
         self.done = False
         self.truncated = False
         self.round_rewards: dict[str, float] = {}
         self._infos: dict[str, dict[str, Any]] = {}
+        self.memory = SharedMemory("estimate", novelty_threshold=novelty_threshold)
+        self.context_tokens: dict[str, int] = {}  # tokens routed to each role, last time
 
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter of the memory (and of simulated agents that share it)."""
+        if self._counter is None:
+            self._counter = make_token_counter(self.token_counter)
+        return self._counter
+
+    # -- the protocol a subclass writes ------------------------------------------------
+    @abstractmethod
+    def _reset(self, options: dict[str, Any]) -> None:
+        """Pick the task and fill the initial memory (``self.memory`` is new and empty)."""
+
+    @abstractmethod
+    def _task_line(self) -> str:
+        """The task, as the first line of every role's prompt."""
+
+    @abstractmethod
+    def _act(self, role: str, text: str, **kwargs: Any) -> dict[str, Any]:
+        """Apply one role's text (a ``str`` cut to ``max_action_chars``); never raise on
+        malformed text. Returns the role's info (``invalid_action``, ``parse_error``, ...)."""
+
+    @abstractmethod
+    def _end_round(self) -> None:
+        """Game-specific end of round; may set ``done`` and ``round_rewards``."""
+
+    @abstractmethod
+    def summary(self) -> dict[str, Any]:
+        """The episode's result (``task_id``, ``final_answer``, scores), once it has ended."""
+
+    def _keywords(self) -> tuple[str, ...]:
+        """Keywords added to every role's list K_i when RCR routes (e.g. the task's words)."""
+        return ()
+
+    def _role_lines(self, role: str) -> list[str]:
+        """Extra prompt lines for ``role`` now (e.g. the commands it may send)."""
+        return []
+
+    def _on_truncate(self) -> None:  # noqa: B027  (optional hook)
+        """Called once when the round limit ends an unfinished task (e.g. to score it)."""
+
+    def close(self) -> None:  # noqa: B027  (optional hook)
+        """Release engines and processes."""
+
+    # -- what the views call ------------------------------------------------------------
     def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> None:
         """Start a new task (``options`` as the Gymnasium views take them)."""
         if seed is not None:
@@ -60,47 +196,99 @@ class RoleGame(ABC):
         self.truncated = False
         self.round_rewards = {role: 0.0 for role in self.roles}
         self._infos = {role: {} for role in self.roles}
+        self.memory = SharedMemory(self.counter, novelty_threshold=self.novelty_threshold)
+        self.context_tokens = {}
         self._reset(dict(options or {}))
 
-    @abstractmethod
-    def _reset(self, options: dict[str, Any]) -> None:
-        """Pick the task and fill the initial memory."""
+    def check_role(self, role: str) -> None:
+        """``UnknownNameError`` unless ``role`` plays in this game."""
+        if role not in self.roles:
+            raise UnknownNameError("role", role, self.roles)
 
-    @abstractmethod
+    def role_messages(self, role: str) -> list[Message]:
+        """``role``'s chat messages now: its instructions, then the task, the round, its
+        stage, its extra lines and the memory the router gives it."""
+        self.check_role(role)
+        stage = self.stages[role]
+        kwargs: dict[str, Any] = {}
+        if self.router_mode == "rcr":
+            kwargs = {"keywords": self._keywords(), "now": self.round + 1}
+        routing = self.router.route(self.memory, role, stage, **kwargs)
+        self.context_tokens[role] = routing.tokens
+        lines = [
+            self._task_line(),
+            f"Round {self.round + 1} of {self.max_turns}; your stage: {stage}.",
+            *self._role_lines(role),
+            "Shared memory routed to you:\n" + render_context(routing.items),
+        ]
+        return [
+            {"role": "system", "content": self.role_prompts[role]},
+            {"role": "user", "content": "\n".join(lines)},
+        ]
+
     def observe(self, role: str) -> str:
-        """The role's prompt now: task, stage and the context routed to it."""
+        """The role's prompt now, as one string."""
+        return "\n\n".join(m["content"] for m in self.role_messages(role))
 
-    @abstractmethod
-    def act(self, role: str, text: str) -> dict[str, Any]:
-        """Apply one role's text; never raise on malformed text. Returns the role's info."""
+    def act(self, role: str, text: Any, **kwargs: Any) -> dict[str, Any]:
+        """Apply one role's reply; never raises on malformed text. Returns the role's info."""
+        self.check_role(role)
+        if self.done or self.truncated:
+            return {"invalid_action": True, "parse_error": "the episode is over"}
+        if not isinstance(text, str):
+            text = repr(text)
+        info = self._act(role, text[: self.max_action_chars], **kwargs)
+        info.setdefault("context_tokens", self.context_tokens.get(role, 0))
+        self.set_info(role, info)
+        return info
 
     def end_round(self) -> None:
         """Close the round: memory update, engine advance, ``round_rewards``, done flags."""
         self.round_rewards = {role: 0.0 for role in self.roles}
         self._end_round()
         self.round += 1
-        if not self.done and self.round >= self.max_rounds:
+        if not self.done and self.round >= self.max_turns:
             self.truncated = True
             self._on_truncate()
-
-    @abstractmethod
-    def _end_round(self) -> None:
-        """Game-specific end of round; may set ``done`` and ``round_rewards``."""
-
-    def _on_truncate(self) -> None:  # noqa: B027  (optional hook)
-        """Called once when the round limit ends an unfinished task (e.g. to score it)."""
 
     def rewards(self) -> dict[str, float]:
         return dict(self.round_rewards)
 
     def info(self, role: str) -> dict[str, Any]:
-        return dict(self._infos.get(role, {}))
+        """The role's last info; once the episode has ended, with ``summary()``, ``turns``
+        (rounds played) and ``memory_tokens``."""
+        info = dict(self._infos.get(role, {}))
+        if self.done or self.truncated:
+            info.update(self.summary(), turns=self.round, memory_tokens=self.memory.total_tokens)
+        return info
 
     def set_info(self, role: str, info: dict[str, Any]) -> None:
         self._infos[role] = info
 
-    def close(self) -> None:  # noqa: B027  (optional hook)
-        """Release engines and processes."""
+
+def assign_role_agents(
+    agents: Sequence[str],
+    roles: Sequence[str],
+    overrides: Mapping[str, str],
+    *,
+    known: Sequence[str] | None = None,
+) -> dict[str, str]:
+    """Role -> the pool agent that plays it: the agent named like the role, unless
+    ``overrides`` (a ``role_agents`` argument) says otherwise.
+
+    ``agents`` are the pool's agent names. ``UnknownNameError`` for an override of a
+    role not in ``known`` (default: ``roles``) and for an agent the pool does not have.
+    """
+    unknown = sorted(set(overrides) - set(known if known is not None else roles))
+    if unknown:
+        raise UnknownNameError("role in role_agents", unknown[0], known or roles)
+    chosen = {role: overrides.get(role, role) for role in roles}
+    for role, agent in chosen.items():
+        if agent not in agents:
+            raise UnknownNameError(
+                f"pool agent for role {role!r} (set role_agents=)", agent, agents
+            )
+    return chosen
 
 
 class RoleAECEnv(AECEnv):

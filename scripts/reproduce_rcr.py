@@ -35,17 +35,20 @@ METRICS = (
 )
 
 
-def evaluate(
-    label: str, episodes: int, seed: int, game_kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Mean metrics over the first ``episodes`` test tasks with one game configuration."""
+def evaluate(label: str, episodes: int, seed: int, setting: Mapping[str, Any]) -> dict[str, Any]:
+    """Mean metrics over the first ``episodes`` test tasks with one game configuration.
+
+    ``setting`` holds ``MultihopQAGame`` arguments, with the number of rounds T as
+    ``rounds`` (the paper's name, also the key in results.json).
+    """
+    game_kwargs = {("max_turns" if k == "rounds" else k): v for k, v in setting.items()}
     game = MultihopQAGame(**game_kwargs)
-    pool = multihop_pool(seed=seed, token_counter=game._counter())
+    pool = multihop_pool(seed=seed, token_counter=game.counter)
     rows = [
         run_team(game, pool, options={"task_index": i})
         for i in tqdm(range(episodes), desc=label, unit="episode", leave=False)
     ]
-    summary: dict[str, Any] = {"label": label, "episodes": episodes, **dict(game_kwargs)}
+    summary: dict[str, Any] = {"label": label, "episodes": episodes, **dict(setting)}
     for key in METRICS:
         values = [r[key] for r in rows if r[key] is not None]
         summary[key] = statistics.fmean(values) if values else None

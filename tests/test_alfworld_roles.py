@@ -39,10 +39,10 @@ HOUSE = {"data_dir": BUNDLED_ROOT}
 @pytest.mark.filterwarnings("ignore:.*space for each agent probably should be")
 @pytest.mark.filterwarnings("ignore:We recommend agents to be named")
 def test_pettingzoo_api_and_seed_tests_pass():
-    api_test(alfworld_aec_env(max_rounds=4, env_kwargs=HOUSE), num_cycles=20)
-    parallel_api_test(alfworld_parallel_env(max_rounds=4, env_kwargs=HOUSE), num_cycles=20)
-    seed_test(lambda: alfworld_aec_env(max_rounds=4, env_kwargs=HOUSE), num_cycles=30)
-    parallel_seed_test(lambda: alfworld_parallel_env(max_rounds=4, env_kwargs=HOUSE), num_cycles=30)
+    api_test(alfworld_aec_env(max_turns=4, env_kwargs=HOUSE), num_cycles=20)
+    parallel_api_test(alfworld_parallel_env(max_turns=4, env_kwargs=HOUSE), num_cycles=20)
+    seed_test(lambda: alfworld_aec_env(max_turns=4, env_kwargs=HOUSE), num_cycles=30)
+    parallel_seed_test(lambda: alfworld_parallel_env(max_turns=4, env_kwargs=HOUSE), num_cycles=30)
 
 
 def scripted(game: ALFWorldRoleGame, role: str) -> str:

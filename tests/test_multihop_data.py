@@ -12,16 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orchenv.envs.multihopqa.data import (
-    ParagraphIndex,
-    SyntheticMultihopSource,
+from orchenv.envs.multihopqa.loaders import (
     load_2wiki,
     load_hotpotqa,
     load_multihop,
     load_musique,
-    paragraph_index,
     to_hotpot_record,
 )
+from orchenv.envs.multihopqa.search import ParagraphIndex, paragraph_index
+from orchenv.envs.multihopqa.synth import SyntheticMultihopSource
 from orchenv.error import ConfigError, DataError, UnknownNameError
 from orchenv.tasks import Task, make_task_source
 
@@ -50,7 +49,7 @@ def test_registered_and_deterministic_across_processes(source: SyntheticMultihop
     here = [json.dumps([t.prompt, t.answers, t.meta]) for t in made.iter("test", 25)]
     code = (
         "import json\n"
-        "from orchenv.envs.multihopqa.data import SyntheticMultihopSource\n"
+        "from orchenv.envs.multihopqa.synth import SyntheticMultihopSource\n"
         "s = SyntheticMultihopSource(seed=0)\n"
         "print(json.dumps([json.dumps([t.prompt, t.answers, t.meta]) for t in s.iter('test', 25)]))"
     )

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
-from orchenv.error import EnvStateError
-from orchenv.memory import AgentOutput, RoleSpec, SharedMemory, make_router, render_context
+from orchenv.error import ConfigError, EnvStateError, UnknownNameError
+from orchenv.memory import AgentOutput
 from orchenv.spaces import AnyText, TextObservation
-from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv
+from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, assign_role_agents
 
 
 class SumGame(RoleGame):
@@ -24,13 +24,12 @@ class SumGame(RoleGame):
     """
 
     roles = ("planner", "solver")
-    max_rounds = 3
+    stages = {"planner": "solve", "solver": "solve"}
+    role_prompts = {"planner": "You are the planner.", "solver": "You are the solver."}
     name = "sum_game"
 
     def __init__(self) -> None:
-        super().__init__()
-        self.memory = SharedMemory("estimate", novelty_threshold=1.0)
-        self.router = make_router("full", {role: RoleSpec(role) for role in self.roles})
+        super().__init__(router="full", max_turns=3, novelty_threshold=1.0)
         self.a = self.b = 0
         self.answer: int | None = None
         self.truncations_seen = 0
@@ -39,22 +38,18 @@ class SumGame(RoleGame):
     def _reset(self, options: dict[str, Any]) -> None:
         self.a, self.b = (int(x) for x in self.np_random.integers(0, 1000, size=2))
         self.a = int(options.get("a", self.a))
-        self.memory.clear()
         self.memory.write("user", "task", f"Add {self.a} and {self.b}.", round=0, key="task")
         self.answer = None
 
-    def observe(self, role: str) -> str:
-        context = render_context(self.router.select(self.memory, role, "solve"))
-        return f"You are the {role}. Round {self.round + 1}.\n{context}"
+    def _task_line(self) -> str:
+        return f"Add {self.a} and {self.b}."
 
-    def act(self, role: str, text: str) -> dict[str, Any]:
+    def _act(self, role: str, text: str, **kwargs: Any) -> dict[str, Any]:
         stored = self.memory.update([AgentOutput(role, text, type="note")], round=self.round + 1)
         found = re.search(r"ANSWER\s+(-?\d+)", text) if role == "solver" else None
         if found:
             self.answer = int(found.group(1))
-        info = {"stored": len(stored), "answered": found is not None}
-        self.set_info(role, info)
-        return info
+        return {"stored": len(stored), "answered": found is not None}
 
     def _end_round(self) -> None:
         if self.answer == self.a + self.b:
@@ -64,6 +59,9 @@ class SumGame(RoleGame):
     def _on_truncate(self) -> None:
         self.truncations_seen += 1
         self.round_rewards = {role: -1.0 for role in self.roles}
+
+    def summary(self) -> dict[str, Any]:
+        return {"final_answer": self.answer, "correct": self.answer == self.a + self.b}
 
     def info(self, role: str) -> dict[str, Any]:
         return {**super().info(role), "round": self.round}
@@ -129,7 +127,8 @@ def test_parallel_roles_all_observe_the_start_of_round_memory():
     for role in ("planner", "solver"):
         assert "carry the tens first" in observations[role]
         assert "I am not sure yet" in observations[role]
-    assert infos["planner"] == {"round": 1, "stored": 1, "answered": False}
+    tokens = infos["planner"].pop("context_tokens")  # what the router gave it at the start
+    assert infos["planner"] == {"round": 1, "stored": 1, "answered": False} and tokens > 0
     aec = RoleAECEnv(SumGame())
     aec.reset(seed=0)
     aec.step("carry the tens first")
@@ -165,21 +164,21 @@ def test_team_rewards_arrive_when_the_task_is_solved():
     assert par.agents == []
 
 
-def test_episodes_truncate_at_max_rounds():
+def test_episodes_truncate_at_max_turns():
     game = SumGame()
     env = RoleParallelEnv(game)
     env.reset(seed=2)
-    for round_index in range(game.max_rounds):
+    for round_index in range(game.max_turns):
         assert env.agents == ["planner", "solver"] and game.round == round_index
         _, rewards, terms, truncs, _ = env.step({"planner": "hmm", "solver": "ANSWER -5"})
     assert truncs == {"planner": True, "solver": True} and not any(terms.values())
     assert rewards == {"planner": -1.0, "solver": -1.0} and game.truncations_seen == 1
-    assert game.round == game.max_rounds and env.agents == []
+    assert game.round == game.max_turns and env.agents == []
 
     game = SumGame()
     aec = RoleAECEnv(game)
     aec.reset(seed=2)
-    for _ in range(2 * game.max_rounds):
+    for _ in range(2 * game.max_turns):
         aec.step("ANSWER -5")
     assert all(aec.truncations.values()) and not any(aec.terminations.values())
     assert aec._cumulative_rewards == {"planner": -1.0, "solver": -1.0}
@@ -240,3 +239,73 @@ def test_render_and_close_reach_the_game():
     par = RoleParallelEnv(SumGame())
     par.reset(seed=0)
     assert par.render() is None  # no render mode chosen
+
+
+# -- what the base owns --------------------------------------------------------------------
+def test_role_prompts_share_one_shape_and_the_summary_arrives_at_the_end():
+    game = SumGame()
+    game.reset(seed=0, options={"a": 7})
+    system, user = game.role_messages("solver")
+    assert system == {"role": "system", "content": "You are the solver."}
+    lines = user["content"].split("\n")
+    assert lines[0] == f"Add 7 and {game.b}." and lines[1] == "Round 1 of 3; your stage: solve."
+    assert lines[2] == "Shared memory routed to you:" and "type: task" in user["content"]
+    assert game.observe("solver") == "You are the solver.\n\n" + user["content"]
+    assert game.context_tokens["solver"] == game.memory.total_tokens > 0
+    assert "final_answer" not in game.info("solver")
+    game.act("solver", f"ANSWER {7 + game.b}")
+    game.end_round()
+    info = game.info("planner")
+    assert info["final_answer"] == 7 + game.b and info["correct"] and info["turns"] == 1
+    assert info["memory_tokens"] == game.memory.total_tokens
+    assert game.act("planner", "more")["parse_error"] == "the episode is over"
+
+
+def test_act_cuts_long_replies_and_rejects_unknown_roles():
+    game = SumGame()
+    game.max_action_chars = 10
+    game.reset(seed=0)
+    game.act("planner", "x" * 50)
+    assert game.memory.items[-1].text == "x" * 10
+    with pytest.raises(UnknownNameError, match="judge"):
+        game.act("judge", "hello")
+    with pytest.raises(UnknownNameError, match="judge"):
+        game.observe("judge")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
+def test_max_turns_must_be_a_positive_int(bad):
+    with pytest.raises(ConfigError, match="max_turns"):
+        RoleGame.__init__(SumGame.__new__(SumGame), max_turns=bad)
+
+
+def test_budget_overrides_must_name_a_role():
+    class Budgeted(SumGame):
+        default_budget_offsets = {"planner": 10, "solver": 20}
+
+        def __init__(self, **kwargs: Any) -> None:
+            RoleGame.__init__(self, router="rcr", beta_base=100, **kwargs)
+
+    assert Budgeted(budget_offsets={"solver": -50}).router.budget("solver") == 50
+    assert Budgeted().router.budget("planner") == 110
+    with pytest.raises(UnknownNameError, match="judge"):
+        Budgeted(budget_offsets={"judge": 5})
+
+
+def test_assign_role_agents_checks_roles_and_agents():
+    pool = ("searcher", "recommender", "verifier", "judge")
+    assert assign_role_agents(pool, ("searcher", "recommender"), {}) == {
+        "searcher": "searcher",
+        "recommender": "recommender",
+    }
+    assert assign_role_agents(pool, ("searcher",), {"searcher": "verifier"}) == {
+        "searcher": "verifier"
+    }
+    with pytest.raises(UnknownNameError, match="serchr"):
+        assign_role_agents(pool, ("searcher",), {"searcher": "serchr"})
+    with pytest.raises(UnknownNameError, match="janitor"):
+        assign_role_agents(pool, ("searcher",), {"janitor": "judge"})
+    known = ("searcher", "verifier")  # an override for a role this game does not play
+    assert assign_role_agents(pool, ("searcher",), {"verifier": "judge"}, known=known) == {
+        "searcher": "searcher"
+    }

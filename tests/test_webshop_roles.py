@@ -132,7 +132,7 @@ def test_out_of_role_and_malformed_actions_change_nothing():
 
 
 def test_truncation_scores_zero():
-    game = WebShopRoleGame(max_rounds=2, env_kwargs=SHOP)
+    game = WebShopRoleGame(max_turns=2, env_kwargs=SHOP)
     game.reset(seed=0)
     for _ in range(2):
         for role in game.roles:
@@ -141,7 +141,7 @@ def test_truncation_scores_zero():
     assert game.truncated and not game.done
     assert game.info("planner")["score"] == 0.0 and game.rewards()["planner"] == 0.0
     with pytest.raises(ConfigError):
-        WebShopRoleGame(env_kwargs={"max_steps": 3})
+        WebShopRoleGame(env_kwargs={"max_turns": 3})
 
 
 @pytest.mark.filterwarnings("ignore:Observation is not a NumPy array")

@@ -34,6 +34,7 @@ from orchenv.backends.simulated import counted_completion
 from orchenv.error import BackendError, ConfigError
 from orchenv.memory import TokenCounter, make_token_counter
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
+from orchenv.seeding import stable_uniform
 
 BACKEND_NAME = "alfworld-roles"
 ROLES = ("planner", "navigator", "interactor", "evaluator")
@@ -83,11 +84,6 @@ def subgoal(command: str) -> str:
     return f"{_SUBGOAL_NAMES.get(verb, verb.title())}({rest})"
 
 
-def _uniform(*key: object) -> float:
-    digest = hashlib.sha256("|".join(map(str, key)).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
 class ALFWorldRoleBackend:
     """The simulated backend behind every role agent; see the module docstring."""
 
@@ -110,7 +106,7 @@ class ALFWorldRoleBackend:
         if role not in ROLES:
             raise BackendError(f"agent {spec.name!r} has role {role!r}; expected one of {ROLES}")
         prompt = "\n\n".join(m["content"] for m in messages)
-        luck = _uniform(
+        luck = stable_uniform(
             self.seed, task.id, role, spec.name, hashlib.sha1(prompt.encode()).hexdigest()
         )
         plan = tuple(task.meta["expert_plan"])

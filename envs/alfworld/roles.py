@@ -2,8 +2,9 @@
 
 Planner, Navigator (the Searcher / Navigator of Table 7), Interactor and
 Evaluator share one ``SharedMemory``; before a role acts, a router (``"full"``,
-``"static"`` or ``"rcr"`` from ``orchenv.memory.make_router``) picks the memory
-items it sees, and that routed context is the role's observation. The household
+``"static"`` or ``"rcr"``, built by ``orchenv.teams.RoleGame`` from the tables
+below) picks the memory items it sees, and that routed context is the role's
+observation. The household
 is one ``ALFWorldEnv`` episode (alfworld's engine) that two roles drive:
 
 * **Planner** (stage ``plan``) writes symbolic sub-goals,
@@ -20,7 +21,7 @@ is one ``ALFWorldEnv`` episode (alfworld's engine) that two roles drive:
 Navigator and Interactor may reply ``pass``. After each command the engine's
 answer goes to memory as an ``observation`` item (``> command`` and the
 feedback). The team reward is ALFWorld's: 1.0 to every role in the round the
-task is completed; without it by ``max_rounds`` the episode is truncated. A
+task is completed; without it by ``max_turns`` rounds the episode is truncated. A
 role's empty, malformed or out-of-role text changes nothing and its info says
 why; a command of the right kind that the game does not accept still reaches
 the engine (which answers "Nothing happens.").
@@ -35,82 +36,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv
+from orchenv.core import OrchestrationEnv, Outcome
 from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role
 from orchenv.envs.alfworld.env import ALFWorldEnv, normalize_command
-from orchenv.error import ConfigError, UnknownNameError
-from orchenv.memory import (
-    AgentOutput,
-    Router,
-    SharedMemory,
-    TokenCounter,
-    make_role_router,
-    render_context,
-)
+from orchenv.error import ConfigError
+from orchenv.memory import AgentOutput, TokenCounter, render_context
 from orchenv.parsing import extract_tag, strip_reasoning
-from orchenv.pool import AgentPool, CallContext, Message, make_pool
+from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import Task
-from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv
-
-STAGES = {
-    "planner": "plan",
-    "navigator": "navigate",
-    "interactor": "interact",
-    "evaluator": "evaluate",
-}
-#: preferred item types per stage (appendix E's T_t)
-STAGE_TYPES = {
-    "plan": ("task", "feedback", "observation"),
-    "navigate": ("plan", "feedback", "observation"),
-    "interact": ("plan", "feedback", "observation"),
-    "evaluate": ("task", "plan", "observation"),
-}
-#: the static baseline's fixed slices
-STATIC_TYPES = {
-    "planner": ("task", "plan", "feedback", "observation"),
-    "navigator": ("task", "plan"),
-    "interactor": ("task", "plan"),
-    "evaluator": ("task", "observation"),
-}
-#: appendix E's role keyword lists K_i (the task's words are added per episode)
-ROLE_KEYWORDS = {
-    "planner": ("nothing happens", "not done"),
-    "navigator": ("you arrive", "you see", "closed"),
-    "interactor": ("you pick up", "is open", "carrying"),
-    "evaluator": ("you move", "you turn on", "using the"),
-}
-#: beta_role of eq. (4); seed 004's ALFWorld runs give every agent B_i = 2048 (Table 8)
-BUDGET_OFFSETS = {role: 0 for role in ROLES}
-
-ROLE_PROMPTS = {
-    "planner": (
-        "You are the Planner of a household robot team in ALFWorld, a text world. Decompose the "
-        "task into symbolic sub-goals in order and reply <plan>1. GoTo(place) 2. Open(place) "
-        "3. PickUp(object, place) ...</plan> (sub-goals: GoTo, Open, Close, PickUp, Put, Heat, "
-        "Cool, Clean, Toggle, Examine). Revise the plan when the memory shows it went wrong."
-    ),
-    "navigator": (
-        "You are the Navigator of a household robot team in ALFWorld. You move the robot and "
-        "look around: reply with exactly one command from your list (go to ..., look, "
-        "examine ..., inventory), or pass when the next step is not a move. What the robot "
-        "then sees goes to the shared memory."
-    ),
-    "interactor": (
-        "You are the Interactor of a household robot team in ALFWorld. You handle objects: "
-        "reply with exactly one command from your list (take ... from ..., move ... to ..., "
-        "open / close ..., heat / cool / clean ... with ..., use ...), or pass when the robot "
-        "is not where the next step happens."
-    ),
-    "evaluator": (
-        "You are the Evaluator of a household robot team in ALFWorld. Check the task against "
-        "the observations and reply <feedback>done</feedback> when it is complete, or "
-        "<feedback>not done: what is missing; next: the next sub-goal</feedback>."
-    ),
-}
+from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, assign_role_agents
 
 _WORD = re.compile(r"[a-z]{4,}")
 _GOAL_STOPWORDS = frozenset({"some", "them", "then", "with", "under", "find", "into", "look"})
@@ -121,7 +59,7 @@ class ALFWorldRoleGame(RoleGame):
 
     Arguments:
         router: ``"full"``, ``"static"`` or ``"rcr"``.
-        max_rounds: rounds before truncation (each role acts once per round in the
+        max_turns: rounds before truncation (each role acts once per round in the
             PettingZoo views; one role per round in ``ALFWorldControllerEnv``).
         beta_base / budget_offsets / weights / decay / selector: RCR's budgets (eq. 4)
             and scorer (appendix E); ignored by the other routers.
@@ -134,16 +72,73 @@ class ALFWorldRoleGame(RoleGame):
         max_action_chars: longer role replies are cut before parsing.
         env_kwargs: ``ALFWorldEnv`` arguments for the household (split, data_dir,
             game_files, task_types).
+
+    ``done`` when the task is complete (every role earns 1.0 that round);
+    ``truncated`` after ``max_turns`` rounds without that.
     """
 
     name = "alfworld_roles"
     roles = ROLES
+    stages: ClassVar[Mapping[str, str]] = {
+        "planner": "plan",
+        "navigator": "navigate",
+        "interactor": "interact",
+        "evaluator": "evaluate",
+    }
+    role_prompts: ClassVar[Mapping[str, str]] = {
+        "planner": (
+            "You are the Planner of a household robot team in ALFWorld, a text world. Decompose the "
+            "task into symbolic sub-goals in order and reply <plan>1. GoTo(place) 2. Open(place) "
+            "3. PickUp(object, place) ...</plan> (sub-goals: GoTo, Open, Close, PickUp, Put, Heat, "
+            "Cool, Clean, Toggle, Examine). Revise the plan when the memory shows it went wrong."
+        ),
+        "navigator": (
+            "You are the Navigator of a household robot team in ALFWorld. You move the robot and "
+            "look around: reply with exactly one command from your list (go to ..., look, "
+            "examine ..., inventory), or pass when the next step is not a move. What the robot "
+            "then sees goes to the shared memory."
+        ),
+        "interactor": (
+            "You are the Interactor of a household robot team in ALFWorld. You handle objects: "
+            "reply with exactly one command from your list (take ... from ..., move ... to ..., "
+            "open / close ..., heat / cool / clean ... with ..., use ...), or pass when the robot "
+            "is not where the next step happens."
+        ),
+        "evaluator": (
+            "You are the Evaluator of a household robot team in ALFWorld. Check the task against "
+            "the observations and reply <feedback>done</feedback> when it is complete, or "
+            "<feedback>not done: what is missing; next: the next sub-goal</feedback>."
+        ),
+    }
+    #: appendix E's role keyword lists K_i (the task's words are added per episode)
+    role_keywords: ClassVar[Mapping[str, Sequence[str]]] = {
+        "planner": ("nothing happens", "not done"),
+        "navigator": ("you arrive", "you see", "closed"),
+        "interactor": ("you pick up", "is open", "carrying"),
+        "evaluator": ("you move", "you turn on", "using the"),
+    }
+    #: the static baseline's fixed slices
+    static_types: ClassVar[Mapping[str, Sequence[str]]] = {
+        "planner": ("task", "plan", "feedback", "observation"),
+        "navigator": ("task", "plan"),
+        "interactor": ("task", "plan"),
+        "evaluator": ("task", "observation"),
+    }
+    #: preferred item types per stage (appendix E's T_t)
+    stage_types: ClassVar[Mapping[str, Sequence[str]]] = {
+        "plan": ("task", "feedback", "observation"),
+        "navigate": ("plan", "feedback", "observation"),
+        "interact": ("plan", "feedback", "observation"),
+        "evaluate": ("task", "plan", "observation"),
+    }
+    #: beta_role of eq. (4); seed 004's ALFWorld runs give every agent B_i = 2048 (Table 8)
+    default_budget_offsets: ClassVar[Mapping[str, int]] = {role: 0 for role in ROLES}
 
     def __init__(
         self,
         *,
         router: str = "rcr",
-        max_rounds: int = 15,
+        max_turns: int = 15,
         beta_base: int = 2048,
         budget_offsets: Mapping[str, int] | None = None,
         weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
@@ -155,44 +150,31 @@ class ALFWorldRoleGame(RoleGame):
         max_action_chars: int = 4000,
         env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        if max_rounds < 1:
-            raise ConfigError(f"max_rounds must be >= 1, got {max_rounds}")
-        self.max_rounds = max_rounds
-        self.router_mode = router
-        self.router: Router = make_role_router(
-            router,
-            ROLES,
-            keywords=ROLE_KEYWORDS,
-            static_types=STATIC_TYPES,
-            budget_offsets=BUDGET_OFFSETS,
-            stage_types=STAGE_TYPES,
-            overrides=budget_offsets,
+        super().__init__(
+            router=router,
+            max_turns=max_turns,
             beta_base=beta_base,
+            budget_offsets=budget_offsets,
             weights=weights,
             decay=decay,
             selector=selector,
+            token_counter=token_counter,
+            novelty_threshold=novelty_threshold,
+            max_action_chars=max_action_chars,
         )
         kwargs = dict(env_kwargs or {})
-        for key in ("max_steps", "expert"):
+        for key in ("max_turns", "expert"):
             if key in kwargs:
                 raise ConfigError(f"env_kwargs may not set {key!r}: the role game sets it")
         # at most two commands per round (Navigator, Interactor): the house never truncates first
-        self.house = ALFWorldEnv(max_steps=2 * max_rounds + 2, expert=expert, **kwargs)
-        self.token_counter = token_counter
-        self.novelty_threshold = novelty_threshold
-        self.max_action_chars = max_action_chars
-        self.memory = SharedMemory(token_counter, novelty_threshold=novelty_threshold)
-        self.context_tokens: dict[str, int] = {}
+        self.house = ALFWorldEnv(max_turns=2 * max_turns + 2, expert=expert, **kwargs)
         self.last_command: str | None = None
 
     # -- RoleGame ---------------------------------------------------------------------------
     def _reset(self, options: dict[str, Any]) -> None:
         self.house.reset(seed=int(self.np_random.integers(2**31)), options=options)
-        self.memory = SharedMemory(self.token_counter, novelty_threshold=self.novelty_threshold)
         self.memory.write("user", "task", f"Task: {self.goal}", round=0, key="task")
         self.memory.write("environment", "observation", self.house.room_description, round=0)
-        self.context_tokens = {}
         self.last_command = None
 
     @property
@@ -202,6 +184,9 @@ class ALFWorldRoleGame(RoleGame):
     @property
     def won(self) -> bool:
         return self.house.state is not None and self.house.state.won
+
+    def _task_line(self) -> str:
+        return f"Your task is to: {self.goal}"
 
     def _keywords(self) -> tuple[str, ...]:
         """Per-episode keywords added to every role's list: the task's content words."""
@@ -215,45 +200,14 @@ class ALFWorldRoleGame(RoleGame):
         assert self.house.state is not None
         return [c for c in self.house.state.admissible_commands if command_role(c) == role]
 
-    def role_messages(self, role: str) -> list[Message]:
-        if role not in ROLES:
-            raise UnknownNameError("role", role, ROLES)
-        kwargs: dict[str, Any] = {}
-        if self.router_mode == "rcr":
-            kwargs = {"keywords": self._keywords(), "now": self.round + 1}
-        routing = self.router.route(self.memory, role, STAGES[role], **kwargs)
-        self.context_tokens[role] = routing.tokens
-        parts = [
-            f"Your task is to: {self.goal}",
-            f"Round {self.round + 1} of {self.max_rounds}; your stage: {STAGES[role]}.",
-        ]
+    def _role_lines(self, role: str) -> list[str]:
         commands = self.allowed_commands(role)
-        if commands:
-            parts.append("Commands you may send now: " + "; ".join(commands) + "; pass")
-        parts.append("Shared memory routed to you:\n" + render_context(routing.items))
-        return [
-            {"role": "system", "content": ROLE_PROMPTS[role]},
-            {"role": "user", "content": "\n".join(parts)},
-        ]
+        return ["Commands you may send now: " + "; ".join(commands) + "; pass"] if commands else []
 
-    def observe(self, role: str) -> str:
-        return "\n\n".join(m["content"] for m in self.role_messages(role))
-
-    def act(self, role: str, text: str) -> dict[str, Any]:
-        if role not in ROLES:
-            raise UnknownNameError("role", role, ROLES)
-        if self.done or self.truncated:
-            return {"invalid_action": True, "parse_error": "the episode is over"}
-        if not isinstance(text, str):
-            text = repr(text)
-        text = text[: self.max_action_chars]
+    def _act(self, role: str, text: str, **kwargs: Any) -> dict[str, Any]:
         if role in ("navigator", "interactor"):
-            info = self._act_command(role, text)
-        else:
-            info = self._act_writer(role, text)
-        info["context_tokens"] = self.context_tokens.get(role, 0)
-        self.set_info(role, info)
-        return info
+            return self._act_command(role, text)
+        return self._act_writer(role, text)
 
     def _act_writer(self, role: str, text: str) -> dict[str, Any]:
         kind = "plan" if role == "planner" else "feedback"
@@ -314,19 +268,14 @@ class ALFWorldRoleGame(RoleGame):
             self.done = True
             self.round_rewards = {role: 1.0 for role in ROLES}
 
-    def info(self, role: str) -> dict[str, Any]:
-        info = super().info(role)
-        if self.done or self.truncated:
-            assert self.house.game is not None
-            info.update(
-                won=self.won,
-                correct=self.won,
-                task_id=self.house.game.id,
-                final_answer=self.last_command,
-                turns=self.round,
-                memory_tokens=self.memory.total_tokens,
-            )
-        return info
+    def summary(self) -> dict[str, Any]:
+        assert self.house.game is not None
+        return {
+            "won": self.won,
+            "correct": self.won,
+            "task_id": self.house.game.id,
+            "final_answer": self.last_command,
+        }
 
     def close(self) -> None:
         self.house.close()
@@ -349,7 +298,7 @@ You coordinate a household robot team in ALFWorld. Each step, pick the one role 
 - navigator: moves the robot and looks around (go to, look, examine, inventory);
 - interactor: handles objects (take, move, open, close, heat, cool, clean, use);
 - evaluator: checks whether the task is done and what comes next.
-Reply <role>NAME</role>. The team has {max_steps} steps; every call costs tokens."""
+Reply <role>NAME</role>. The team has {max_turns} steps; every call costs tokens."""
 
 ROLE_ALIASES = {"searcher": "navigator", "executor": "interactor", "verifier": "evaluator"}
 
@@ -373,7 +322,7 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     The roles of seed 004's appendix F (Planner, Navigator, Interactor,
     Evaluator) share a memory through a router (full / static / RCR) and play
     one ALFWorld game (alfworld's engine). The learner is the coordinator: each
-    step it names one role; that role's pool agent reads its routed context and
+    turn it names one role; that role's pool agent reads its routed context and
     replies (a plan, a command, feedback); a command goes to the engine and the
     engine's answer to memory. Offline the pool is simulated (``agents.py``):
     agents follow alfworld's planner with a documented error rate that is
@@ -385,35 +334,57 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     ## Action format
     ``<role>planner|navigator|interactor|evaluator</role>`` (``searcher`` is an
     alias of navigator). Anything else is invalid: ``format_penalty``, no call,
-    the step still counts.
+    the turn still counts, and the next observation repeats the request with the
+    error.
 
     ## Observation
     The coordinator's prompt: the roles, the task, the step count, the latest
     engine feedback and the whole shared memory as YAML-like blocks.
     ``info["role"]``, ``info["agent_text"]``, ``info["command"]`` and
-    ``info["feedback"]`` describe the step; ``info["privileged"]["expert_plan"]``
-    is alfworld's plan (for analysis, not for policies).
+    ``info["feedback"]`` describe the step, ``info["round"]``, ``info["router"]``,
+    ``info["task_type"]`` and ``info["won"]`` the team;
+    ``info["privileged"]["expert_plan"]`` is alfworld's plan (for analysis, not
+    for policies).
 
     ## Rewards
-    1.0 on the step the task is completed (ALFWorld's reward), plus
-    ``format_penalty`` for an invalid action, minus ``cost_weight`` x the step's
+    1.0 on the turn the task is completed (ALFWorld's reward), plus
+    ``format_penalty`` for an invalid action, minus ``cost_weight`` x the turn's
     dollar cost. ``info["constraint_costs"]`` counts the calls per agent.
 
     ## Episode end
-    Terminated when the task is complete, truncated after ``max_steps`` steps.
-    The last info holds ``correct`` (= won), ``task_id``, ``final_answer`` (the
-    last command) and ``turns``.
+    ``terminated`` when the task is complete; ``truncated`` after ``max_turns``
+    turns without that. The last info holds ``correct`` (= won), ``task_id``,
+    ``final_answer`` (the last command), ``memory_tokens``, ``turns`` and
+    ``metrics``: ``success`` (1.0 or 0.0) and ``rounds`` (the team's rounds, one
+    per turn).
 
     ## Arguments
-    ``pool`` ("alfworld-roles" = the simulated agents, or a pool name / file /
-    ``AgentPool`` with an agent per role), ``role_agents`` (role -> agent name),
-    ``seed`` (the simulated agents' luck), ``router``, ``max_steps``,
-    ``beta_base``, ``budget_offsets``, ``weights``, ``decay``, ``selector``,
-    ``token_counter``, ``format_penalty``, ``cost_weight``, and the games:
-    ``split``, ``data_dir``, ``game_files``, ``task_types`` (as ``ALFWorldEnv``).
+    - ``pool``: ``"alfworld-roles"`` (default: the simulated agents), or a pool
+      name, pool file or ``AgentPool`` with an agent per role.
+    - ``role_agents``: role -> agent name, for pools whose agents are not named
+      after the roles.
+    - ``seed``: the simulated agents' luck.
+    - ``router``: ``"rcr"`` (default), ``"full"`` or ``"static"``.
+    - ``max_turns``: coordinator turns per episode (default 30).
+    - ``beta_base``, ``budget_offsets``: RCR's per-role token budgets (eq. 4;
+      default 2048 for every role, Table 8).
+    - ``weights``, ``decay``, ``selector``: RCR's importance score (appendix E) and
+      selection (``"greedy"``, Algorithm 1, or ``"exact"``).
+    - ``token_counter``: how memory items are measured (default: 4 chars/token).
+    - ``format_penalty``: added to the reward of an invalid action (default -0.1).
+    - ``cost_weight``: dollars-to-reward weight of the call cost (default 0, >= 0).
+    - ``split``, ``data_dir``, ``game_files``, ``task_types``: the games, as for
+      ``ALFWorldEnv``.
+    - ``backend``, ``backend_kwargs``: override the backends of a named pool.
+    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Version history
-    - v0: initial version.
+    - v0: initial version. Since the one-shape refactor the horizon argument is
+      ``max_turns`` (it was ``max_steps``), an invalid action's next observation
+      carries the shared notice, ``info["metrics"]`` is new, ``backend`` /
+      ``backend_kwargs`` are accepted, and the simulated agents draw their luck
+      from ``orchenv.seeding`` (BLAKE2b; it was SHA-256), so individual episodes
+      differ from before while the calibrated rates stay the same.
     """
 
     def __init__(
@@ -423,7 +394,7 @@ class ALFWorldControllerEnv(OrchestrationEnv):
         role_agents: Mapping[str, str] | None = None,
         seed: int = 0,
         router: str = "rcr",
-        max_steps: int = 30,
+        max_turns: int = 30,
         beta_base: int = 2048,
         budget_offsets: Mapping[str, int] | None = None,
         weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
@@ -436,18 +407,27 @@ class ALFWorldControllerEnv(OrchestrationEnv):
         data_dir: str | os.PathLike[str] | None = None,
         game_files: Sequence[str | os.PathLike[str]] | None = None,
         task_types: Sequence[str | int] | None = None,
+        backend: str | None = None,
+        backend_kwargs: Mapping[str, Any] | None = None,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
-        if max_steps < 1:
-            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
+        super().__init__(
+            pool=pool,
+            split=split,
+            max_turns=max_turns,
+            format_penalty=format_penalty,
+            backend=backend,
+            backend_kwargs=backend_kwargs,
+            max_obs_chars=max_obs_chars,
+            render_mode=render_mode,
+        )
         if cost_weight < 0:
             raise ConfigError(f"cost_weight must be >= 0 (it subtracts dollars), got {cost_weight}")
         house = {"split": split, "data_dir": data_dir, "game_files": game_files}
         self.game = ALFWorldRoleGame(
             router=router,
-            max_rounds=max_steps,
+            max_turns=max_turns,
             beta_base=beta_base,
             budget_offsets=budget_offsets,
             weights=weights,
@@ -457,86 +437,61 @@ class ALFWorldControllerEnv(OrchestrationEnv):
             expert="planner",
             env_kwargs={**house, "task_types": task_types},
         )
-        self.max_steps = max_steps
-        self.split = split
-        self._pool_arg = pool
         self._role_agents_arg = dict(role_agents or {})
+        self._role_agents: dict[str, str] | None = None
         self.backend_seed = seed
-        self.format_penalty = format_penalty
         self.cost_weight = cost_weight
-        self.role_agents: dict[str, str] = {}
         self._last: dict[str, Any] = {}
 
-    @property
-    def pool(self) -> AgentPool:
-        self._ensure_built()
-        assert self._pool is not None
-        return self._pool
+    def _build_pool(self) -> AgentPool:
+        if self._pool_arg == "alfworld-roles":
+            return alfworld_role_pool(seed=self.backend_seed, token_counter=self.game.counter)
+        return super()._build_pool()
 
-    def _ensure_built(self) -> None:
-        if self._pool is not None:
-            return
-        if isinstance(self._pool_arg, AgentPool):
-            self._pool = self._pool_arg
-        elif self._pool_arg == "alfworld-roles":
-            self._pool = alfworld_role_pool(
-                seed=self.backend_seed, token_counter=self.game.token_counter
-            )
-        else:
-            self._pool = make_pool(self._pool_arg)
-        unknown = set(self._role_agents_arg) - set(ROLES)
-        if unknown:
-            raise UnknownNameError("role in role_agents", sorted(unknown)[0], ROLES)
-        agents = {role: self._role_agents_arg.get(role, role) for role in ROLES}
-        for role, agent in agents.items():
-            if agent not in self._pool.names:
-                raise UnknownNameError(
-                    f"pool agent for role {role!r} (set role_agents=)", agent, self._pool.names
-                )
-        self.role_agents = agents
+    @property
+    def role_agents(self) -> dict[str, str]:
+        """Role -> the pool agent that plays it."""
+        if self._role_agents is None:
+            self._role_agents = assign_role_agents(self.pool.names, ROLES, self._role_agents_arg)
+        return self._role_agents
 
     def valid_agents(self) -> list[str]:
-        return [self.role_agents[r] for r in ROLES] if self.role_agents else []
+        return [self.role_agents[r] for r in ROLES]
 
     def demo_action(self, rng: np.random.Generator) -> str:
         """A random well-formed coordinator reply: one role in a ``<role>`` tag."""
         return f"<role>{ROLES[int(rng.integers(len(ROLES)))]}</role>"
 
     # -- episode ------------------------------------------------------------------------
-    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        self._ensure_built()
+    def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
         self.game.np_random = self.np_random
         self.game.reset(options=options)
+        house = self.game.house
+        assert house.game is not None
+        self.task = Task(id=house.game.id, prompt=self.game.goal, answers=())
         self._last = {}
-        return self._observation()
+        return {}
 
     def _messages(self) -> list[Message]:
         game = self.game
-        latest = (
-            self.game.house.steps[-1][1]
-            if self.game.house.steps
-            else self.game.house.room_description
-        )
+        latest = game.house.steps[-1][1] if game.house.steps else game.house.room_description
         parts = [
             f"Your task is to: {game.goal}",
-            f"Step {min(self.turn + 1, self.max_steps)} of {self.max_steps}.",
+            f"Step {min(self.turn + 1, self.max_turns)} of {self.max_turns}.",
             f"Latest observation: {latest}",
             "Shared memory:\n" + render_context(game.memory.items),
         ]
         return [
-            {"role": "system", "content": CONTROLLER_SYSTEM.format(max_steps=self.max_steps)},
+            {"role": "system", "content": CONTROLLER_SYSTEM.format(max_turns=self.max_turns)},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
 
-    def _observation(self) -> tuple[str, dict[str, Any]]:
-        messages = self._messages()
+    def _observation_info(self) -> dict[str, Any]:
         house = self.game.house
         assert house.state is not None and house.game is not None
-        return self.render_messages(messages), {
-            "messages": messages,
+        return {
             "round": self.game.round,
             "router": self.game.router_mode,
-            "task_id": house.game.id,
             "task_type": house.game.task_type,
             "won": house.state.won,
             "privileged": {"expert_plan": list(house.state.expert_plan)},
@@ -546,24 +501,17 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     def _task_view(self) -> Task:
         """What the simulated agents may know: the game, its state and alfworld's plan."""
         house = self.game.house
-        assert house.state is not None and house.game is not None
-        return Task(
-            id=house.game.id,
-            prompt=self.game.goal,
-            answers=(),
-            meta={
-                "expert_plan": house.state.expert_plan,
-                "admissible_commands": house.state.admissible_commands,
-                "won": house.state.won,
-            },
-        )
+        assert house.state is not None and self.task is not None
+        meta = {
+            "expert_plan": house.state.expert_plan,
+            "admissible_commands": house.state.admissible_commands,
+            "won": house.state.won,
+        }
+        return Task(id=self.task.id, prompt=self.task.prompt, answers=(), meta=meta)
 
-    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _apply(self, action: str) -> Outcome:
         game = self.game
-        self.turn += 1
-        self.transcript.append({"turn": self.turn, "role": "coordinator", "text": action[:4000]})
         role, error = parse_role(action)
-        reward = 0.0
         self._last = {
             "role": role,
             "agent_text": None,
@@ -571,10 +519,7 @@ class ALFWorldControllerEnv(OrchestrationEnv):
             "feedback": None,
             "role_invalid": False,
         }
-        if error is not None:
-            reward += self.format_penalty
-        else:
-            assert role is not None
+        if role is not None:
             context = CallContext(task=self._task_view(), turn=self.turn)
             completion = self.call_agent(self.role_agents[role], game.role_messages(role), context)
             acted = game.act(role, completion.text)
@@ -585,20 +530,18 @@ class ALFWorldControllerEnv(OrchestrationEnv):
                 role_invalid=bool(acted.get("invalid_action")),
             )
         game.end_round()
-        reward += sum(game.rewards().values()) / len(ROLES)  # the team reward, once
+        reward = sum(game.rewards().values()) / len(ROLES)  # the team reward, once
         reward -= self.cost_weight * self._step_meter.cost_usd
-        obs, extra = self._observation()
-        if error is not None:
-            extra.update(invalid_action=True, parse_error=error)
-        if game.done or game.truncated:
-            extra.update(
-                correct=game.won,
-                task_id=game.house.game.id if game.house.game else None,
-                final_answer=game.last_command,
-                turns=self.turn,
-                memory_tokens=game.memory.total_tokens,
-            )
-        return obs, reward, game.done, game.truncated and not game.done, extra
+        return Outcome(reward=reward, done=game.done, error=error)
+
+    def _summary(self) -> dict[str, Any]:
+        game = self.game
+        return {
+            "correct": game.won,
+            "final_answer": game.last_command,
+            "memory_tokens": game.memory.total_tokens,
+            "metrics": {"success": float(game.won), "rounds": float(game.round)},
+        }
 
     def close(self) -> None:
         self.game.close()

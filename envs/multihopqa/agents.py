@@ -45,6 +45,7 @@ from orchenv.error import BackendError
 from orchenv.grading import best_answer_prf
 from orchenv.memory import TokenCounter, make_token_counter
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
+from orchenv.seeding import stable_uniform
 from orchenv.tasks import Task
 
 #: name of this backend in env-built pools
@@ -63,11 +64,6 @@ def _sigmoid(x: float) -> float:
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     return math.log(p / (1 - p))
-
-
-def _uniform(*key: object) -> float:
-    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0**64
 
 
 def gold_sentences(task: Task) -> list[str]:
@@ -142,7 +138,7 @@ class MultihopRoleBackend:
             )
         role = str(spec.backend_kwargs.get("role", spec.name))
         prompt = "\n\n".join(m["content"] for m in messages)
-        luck = _uniform(
+        luck = stable_uniform(
             self.seed, task.id, role, spec.name, hashlib.sha1(prompt.encode()).hexdigest()
         )
         accuracy = float(spec.calibration.get("accuracy", 0.9))

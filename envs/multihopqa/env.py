@@ -16,124 +16,40 @@ it sees. ``MultihopQAGame`` holds the rules once; three views drive it:
 
 from __future__ import annotations
 
-import json
-import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv
-from orchenv.error import ConfigError, UnknownNameError
-from orchenv.grading import best_answer_prf, exact_match
-from orchenv.memory import (
-    AgentOutput,
-    Router,
-    SharedMemory,
-    TokenCounter,
-    make_role_router,
-    make_token_counter,
-    render_context,
+from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.envs.multihopqa.metrics import (
+    METRIC_NAMES,
+    RoundUsage,
+    episode_metrics,
+    judge_answer,
 )
+from orchenv.envs.multihopqa.search import paragraph_index
+from orchenv.error import ConfigError, UnknownNameError
+from orchenv.memory import AgentOutput, TokenCounter
 from orchenv.parsing import extract_tag
-from orchenv.pool import AgentPool, CallContext, Message, make_pool
+from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import Task, TaskSource, make_task_source
-from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv
-
-log = logging.getLogger(__name__)
+from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, assign_role_agents
 
 ROLE_ORDER = ("planner", "searcher", "recommender", "verifier")
-STAGES = {"planner": "plan", "searcher": "search", "recommender": "answer", "verifier": "verify"}
 
-#: appendix E's role keyword lists K_i (the question's words are added per episode)
-ROLE_KEYWORDS = {
-    "planner": ("unsupported", "missing", "resolved"),
-    "searcher": ("next:", "first:"),
-    "recommender": (),
-    "verifier": (),
-}
-#: preferred item types per stage (the sets T_t of appendix E)
-STAGE_TYPES = {
-    "plan": ("plan", "feedback", "answer", "evidence"),
-    "search": ("query",),
-    "answer": ("plan", "evidence"),
-    "verify": ("answer", "evidence"),
-}
-#: the static baseline's fixed per-role slices (item types)
-STATIC_TYPES = {
-    "planner": ("task", "plan", "evidence", "answer", "feedback"),
-    "searcher": ("task", "query"),
-    "recommender": ("task", "evidence", "answer"),
-    "verifier": ("task", "evidence", "answer"),
-}
-#: beta_role of eq. (4): role offsets to the base budget (tokens). With the default
-#: beta_base of 256: planner 384, searcher 96, recommender 384, verifier 256. Seed 004
-#: uses B_i = 2048 on HotpotQA, whose contexts are several times longer than the
-#: generator's ~100-token paragraphs; the defaults keep the same ratio of budget to
-#: memory size. ``scripts/reproduce_rcr.py`` sweeps beta_base.
-BUDGET_OFFSETS = {"planner": 128, "searcher": -160, "recommender": 128, "verifier": 0}
 #: appendix E's (w1, w2, w3). The paper's example sets all to 1; here the role-keyword
 #: indicator weighs 0.5 so that a fresh item of the preferred type outranks an old item
 #: that merely names a tracked entity (measured in docs/rcr/results.md).
 DEFAULT_WEIGHTS = (0.5, 1.0, 1.0)
 
-ROLE_PROMPTS = {
-    "planner": (
-        "You are the Planner of a team answering a multihop question. Decompose it into single-hop "
-        "sub-questions and direct the Searcher. Reply with <plan>your reasoning</plan> and one "
-        "<query>the next sub-question, with entities already found filled in</query>. When the "
-        "evidence answers every hop and the Recommender has answered, reply <finish/>. You may "
-        "also give the final answer yourself with <answer>...</answer>."
-    ),
-    "searcher": (
-        "You are the Searcher. Turn the newest sub-question in the shared memory into a search "
-        "query for the paragraph index. Reply with <query>search terms</query>."
-    ),
-    "recommender": (
-        "You are the Recommender. Answer the question from the evidence in the shared memory. "
-        "Reply with <answer>a short answer (an entity, a date, yes or no)</answer>."
-    ),
-    "verifier": (
-        "You are the Verifier. Check whether the latest answer follows from the evidence. Reply "
-        "with <feedback>supported: why</feedback> or <feedback>unsupported: what is missing</feedback>."
-    ),
-}
-
-JUDGE_PROMPT = (
-    "You are an expert judge. Your task is to evaluate how well the answer responds to the "
-    "user's query.\n\nUser Query:\n{question}\n\nAnswer:\n{answer}\n\nPlease provide a JSON object "
-    'with the following format: {{"score": (1 to 5), "justification": "a short explanation of the score"}}'
-)
 
 _NAME_RE = re.compile(r"[A-Z][\w'-]+(?:\s+(?:of\s+|the\s+)?[A-Z][\w'-]+)*")
 _NOT_NAMES = frozenset(
     {"which", "what", "who", "where", "when", "in which", "first", "next", "resolved", "look"}
 )
 _FINISH_RE = re.compile(r"<finish\s*/?>", re.IGNORECASE)
-_SCORE_RE = re.compile(r'"score"\s*:\s*([0-9.]+)')
-
-
-@dataclass
-class RoundUsage:
-    """Tokens and latency per role in one round (eq. 7, 8, 10)."""
-
-    tokens: dict[str, int] = field(default_factory=dict)
-    latency: dict[str, float] = field(default_factory=dict)
-
-
-def parse_judge_score(text: str) -> float | None:
-    """The 1-5 score from a judge reply (JSON, or a ``"score": N`` fragment); None if absent."""
-    try:
-        value = json.loads(text.strip().removeprefix("```json").removesuffix("```"))
-        score = float(value["score"]) if isinstance(value, dict) else None
-    except (ValueError, KeyError, TypeError):
-        match = _SCORE_RE.search(text)
-        score = float(match.group(1)) if match else None
-    if score is None or not 1.0 <= score <= 5.0:
-        return None
-    return score
 
 
 class MultihopQAGame(RoleGame):
@@ -142,26 +58,94 @@ class MultihopQAGame(RoleGame):
     Arguments:
         task_source: a registered source name or a ``TaskSource`` whose tasks
             carry HotpotQA-style ``meta["context"]`` (default: the embedded
-            generator ``"multihop-synth"``).
+            generator ``"multihop-synth"``); ``None`` when whoever drives the game
+            passes each episode's task as ``reset(options={"task": task})``.
+        task_source_kwargs: arguments for a named task source.
+        split: the split episodes draw tasks from (default ``"test"``).
         router: ``"full"``, ``"static"`` or ``"rcr"``.
-        rounds: T, interaction rounds (default 3, the paper's best).
+        max_turns: T, interaction rounds (default 3, the paper's best).
         beta_base / budget_offsets: eq. (4) budgets for RCR.
         weights / decay / selector: RCR's scorer and selection (see ``RCRRouter``).
         verifier: add the Verifier role.
         search_k: paragraphs the search tool returns per query.
         token_counter: how memory items and prompts are counted.
+        max_action_chars: longer replies are cut before parsing.
+
+    ``done`` when the Planner finishes (``<finish/>`` or its own ``<answer>``);
+    ``truncated`` after ``max_turns`` rounds without that. Either way every role
+    earns the answer's F1 in the last round.
     """
 
     name = "multihopqa"
+    roles = ROLE_ORDER
+    stages: ClassVar[Mapping[str, str]] = {
+        "planner": "plan",
+        "searcher": "search",
+        "recommender": "answer",
+        "verifier": "verify",
+    }
+    role_prompts: ClassVar[Mapping[str, str]] = {
+        "planner": (
+            "You are the Planner of a team answering a multihop question. Decompose it into single-hop "
+            "sub-questions and direct the Searcher. Reply with <plan>your reasoning</plan> and one "
+            "<query>the next sub-question, with entities already found filled in</query>. When the "
+            "evidence answers every hop and the Recommender has answered, reply <finish/>. You may "
+            "also give the final answer yourself with <answer>...</answer>."
+        ),
+        "searcher": (
+            "You are the Searcher. Turn the newest sub-question in the shared memory into a search "
+            "query for the paragraph index. Reply with <query>search terms</query>."
+        ),
+        "recommender": (
+            "You are the Recommender. Answer the question from the evidence in the shared memory. "
+            "Reply with <answer>a short answer (an entity, a date, yes or no)</answer>."
+        ),
+        "verifier": (
+            "You are the Verifier. Check whether the latest answer follows from the evidence. Reply "
+            "with <feedback>supported: why</feedback> or <feedback>unsupported: what is missing</feedback>."
+        ),
+    }
+    #: appendix E's role keyword lists K_i (the question's words are added per episode)
+    role_keywords: ClassVar[Mapping[str, Sequence[str]]] = {
+        "planner": ("unsupported", "missing", "resolved"),
+        "searcher": ("next:", "first:"),
+        "recommender": (),
+        "verifier": (),
+    }
+    #: the static baseline's fixed per-role slices (item types)
+    static_types: ClassVar[Mapping[str, Sequence[str]]] = {
+        "planner": ("task", "plan", "evidence", "answer", "feedback"),
+        "searcher": ("task", "query"),
+        "recommender": ("task", "evidence", "answer"),
+        "verifier": ("task", "evidence", "answer"),
+    }
+    #: preferred item types per stage (the sets T_t of appendix E)
+    stage_types: ClassVar[Mapping[str, Sequence[str]]] = {
+        "plan": ("plan", "feedback", "answer", "evidence"),
+        "search": ("query",),
+        "answer": ("plan", "evidence"),
+        "verify": ("answer", "evidence"),
+    }
+    #: beta_role of eq. (4): role offsets to the base budget (tokens). With the default
+    #: beta_base of 256: planner 384, searcher 96, recommender 384, verifier 256. Seed 004
+    #: uses B_i = 2048 on HotpotQA, whose contexts are several times longer than the
+    #: generator's ~100-token paragraphs; the defaults keep the same ratio of budget to
+    #: memory size. ``scripts/reproduce_rcr.py`` sweeps beta_base.
+    default_budget_offsets: ClassVar[Mapping[str, int]] = {
+        "planner": 128,
+        "searcher": -160,
+        "recommender": 128,
+        "verifier": 0,
+    }
 
     def __init__(
         self,
         *,
-        task_source: str | TaskSource = "multihop-synth",
+        task_source: str | TaskSource | None = "multihop-synth",
         task_source_kwargs: Mapping[str, Any] | None = None,
         split: str = "test",
         router: str = "rcr",
-        rounds: int = 3,
+        max_turns: int = 3,
         beta_base: int = 256,
         budget_offsets: Mapping[str, int] | None = None,
         weights: tuple[float, float, float] = DEFAULT_WEIGHTS,
@@ -172,73 +156,68 @@ class MultihopQAGame(RoleGame):
         token_counter: str | TokenCounter | None = "auto",
         max_action_chars: int = 4000,
     ) -> None:
-        super().__init__()
-        if rounds < 1:
-            raise ConfigError(f"rounds must be >= 1, got {rounds}")
-        if search_k < 1:
-            raise ConfigError(f"search_k must be >= 1, got {search_k}")
-        self.roles = ROLE_ORDER if verifier else ROLE_ORDER[:3]
-        self.max_rounds = rounds
-        self.split = split
-        self.search_k = search_k
-        self.max_action_chars = max_action_chars
-        self.router_mode = router
-        self.router: Router = make_role_router(
-            router,
-            self.roles,
-            keywords=ROLE_KEYWORDS,
-            static_types=STATIC_TYPES,
-            budget_offsets=BUDGET_OFFSETS,
-            stage_types=STAGE_TYPES,
-            overrides=budget_offsets,
+        super().__init__(
+            router=router,
+            max_turns=max_turns,
             beta_base=beta_base,
+            budget_offsets=budget_offsets,
             weights=weights,
             decay=decay,
             selector=selector,
+            token_counter=token_counter,
+            max_action_chars=max_action_chars,
+            roles=ROLE_ORDER if verifier else ROLE_ORDER[:3],
         )
+        if search_k < 1:
+            raise ConfigError(f"search_k must be >= 1, got {search_k}")
+        self.split = split
+        self.search_k = search_k
         self._task_source_arg = task_source
         self._task_source_kwargs = dict(task_source_kwargs or {})
         self._task_source: TaskSource | None = None
-        self._counter_arg = token_counter
-        self.counter: TokenCounter | None = None
         # episode state
         self.task: Task | None = None
-        self.memory = SharedMemory("estimate")
         self.answer: str | None = None
         self.finish_requested = False
         self.usage: list[RoundUsage] = []
         self._prompt_cache: dict[str, tuple[int, str]] = {}
         self.searches: list[tuple[str, list[str]]] = []
 
-    # -- lazily built collaborators -----------------------------------------------
     @property
     def task_source(self) -> TaskSource:
+        """The game's own task source (built on first use)."""
         if self._task_source is None:
-            self._task_source = make_task_source(self._task_source_arg, **self._task_source_kwargs)
-            self._task_source.check_split(self.split)
+            if self._task_source_arg is None:
+                raise ConfigError(
+                    "this MultihopQAGame has no task_source: pass reset(options={'task': task})"
+                )
+            source = make_task_source(self._task_source_arg, **self._task_source_kwargs)
+            source.check_split(self.split)
+            self._task_source = source
         return self._task_source
 
-    def _counter(self) -> TokenCounter:
-        if self.counter is None:
-            self.counter = make_token_counter(self._counter_arg)
-        return self.counter
+    def _pick_task(self, options: Mapping[str, Any]) -> Task:
+        if "task" in options:
+            return options["task"]
+        if "task_id" in options:
+            return self.task_source.by_id(str(options["task_id"]))
+        if "task_index" in options:
+            return self.task_source.get(self.split, int(options["task_index"]))
+        return self.task_source.sample(self.split, self.np_random)
 
     # -- RoleGame ----------------------------------------------------------------
     def _reset(self, options: dict[str, Any]) -> None:
-        source = self.task_source
-        if "task_id" in options:
-            self.task = source.by_id(str(options["task_id"]))
-        elif "task_index" in options:
-            self.task = source.get(self.split, int(options["task_index"]))
-        else:
-            self.task = source.sample(self.split, self.np_random)
-        self.memory = SharedMemory(self._counter())
+        self.task = self._pick_task(options)
         self.memory.write("user", "task", f"Question: {self.task.prompt}", round=0, key="task")
         self.answer = None
         self.finish_requested = False
         self.usage = [RoundUsage()]
         self._prompt_cache = {}
         self.searches = []
+
+    def _task_line(self) -> str:
+        assert self.task is not None, "reset() first"
+        return f"Question: {self.task.prompt}"
 
     def _keywords(self) -> tuple[str, ...]:
         """Per-episode keywords added to every role's list K_i: the names (capitalised spans)
@@ -249,58 +228,36 @@ class MultihopQAGame(RoleGame):
         names = (n for text in texts for n in _NAME_RE.findall(text))
         return tuple(dict.fromkeys(n for n in names if len(n) > 3 and n.lower() not in _NOT_NAMES))
 
-    def role_messages(self, role: str) -> list[Message]:
-        """The chat messages of ``role``'s prompt now (system: role; user: question + context)."""
-        if role not in self.roles:
-            raise UnknownNameError("role", role, self.roles)
-        assert self.task is not None, "reset() first"
-        kwargs: dict[str, Any] = {}
-        if self.router_mode == "rcr":
-            kwargs = {"keywords": self._keywords(), "now": self.round + 1}
-        items = self.router.select(self.memory, role, STAGES[role], **kwargs)
-        user = (
-            f"Question: {self.task.prompt}\nRound {self.round + 1} of {self.max_rounds}; "
-            f"your stage: {STAGES[role]}.\nShared memory routed to you:\n{render_context(items)}"
-        )
-        return [
-            {"role": "system", "content": ROLE_PROMPTS[role]},
-            {"role": "user", "content": user},
-        ]
-
     def observe(self, role: str) -> str:
-        text = "\n\n".join(m["content"] for m in self.role_messages(role))
-        self._prompt_cache[role] = (self.round, text)
+        text = super().observe(role)
+        self.remember_prompt(role, text)
         return text
+
+    def remember_prompt(self, role: str, text: str) -> None:
+        """Record the prompt ``role`` sees this round (its tokens count when it acts)."""
+        self._prompt_cache[role] = (self.round, text)
 
     def prompt_tokens(self, role: str) -> int:
         """Tokens of the prompt ``role`` last observed this round (rendered now if it did not)."""
         cached = self._prompt_cache.get(role)
         text = cached[1] if cached and cached[0] == self.round else self.observe(role)
-        return self._counter().count(text)
+        return self.counter.count(text)
 
-    def act(
+    def _act(
         self,
         role: str,
         text: str,
         *,
         usage: tuple[int, int, float] | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """Apply ``role``'s reply. ``usage`` = (prompt tokens, completion tokens, latency s)
         when a pool agent produced it; otherwise tokens are counted on the text."""
-        if role not in self.roles:
-            raise UnknownNameError("role", role, self.roles)
-        if self.done or self.truncated:
-            return {"invalid_action": True, "parse_error": "the episode is over"}
-        if not isinstance(text, str):
-            text = repr(text)
-        text = text[: self.max_action_chars]
         if usage is None:
-            usage = (self.prompt_tokens(role), self._counter().count(text), 0.0)
-        current = self.usage[-1]
-        current.tokens[role] = current.tokens.get(role, 0) + usage[0] + usage[1]
-        current.latency[role] = current.latency.get(role, 0.0) + usage[2]
-        info = getattr(self, f"_act_{role}")(text)
-        self.set_info(role, info)
+            usage = (self.prompt_tokens(role), self.counter.count(text), 0.0)
+        self.usage[-1].add(role, usage[0] + usage[1], usage[2])
+        act: Any = getattr(self, f"_act_{role}")
+        info: dict[str, Any] = act(text)
         return info
 
     def _store(self, role: str, text: str, default_type: str) -> int:
@@ -330,8 +287,6 @@ class MultihopQAGame(RoleGame):
         return {"invalid_action": False, "parse_error": None, "stored": stored, "finish": finish}
 
     def _act_searcher(self, text: str) -> dict[str, Any]:
-        from orchenv.envs.multihopqa.data import paragraph_index
-
         assert self.task is not None
         query = extract_tag(text, "query")
         invalid = query is None or not query.strip()
@@ -385,37 +340,33 @@ class MultihopQAGame(RoleGame):
         return {"invalid_action": False, "parse_error": None}
 
     def _end_round(self) -> None:
-        if self.finish_requested or self.round + 1 >= self.max_rounds:
+        if self.finish_requested:
             self.done = True
-            score = self.metrics()["f1"]
-            self.round_rewards = {role: score for role in self.roles}
-        else:
+            self._score_round()
+        elif self.round + 1 < self.max_turns:
             self.usage.append(RoundUsage())
+
+    def _on_truncate(self) -> None:
+        self._score_round()
+
+    def _score_round(self) -> None:
+        score = self.metrics()["f1"]
+        self.round_rewards = {role: score for role in self.roles}
 
     # -- metrics (appendix A) -----------------------------------------------------
     def metrics(self) -> dict[str, Any]:
-        """EM, F1, precision, recall, total tokens (eq. 10), latency (eq. 7 parallel, eq. 8 serial)."""
+        """EM, F1, precision, recall, total tokens (eq. 10), latency (eq. 7 parallel, eq. 8
+        serial), rounds, and the memory's size."""
         assert self.task is not None
-        precision, recall, f1 = best_answer_prf(self.task.answers, self.answer)
-        em = any(exact_match(ref, self.answer) for ref in self.task.answers)
         return {
-            "em": float(em),
-            "f1": f1,
-            "precision": precision,
-            "recall": recall,
-            "tokens_total": sum(sum(u.tokens.values()) for u in self.usage),
-            "latency_parallel_s": sum(max(u.latency.values(), default=0.0) for u in self.usage),
-            "latency_serial_s": sum(sum(u.latency.values()) for u in self.usage),
-            "rounds": len(self.usage),
+            **episode_metrics(self.task.answers, self.answer, self.usage),
             "memory_items": len(self.memory),
             "memory_tokens": self.memory.total_tokens,
         }
 
-    def info(self, role: str) -> dict[str, Any]:
-        info = super().info(role)
-        if self.done and self.task is not None:
-            info.update(self.metrics(), task_id=self.task.id, final_answer=self.answer)
-        return info
+    def summary(self) -> dict[str, Any]:
+        assert self.task is not None
+        return {**self.metrics(), "task_id": self.task.id, "final_answer": self.answer}
 
 
 # -- pool-played roles ---------------------------------------------------------------
@@ -435,16 +386,6 @@ def play_role(
     return game.act(role, completion.text, usage=usage)
 
 
-def judge_answer(game: MultihopQAGame, pool: AgentPool, judge: str) -> float | None:
-    """The Answer Quality Score (1-5, appendix A.4) from the judge agent; None if unparsable."""
-    assert game.task is not None
-    prompt = JUDGE_PROMPT.format(question=game.task.prompt, answer=game.answer or "")
-    completion = pool.call(
-        judge, [{"role": "user", "content": prompt}], CallContext(task=game.task)
-    )
-    return parse_judge_score(completion.text)
-
-
 def run_team(
     game: MultihopQAGame,
     pool: AgentPool,
@@ -461,9 +402,9 @@ def run_team(
         for role in game.roles:
             play_role(game, role, pool, agents[role])
         game.end_round()
-    metrics = game.metrics()
-    metrics["answer_quality"] = judge_answer(game, pool, judge) if judge else None
     assert game.task is not None
+    metrics = game.metrics()
+    metrics["answer_quality"] = judge_answer(pool, judge, game.task, game.answer) if judge else None
     metrics["task_id"] = game.task.id
     return metrics
 
@@ -487,38 +428,64 @@ class MultihopQAEnv(OrchestrationEnv):
     ``<plan>reasoning</plan><query>next sub-question</query>`` to direct the
     search; ``<finish/>`` to stop with the Recommender's answer;
     ``<answer>text</answer>`` to stop with one's own answer. Anything else is
-    invalid: ``format_penalty`` and the round still runs (the Searcher then
-    searches the question itself).
+    invalid: ``format_penalty``, and the round still runs (the Searcher then
+    searches the question itself); the next observation repeats the request with
+    the error.
 
     ## Observation
     The Planner's prompt: its role instructions, the question, the round and
     the routed memory items as YAML-like blocks. ``info["messages"]`` has the
-    same as chat messages.
+    same as chat messages; ``info["round"]`` and ``info["router"]`` say where the
+    team is and how it routes.
 
     ## Rewards
     At the end: answer F1 (HotpotQA token F1 against the answer and aliases)
     minus ``token_penalty`` x total tokens / 1000 (eq. 2 with lambda =
     ``token_penalty``, default 0). An invalid action earns ``format_penalty``
-    instead, also on the last round (the team's F1 is still in the info).
+    and no F1, also on the last round (the team's F1 is still in the info).
 
     ## Episode end
-    Terminates after ``<finish/>`` / ``<answer>`` or after ``rounds`` rounds.
-    The final info holds ``task_id``, ``final_answer``, ``score`` (F1), ``em``,
+    ``terminated`` after ``<finish/>`` / ``<answer>`` (the Planner's decision to
+    stop); ``truncated`` after ``max_turns`` rounds without it (the team's last
+    answer is graded either way). The final info holds ``task_id``,
+    ``final_answer``, ``score`` (F1), ``correct`` (EM), ``em``, ``f1``,
     ``precision``, ``recall``, ``tokens_total`` (eq. 10), ``latency_parallel_s``
-    (eq. 7), ``latency_serial_s`` (eq. 8), ``answer_quality`` (1-5 from the
-    judge agent, or None without one; the judge is evaluation, so its call is not
-    charged to the episode) and ``turns``.
+    (eq. 7), ``latency_serial_s`` (eq. 8), ``answer_quality`` (1-5 from the judge
+    agent, or None without one; the judge is evaluation, so its call is not
+    charged to the episode), ``rounds``, ``memory_items``, ``memory_tokens`` and
+    ``turns``; ``info["metrics"]`` holds EM, F1, precision, recall, the judge's
+    score (when there is one), total tokens and both latencies.
 
     ## Arguments
-    ``pool`` ("multihop" = simulated roles, or a pool name/file/AgentPool with
-    agents per role), ``role_agents`` (role -> agent name), ``judge`` (agent
-    name or None), ``format_penalty``, ``token_penalty``, and every
-    ``MultihopQAGame`` argument (``task_source``, ``split``, ``router``,
-    ``rounds``, ``beta_base``, ``budget_offsets``, ``weights``, ``decay``,
-    ``selector``, ``verifier``, ``search_k``, ``token_counter``).
+    - ``pool``: ``"multihop"`` (default: the simulated roles and judge), or a pool
+      name, pool file or ``AgentPool`` with an agent per pool-played role.
+    - ``role_agents``: role -> agent name, for pools whose agents are not named
+      after the roles (the Planner is the learner and needs none).
+    - ``judge``: the agent that scores answers 1-5 (default ``"judge"``), or None.
+    - ``task_source``, ``task_source_kwargs``, ``split``: where questions come from
+      (default: the embedded generator ``"multihop-synth"``, ``"test"``).
+    - ``router``: ``"rcr"`` (default), ``"full"`` or ``"static"``.
+    - ``max_turns``: T, rounds per episode (default 3, the paper's best).
+    - ``beta_base``, ``budget_offsets``: RCR's per-role token budgets (eq. 4;
+      default 256 plus ``MultihopQAGame.default_budget_offsets``).
+    - ``weights``, ``decay``, ``selector``: RCR's importance score (appendix E) and
+      selection (``"greedy"``, Algorithm 1, or ``"exact"``).
+    - ``verifier``: add the Verifier role (default False).
+    - ``search_k``: paragraphs per search (default 2).
+    - ``token_counter``: how prompts and memory items are counted (default
+      ``"auto"``: the bundled MiniLM tokenizer when installed, else 4 chars/token).
+    - ``format_penalty``: added to the reward of an invalid action (default -0.1).
+    - ``token_penalty``: lambda of eq. 2, per 1,000 tokens (default 0).
+    - ``seed``: the simulated agents' luck.
+    - ``backend``, ``backend_kwargs``: override the backends of a named pool.
+    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Version history
-    * v0: initial version.
+    - v0: initial version. Since the one-shape refactor the horizon argument is
+      ``max_turns`` (it was ``rounds``), reaching it without ``<finish/>`` or
+      ``<answer>`` is ``truncated`` (it was ``terminated``), an invalid action's
+      next observation carries the shared notice, ``info["metrics"]`` is new, and
+      ``backend`` / ``backend_kwargs`` are accepted. Rewards are unchanged.
     """
 
     def __init__(
@@ -531,7 +498,7 @@ class MultihopQAEnv(OrchestrationEnv):
         task_source_kwargs: Mapping[str, Any] | None = None,
         split: str = "test",
         router: str = "rcr",
-        rounds: int = 3,
+        max_turns: int = 3,
         beta_base: int = 256,
         budget_offsets: Mapping[str, int] | None = None,
         weights: tuple[float, float, float] = DEFAULT_WEIGHTS,
@@ -543,16 +510,28 @@ class MultihopQAEnv(OrchestrationEnv):
         format_penalty: float = -0.1,
         token_penalty: float = 0.0,
         seed: int = 0,
+        backend: str | None = None,
+        backend_kwargs: Mapping[str, Any] | None = None,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(max_obs_chars=max_obs_chars, render_mode=render_mode)
-        self.game = MultihopQAGame(
+        super().__init__(
+            pool=pool,
             task_source=task_source,
             task_source_kwargs=task_source_kwargs,
             split=split,
+            max_turns=max_turns,
+            format_penalty=format_penalty,
+            backend=backend,
+            backend_kwargs=backend_kwargs,
+            max_obs_chars=max_obs_chars,
+            render_mode=render_mode,
+        )
+        self.game = MultihopQAGame(
+            task_source=None,  # the env picks each task and hands it to the game
+            split=split,
             router=router,
-            rounds=rounds,
+            max_turns=max_turns,
             beta_base=beta_base,
             budget_offsets=budget_offsets,
             weights=weights,
@@ -562,59 +541,40 @@ class MultihopQAEnv(OrchestrationEnv):
             search_k=search_k,
             token_counter=token_counter,
         )
-        self._pool_arg = pool
-        self._role_agents_arg = dict(role_agents or {})
+        self._role_agents_arg = {r: a for r, a in (role_agents or {}).items() if r != "planner"}
+        self._role_agents: dict[str, str] | None = None
         self.judge = judge
-        self.format_penalty = format_penalty
         self.token_penalty = token_penalty
         self.backend_seed = seed
-        self.split = split
-        self.role_agents: dict[str, str] = {}
-        self._penalties = 0.0
+        self._final: dict[str, Any] = {}
 
-    _shared_attrs = ("_pool", "_task_source")
-
-    @property
-    def pool(self) -> AgentPool:
-        self._ensure_built()
-        assert self._pool is not None
-        return self._pool
-
-    @property
-    def task_source(self) -> TaskSource:
-        return self.game.task_source
-
-    def _ensure_built(self) -> None:
-        if self._pool is not None:
-            return
-        self._task_source = self.game.task_source  # listed in _shared_attrs: forks share it
-        if isinstance(self._pool_arg, AgentPool):
-            self._pool = self._pool_arg
-        elif self._pool_arg == "multihop":
+    def _build_pool(self) -> AgentPool:
+        if self._pool_arg == "multihop":
             from orchenv.envs.multihopqa.agents import multihop_pool
 
-            self._pool = multihop_pool(seed=self.backend_seed, token_counter=self.game._counter())
+            pool = multihop_pool(seed=self.backend_seed, token_counter=self.game.counter)
         else:
-            self._pool = make_pool(self._pool_arg)
-        names = self._pool.names
-        agents = {role: role for role in self.game.roles if role != "planner"}
-        agents.update({r: a for r, a in self._role_agents_arg.items() if r != "planner"})
-        for role, agent in agents.items():
-            if agent not in names:
-                raise UnknownNameError(
-                    f"pool agent for role {role!r} (set role_agents=)", agent, names
-                )
-        if self.judge is not None and self.judge not in names:
-            raise UnknownNameError("judge agent (or judge=None)", self.judge, names)
-        self.role_agents = agents
+            pool = super()._build_pool()
+        if self.judge is not None and self.judge not in pool.names:
+            raise UnknownNameError("judge agent (or judge=None)", self.judge, pool.names)
+        return pool
+
+    @property
+    def role_agents(self) -> dict[str, str]:
+        """Role -> the pool agent that plays it (the Planner is the learner)."""
+        if self._role_agents is None:
+            roles = self.game.roles[1:]
+            self._role_agents = assign_role_agents(
+                self.pool.names, roles, self._role_agents_arg, known=ROLE_ORDER[1:]
+            )
+        return self._role_agents
 
     def valid_agents(self) -> list[str]:
-        return [a for r, a in self.role_agents.items() if r in self.game.roles]
+        return list(self.role_agents.values())
 
     def demo_action(self, rng: np.random.Generator) -> str:
         """A random well-formed Planner reply: a query from the question's words, or finish."""
-        task = self.game.task
-        words = task.prompt.split() if task is not None else ["question"]
+        words = self.task.prompt.split() if self.task is not None else ["question"]
         if rng.random() < 0.2:
             return "<finish/>"
         picked = rng.choice(
@@ -624,61 +584,49 @@ class MultihopQAEnv(OrchestrationEnv):
         return f"<plan>look up part of the question</plan><query>{query}</query>"
 
     # -- episode ---------------------------------------------------------------------
-    def _reset_episode(self, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        self._ensure_built()
+    def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        self.task = self.pick_task(options)
         self.game.np_random = self.np_random
-        self.game.reset(options=options)
-        self.task = self.game.task
-        self._penalties = 0.0
-        return self._observation()
+        self.game.reset(options={"task": self.task})
+        self._final = {}
+        return {}
 
-    def _observation(self) -> tuple[str, dict[str, Any]]:
+    def _messages(self) -> list[Message]:
         messages = self.game.role_messages("planner")
-        obs = self.render_messages(messages)
-        self.game._prompt_cache["planner"] = (self.game.round, obs)
-        return obs, {
-            "messages": messages,
-            "round": self.game.round,
-            "router": self.game.router_mode,
-        }
+        self.game.remember_prompt("planner", self.render_messages(messages))
+        return messages
 
-    def _step_episode(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _observation_info(self) -> dict[str, Any]:
+        return {"round": self.game.round, "router": self.game.router_mode}
+
+    def _apply(self, action: str) -> Outcome:
         game = self.game
-        self.transcript.append(
-            {"turn": self.turn, "role": "planner (learner)", "text": action[:4000]}
-        )
-        planner_info = game.act("planner", action)
-        invalid = bool(planner_info.get("invalid_action"))
-        if invalid:
-            self._penalties += self.format_penalty
+        planner = game.act("planner", action)
         if not game.finish_requested:
             for role in game.roles[1:]:
-                play_role(game, role, self.pool, self.role_agents[role], call=self._call)
+                play_role(game, role, self.pool, self.role_agents[role], call=self.call_agent)
         game.end_round()
-        self.turn += 1
-        obs, extra = self._observation()
-        extra.update(invalid_action=invalid, parse_error=planner_info.get("parse_error"))
-        reward = self.format_penalty if invalid else 0.0
-        if game.done:
-            metrics = game.metrics()
-            metrics["answer_quality"] = (
-                judge_answer(game, self.pool, self.judge) if self.judge else None
+        error = planner["parse_error"] if planner.get("invalid_action") else None
+        reward = 0.0
+        if game.done or game.truncated:
+            assert self.task is not None
+            self._final = game.metrics()
+            self._final["answer_quality"] = (
+                judge_answer(self.pool, self.judge, self.task, game.answer) if self.judge else None
             )
-            assert game.task is not None
-            if not invalid:  # malformed text is never rewarded, even on the last round
-                reward += metrics["f1"] - self.token_penalty * metrics["tokens_total"] / 1000.0
-            extra.update(
-                metrics,
-                task_id=game.task.id,
-                final_answer=game.answer,
-                score=metrics["f1"],
-                correct=bool(metrics["em"]),
-                turns=self.turn,
-            )
-        return obs, reward, game.done, False, extra
+            if error is None:  # malformed text is never rewarded, even on the last round
+                reward = self._final["f1"] - self.token_penalty * self._final["tokens_total"] / 1000
+        return Outcome(reward=reward, done=game.done, error=error)
 
-    def _call(self, agent: str, messages: Sequence[Message], context: CallContext) -> Any:
-        return self.call_agent(agent, messages, context)
+    def _summary(self) -> dict[str, Any]:
+        final = self._final
+        return {
+            **final,
+            "final_answer": self.game.answer,
+            "score": final["f1"],
+            "correct": bool(final["em"]),
+            "metrics": {k: float(final[k]) for k in METRIC_NAMES if final[k] is not None},
+        }
 
 
 # -- PettingZoo views ----------------------------------------------------------------------

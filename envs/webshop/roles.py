@@ -1,9 +1,9 @@
 """WebShop as a routed three-role team (seed 004, appendix G, Table 9).
 
 Planner, Searcher and Recommender shop together through one ``SharedMemory``;
-before a role acts, a router (``"full"``, ``"static"`` or ``"rcr"``, from
-``orchenv.memory.make_router``) picks the memory items it sees, and that routed
-context is the role's observation. The shop itself is one ``WebShopEnv`` session
+before a role acts, a router (``"full"``, ``"static"`` or ``"rcr"``, built by
+``orchenv.teams.RoleGame`` from the tables below) picks the memory items it sees,
+and that routed context is the role's observation. The shop itself is one ``WebShopEnv`` session
 (one browser) that the Searcher and the Recommender drive:
 
 * **Planner** (stage ``plan``) turns the instruction into constraints and a query:
@@ -20,7 +20,7 @@ context is the role's observation. The shop itself is one ``WebShopEnv`` session
 Either may reply ``pass`` to leave the browser alone this round. After every
 browser action the current page goes to memory as the ``state`` item ``browser``.
 The team reward is the WebShop purchase reward, given to every role in the round
-of the purchase; without a purchase by ``max_rounds`` the episode is truncated
+of the purchase; without a purchase by ``max_turns`` rounds the episode is truncated
 with score 0. A role's malformed or out-of-role action changes nothing and its
 info says why (``invalid_action``, ``parse_error``).
 """
@@ -28,8 +28,8 @@ info says why (``invalid_action``, ``parse_error``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from orchenv.envs.webshop.env import WebShopEnv, parse_action
 from orchenv.envs.webshop.site import (
@@ -40,65 +40,13 @@ from orchenv.envs.webshop.site import (
     PREV_PAGE,
     RESULTS,
 )
-from orchenv.error import ConfigError, UnknownNameError
-from orchenv.memory import (
-    AgentOutput,
-    Router,
-    SharedMemory,
-    TokenCounter,
-    make_role_router,
-    render_context,
-)
+from orchenv.error import ConfigError
+from orchenv.memory import AgentOutput, TokenCounter
 from orchenv.parsing import extract_tag, strip_reasoning
-from orchenv.pool import Message
 from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv
 
 ROLES = ("planner", "searcher", "recommender")
-STAGES = {"planner": "plan", "searcher": "search", "recommender": "recommend"}
-#: preferred item types per stage (appendix E's T_t)
-STAGE_TYPES = {
-    "plan": ("task", "plan", "state"),
-    "search": ("query", "state"),
-    "recommend": ("plan", "evidence", "state", "answer"),
-}
-#: the static baseline's fixed slices
-STATIC_TYPES = {
-    "planner": ("task", "plan", "state"),
-    "searcher": ("task", "query", "state"),
-    "recommender": ("task", "plan", "evidence", "state", "answer"),
-}
-#: appendix E's role keyword lists K_i (the latest query's words are added per round)
-ROLE_KEYWORDS = {
-    "planner": ("no products match", "total results"),
-    "searcher": ("query", "page"),
-    "recommender": ("price", "chosen", "you have clicked"),
-}
-#: beta_role of eq. (4); seed 004's WebShop runs use B_i = 2048 (Table 10)
-BUDGET_OFFSETS = {"planner": -1024, "searcher": -1024, "recommender": 0}
 
-ROLE_PROMPTS = {
-    "planner": (
-        "You are the Planner of a shopping team on WebShop, a simulated online store. Turn the "
-        "customer's instruction into the constraints the product must meet and a search query: "
-        "reply <plan>type: ...; attributes: ...; options: ...; max price: ...</plan> and "
-        "<query>search terms</query>. Revise them when the evidence shows the search went wrong."
-    ),
-    "searcher": (
-        "You are the Searcher of a shopping team on WebShop. You operate the search and results "
-        "pages. Reply with one action: search[query] (on the search page), click[next >], "
-        "click[< prev], click[back to search], click[PRODUCT ID] to inspect a product, or "
-        "click[description] / click[features] / click[reviews] on a product page. The pages you "
-        "reach are stored as evidence for the team. Reply pass to leave the browser to the "
-        "Recommender."
-    ),
-    "recommender": (
-        "You are the Recommender of a shopping team on WebShop. From the evidence, pick the "
-        "product that fits the plan: open it with click[PRODUCT ID], choose each option with "
-        "click[option value] (one per turn), and buy it with click[buy now]; click[< prev] or "
-        "click[back to search] to reconsider. You may add <answer>your ranked shortlist and "
-        "why</answer>. Reply pass to wait for more evidence."
-    ),
-}
 
 _TAGS = re.compile(r"<(plan|query|answer|note)\b[^>]*>.*?</\1\s*>", re.I | re.S)
 _WORD = re.compile(r"[a-z][a-z0-9'-]{3,}")
@@ -110,21 +58,77 @@ class WebShopRoleGame(RoleGame):
 
     Arguments:
         router: ``"full"``, ``"static"`` or ``"rcr"``.
-        max_rounds: rounds before truncation (each role acts once per round).
+        max_turns: rounds before truncation (each role acts once per round).
         beta_base / budget_offsets / weights / decay / selector: RCR's budgets (eq. 4)
             and scorer (appendix E); ignored by the other routers.
         token_counter: how memory items are measured (default: the 4-chars estimate).
+        max_action_chars: longer role replies are cut before parsing.
         env_kwargs: ``WebShopEnv`` arguments for the shop (catalog, split, ...).
+
+    ``done`` in the round of the purchase (every role earns its score);
+    ``truncated`` after ``max_turns`` rounds without one (score 0).
     """
 
     name = "webshop_roles"
     roles = ROLES
+    stages: ClassVar[Mapping[str, str]] = {
+        "planner": "plan",
+        "searcher": "search",
+        "recommender": "recommend",
+    }
+    role_prompts: ClassVar[Mapping[str, str]] = {
+        "planner": (
+            "You are the Planner of a shopping team on WebShop, a simulated online store. Turn the "
+            "customer's instruction into the constraints the product must meet and a search query: "
+            "reply <plan>type: ...; attributes: ...; options: ...; max price: ...</plan> and "
+            "<query>search terms</query>. Revise them when the evidence shows the search went wrong."
+        ),
+        "searcher": (
+            "You are the Searcher of a shopping team on WebShop. You operate the search and results "
+            "pages. Reply with one action: search[query] (on the search page), click[next >], "
+            "click[< prev], click[back to search], click[PRODUCT ID] to inspect a product, or "
+            "click[description] / click[features] / click[reviews] on a product page. The pages you "
+            "reach are stored as evidence for the team. Reply pass to leave the browser to the "
+            "Recommender."
+        ),
+        "recommender": (
+            "You are the Recommender of a shopping team on WebShop. From the evidence, pick the "
+            "product that fits the plan: open it with click[PRODUCT ID], choose each option with "
+            "click[option value] (one per turn), and buy it with click[buy now]; click[< prev] or "
+            "click[back to search] to reconsider. You may add <answer>your ranked shortlist and "
+            "why</answer>. Reply pass to wait for more evidence."
+        ),
+    }
+    #: appendix E's role keyword lists K_i (the latest query's words are added per round)
+    role_keywords: ClassVar[Mapping[str, Sequence[str]]] = {
+        "planner": ("no products match", "total results"),
+        "searcher": ("query", "page"),
+        "recommender": ("price", "chosen", "you have clicked"),
+    }
+    #: the static baseline's fixed slices
+    static_types: ClassVar[Mapping[str, Sequence[str]]] = {
+        "planner": ("task", "plan", "state"),
+        "searcher": ("task", "query", "state"),
+        "recommender": ("task", "plan", "evidence", "state", "answer"),
+    }
+    #: preferred item types per stage (appendix E's T_t)
+    stage_types: ClassVar[Mapping[str, Sequence[str]]] = {
+        "plan": ("task", "plan", "state"),
+        "search": ("query", "state"),
+        "recommend": ("plan", "evidence", "state", "answer"),
+    }
+    #: beta_role of eq. (4); seed 004's WebShop runs use B_i = 2048 (Table 10)
+    default_budget_offsets: ClassVar[Mapping[str, int]] = {
+        "planner": -1024,
+        "searcher": -1024,
+        "recommender": 0,
+    }
 
     def __init__(
         self,
         *,
         router: str = "rcr",
-        max_rounds: int = 10,
+        max_turns: int = 10,
         beta_base: int = 2048,
         budget_offsets: Mapping[str, int] | None = None,
         weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
@@ -134,54 +138,48 @@ class WebShopRoleGame(RoleGame):
         max_action_chars: int = 4000,
         env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        if max_rounds < 1:
-            raise ConfigError(f"max_rounds must be >= 1, got {max_rounds}")
-        self.max_rounds = max_rounds
-        self.router_mode = router
-        self.router: Router = make_role_router(
-            router,
-            ROLES,
-            keywords=ROLE_KEYWORDS,
-            static_types=STATIC_TYPES,
-            budget_offsets=BUDGET_OFFSETS,
-            stage_types=STAGE_TYPES,
-            overrides=budget_offsets,
+        super().__init__(
+            router=router,
+            max_turns=max_turns,
             beta_base=beta_base,
+            budget_offsets=budget_offsets,
             weights=weights,
             decay=decay,
             selector=selector,
+            token_counter=token_counter,
+            max_action_chars=max_action_chars,
         )
         kwargs = dict(env_kwargs or {})
-        if "max_steps" in kwargs:
-            raise ConfigError("the team's shop has no step limit of its own; set max_rounds")
+        if "max_turns" in kwargs:
+            raise ConfigError("the team's shop has no step limit of its own; set max_turns")
         # at most two browser actions per round (Searcher, Recommender): never truncates first
-        self.shop = WebShopEnv(max_steps=2 * max_rounds + 2, **kwargs)
-        self.token_counter = token_counter
-        self.max_action_chars = max_action_chars
-        self.memory = SharedMemory(token_counter)
-        self.context_tokens: dict[str, int] = {}
+        self.shop = WebShopEnv(max_turns=2 * max_turns + 2, **kwargs)
         self._final: dict[str, Any] = {}
 
     # -- RoleGame -------------------------------------------------------------------------
     def _reset(self, options: dict[str, Any]) -> None:
         self.shop.reset(seed=int(self.np_random.integers(2**31)), options=options)
-        self.memory = SharedMemory(self.token_counter)
         assert self.shop.goal is not None
         self.memory.write(
             "user", "task", f"Instruction: {self.shop.goal.instruction}", round=0, key="task"
         )
-        self.context_tokens = {}
         self._final = {}
 
     @property
     def instruction(self) -> str:
         return self.shop.goal.instruction if self.shop.goal else ""
 
+    def _task_line(self) -> str:
+        return f"Instruction: {self.instruction}"
+
     def _keywords(self) -> tuple[str, ...]:
         """Per-round keywords added to every role's list: the words of the latest query."""
         queries = [m.text for m in self.memory if m.type == "query"]
         return tuple(dict.fromkeys(_WORD.findall(queries[-1].lower()))) if queries else ()
+
+    def _role_lines(self, role: str) -> list[str]:
+        actions = self.allowed_actions(role)
+        return ["Actions you may take now: " + ", ".join(actions)] if actions else []
 
     def allowed_actions(self, role: str) -> list[str]:
         """The actions ``role`` may take now (what its prompt lists)."""
@@ -207,42 +205,8 @@ class WebShopRoleGame(RoleGame):
         )
         return button in (BACK_TO_SEARCH, PREV_PAGE, BUY_NOW) or is_product or is_option
 
-    def role_messages(self, role: str) -> list[Message]:
-        if role not in ROLES:
-            raise UnknownNameError("role", role, ROLES)
-        kwargs: dict[str, Any] = {}
-        if self.router_mode == "rcr":
-            kwargs = {"keywords": self._keywords(), "now": self.round + 1}
-        routing = self.router.route(self.memory, role, STAGES[role], **kwargs)
-        self.context_tokens[role] = routing.tokens
-        parts = [
-            f"Instruction: {self.instruction}",
-            f"Round {self.round + 1} of {self.max_rounds}; your stage: {STAGES[role]}.",
-        ]
-        actions = self.allowed_actions(role)
-        if actions:
-            parts.append("Actions you may take now: " + ", ".join(actions))
-        parts.append("Shared memory routed to you:\n" + render_context(routing.items))
-        return [
-            {"role": "system", "content": ROLE_PROMPTS[role]},
-            {"role": "user", "content": "\n".join(parts)},
-        ]
-
-    def observe(self, role: str) -> str:
-        return "\n\n".join(m["content"] for m in self.role_messages(role))
-
-    def act(self, role: str, text: str) -> dict[str, Any]:
-        if role not in ROLES:
-            raise UnknownNameError("role", role, ROLES)
-        if self.done or self.truncated:
-            return {"invalid_action": True, "parse_error": "the episode is over"}
-        if not isinstance(text, str):
-            text = repr(text)
-        text = text[: self.max_action_chars]
-        info = self._act_planner(text) if role == "planner" else self._act_browser(role, text)
-        info["context_tokens"] = self.context_tokens.get(role, 0)
-        self.set_info(role, info)
-        return info
+    def _act(self, role: str, text: str, **kwargs: Any) -> dict[str, Any]:
+        return self._act_planner(text) if role == "planner" else self._act_browser(role, text)
 
     def _act_planner(self, text: str) -> dict[str, Any]:
         plan, query = extract_tag(text, "plan"), extract_tag(text, "query")
@@ -313,13 +277,9 @@ class WebShopRoleGame(RoleGame):
     def _on_truncate(self) -> None:
         self._final = {"score": 0.0, "success": False, "final_answer": None}
 
-    def info(self, role: str) -> dict[str, Any]:
-        info = super().info(role)
-        if (self.done or self.truncated) and self._final:
-            assert self.shop.goal is not None
-            info.update(self._final, task_id=self.shop.goal.id, turns=self.round)
-            info["memory_tokens"] = self.memory.total_tokens
-        return info
+    def summary(self) -> dict[str, Any]:
+        assert self.shop.goal is not None
+        return {**self._final, "task_id": self.shop.goal.id}
 
 
 def webshop_aec_env(**kwargs: Any) -> RoleAECEnv:

@@ -1,11 +1,11 @@
 """BM25 product search (``bm25s``), built once per catalog and process.
 
 The original WebShop searches a Pyserini (Lucene) BM25 index and shows the top 50
-hits. Here the index is ``bm25s`` over each product's search document (title,
-attributes, category path and option values; see ``Catalog.documents``), with
-English stopwords and a light plural folding (``shirts`` -> ``shirt``) standing in for
-Lucene's stemmer. Hits with a zero score are dropped, as Lucene returns only
-matching documents.
+hits. Here the index is orchenv's ``BM25Index`` (``bm25s``) over each product's
+search document (title, attributes, category path and option values; see
+``Catalog.documents``), with English stopwords and a light plural folding
+(``shirts`` -> ``shirt``) standing in for Lucene's stemmer. Hits with a zero score
+are dropped, as Lucene returns only matching documents.
 
 Indexes live in a process-wide cache keyed by the catalog's identity: envs, forks
 and deep copies over the same catalog share one index, and a pickled
@@ -19,10 +19,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from orchenv.envs.webshop.catalog import Catalog, _Cache
-from orchenv.error import DependencyError
+from orchenv.search import BM25Index
 
 log = logging.getLogger(__name__)
 
@@ -40,22 +38,19 @@ def fold_plural(word: str) -> str:
 
 
 class SearchEngine:
-    """A BM25 index over one catalog's product documents."""
+    """A BM25 index (``orchenv.search.BM25Index``) over one catalog's product documents.
+
+    Query words count once however often they are repeated. The top ``k`` are
+    chosen by bm25s's own top-k selection, as the env always has, so the order of
+    products with equal scores (and which of them make the top ``k``) is the
+    one documented results and tests were measured with.
+    """
 
     def __init__(self, documents: Sequence[str], *, catalog: Catalog | None = None) -> None:
-        try:
-            import bm25s
-            from bm25s.tokenization import Tokenizer
-        except ImportError as exc:
-            raise DependencyError("bm25s", "retrieval", "WebShop search") from exc
         start = time.perf_counter()
         self.catalog = catalog
         self.size = len(documents)
-        self._tokenizer = Tokenizer(stopwords="en", stemmer=fold_plural)
-        ids = self._tokenizer.tokenize(list(documents), show_progress=False, return_as="ids")
-        self._empty_id = self._tokenizer.word_to_id.get("")
-        self._retriever = bm25s.BM25()
-        self._retriever.index(ids, show_progress=False)
+        self._index = BM25Index(documents, stemmer=fold_plural, unique_terms=True)
         self.build_seconds = time.perf_counter() - start
         log.debug("WebShop BM25 index: %d documents in %.2fs", self.size, self.build_seconds)
 
@@ -68,20 +63,18 @@ class SearchEngine:
         return (search_engine_for, (self.catalog,))
 
     def query_ids(self, query: str) -> list[int]:
-        ids = self._tokenizer.tokenize(
-            [query], update_vocab=False, show_progress=False, return_as="ids"
-        )[0]
-        return sorted({i for i in ids if i != self._empty_id})
+        """The index's ids of the query's words (each once, sorted)."""
+        return self._index.term_ids(query)
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[int]:
         """Indices of up to ``k`` matching products, best first."""
-        ids = self.query_ids(query)
-        if not ids or self.size == 0:
+        scores = self._index.scores(query)
+        if self.size == 0 or not scores.any():
             return []
-        k = max(1, min(int(k), self.size))
-        docs, scores = self._retriever.retrieve([ids], k=k, show_progress=False, n_threads=0)
-        keep = np.asarray(scores[0]) > 0
-        return [int(i) for i in np.asarray(docs[0])[keep]]
+        from bm25s.selection import topk
+
+        best, docs = topk(scores, max(1, min(int(k), self.size)))
+        return [int(d) for d, s in zip(docs, best, strict=True) if s > 0]
 
 
 _INDEXES = _Cache()

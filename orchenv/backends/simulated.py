@@ -96,9 +96,6 @@ def sigmoid(x: float) -> float:
     return 0.5 * (1.0 + math.tanh(0.5 * x))
 
 
-# TODO(one-shape refactor): drop once envs/orchmas/executor.py imports ``sigmoid``
-
-
 def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 

@@ -1,0 +1,569 @@
+"""The real multihop benchmarks of seed 004: HotpotQA (distractor), MuSiQue, 2WikiMultihopQA.
+
+The loaders read local files, or the Hugging Face Hub through ``datasets`` when
+online, into tasks with the same ``meta`` keys as ``SyntheticMultihopSource``
+(``type``, ``hops``, ``level``, ``difficulty``, ``context``, ``supporting_facts``,
+``chain``, ``dataset``). ``to_hotpot_record`` writes any multihop task back as a
+HotpotQA record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchenv.error import ConfigError, DataError, UnknownNameError
+from orchenv.tasks import ListTaskSource, Task, difficulty_of
+
+logger = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike
+
+#: HotpotQA's level names and orchenv's 1-5 levels
+_LEVEL_NAMES = {1: "easy", 2: "easy", 3: "medium", 4: "hard", 5: "hard"}
+_LEVEL_OF_NAME = {"easy": 1, "medium": 3, "hard": 5}
+#: environment variables that keep ``datasets`` off the network
+_OFFLINE_VARS = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+
+
+@dataclass(frozen=True)
+class _Dataset:
+    name: str
+    loader: str  # function name in this module
+    hub_id: str
+    hub_config: str | None
+    files: Mapping[str, str]  # split -> official file name
+    where: str  # where the official files come from
+
+
+_DATASETS = {
+    "hotpotqa": _Dataset(
+        "hotpotqa",
+        "load_hotpotqa",
+        "hotpotqa/hotpot_qa",
+        "distractor",
+        {"train": "hotpot_train_v1.1.json", "validation": "hotpot_dev_distractor_v1.json"},
+        "http://curtis.ml.cmu.edu/datasets/hotpot/",
+    ),
+    "musique": _Dataset(
+        "musique",
+        "load_musique",
+        "dgslibisey/MuSiQue",
+        None,
+        {"train": "musique_ans_v1.0_train.jsonl", "validation": "musique_ans_v1.0_dev.jsonl"},
+        "https://github.com/StonyBrookNLP/musique (download.sh) or "
+        "https://huggingface.co/datasets/dgslibisey/MuSiQue",
+    ),
+    "2wikimultihopqa": _Dataset(
+        "2wikimultihopqa",
+        "load_2wiki",
+        "ohjoonhee/2WikiMultihopQA",
+        None,
+        {"train": "train.json", "validation": "dev.json"},
+        "https://github.com/Alab-NII/2wikimultihop (data_ids_april7.zip)",
+    ),
+}
+_DATASET_ALIASES = {
+    "hotpot_qa": "hotpotqa",
+    "hotpot": "hotpotqa",
+    "musique_ans": "musique",
+    "2wiki": "2wikimultihopqa",
+    "2wikimultihop": "2wikimultihopqa",
+    "2wikimqa": "2wikimultihopqa",
+}
+_SPLIT_ALIASES = {"dev": "validation", "val": "validation", "valid": "validation"}
+
+
+def _read_records(path: PathLike, dataset: str) -> list[tuple[str, Any]]:
+    """(location, record) pairs of a ``.json`` list or a ``.jsonl`` file; DataError otherwise."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DataError(f"{dataset} file {p} does not exist (or is not a file)")
+    text = p.read_text(encoding="utf-8")
+    if not text.strip():
+        raise DataError(f"{dataset} file {p} is empty")
+    stripped = text.lstrip()
+    if (
+        p.suffix.lower() in (".jsonl", ".ndjson")
+        or not stripped.startswith(("[", "{"))
+        or (stripped.startswith("{") and "\n{" in stripped.rstrip())
+    ):
+        records = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append((f"line {lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DataError(
+                    f"{p}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
+                    "expected one JSON object per line"
+                ) from None
+        return records
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"{p}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+            f"expected a JSON list of {dataset} records"
+        ) from None
+    if isinstance(data, Mapping):
+        data = data.get("data", [data])
+    if not isinstance(data, list):
+        raise DataError(
+            f"{p}: expected a JSON list of {dataset} records, got {type(data).__name__}"
+        )
+    return [(f"record {i}", r) for i, r in enumerate(data)]
+
+
+class _Record:
+    """Field access with errors that name the file, the record and the missing field."""
+
+    def __init__(self, record: Any, origin: str, where: str, dataset: str) -> None:
+        if not isinstance(record, Mapping):
+            raise DataError(
+                f"{origin}, {where}: expected a JSON object ({dataset} record), "
+                f"got {type(record).__name__}"
+            )
+        self.record, self.origin, self.where, self.dataset = record, origin, where, dataset
+
+    def fail(self, what: str) -> DataError:
+        return DataError(f"{self.origin}, {self.where}: {what} (a {self.dataset} record)")
+
+    def text(self, *names: str, required: bool = True) -> str | None:
+        for field_name in names:
+            value = self.record.get(field_name)
+            if value is not None and not isinstance(value, (dict, list)):
+                return str(value)
+        if required:
+            raise self.fail(f"missing the {names[0]!r} field (a string)")
+        return None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.record.get(name, default)
+
+
+def _context(rec: _Record, raw: Any) -> list[list[Any]]:
+    """``[[title, [sentence, ...]], ...]`` from list-of-pairs or HF column form."""
+    if isinstance(raw, Mapping):  # Hugging Face: {"title": [...], "sentences"/"content": [...]}
+        titles = raw.get("title")
+        sents = raw.get("sentences", raw.get("content"))
+        if not isinstance(titles, list) or not isinstance(sents, list) or len(titles) != len(sents):
+            raise rec.fail("'context' must map 'title' and 'sentences' to lists of equal length")
+        raw = list(zip(titles, sents, strict=True))
+    if not isinstance(raw, list) or not raw:
+        raise rec.fail("missing the 'context' field (a non-empty list of [title, [sentences]])")
+    out: list[list[Any]] = []
+    for i, item in enumerate(raw):
+        if isinstance(item, Mapping):
+            item = (item.get("title"), item.get("sentences", item.get("content")))
+        ok = isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str)
+        if ok and isinstance(item[1], str):
+            item = (item[0], [item[1]])
+        if not ok or not isinstance(item[1], (list, tuple)):
+            raise rec.fail(
+                f"context entry {i} is not a [title, [sentence, ...]] pair: {item!r:.80}"
+            )
+        out.append([item[0], [str(s) for s in item[1]]])
+    return out
+
+
+def _supporting(rec: _Record, raw: Any) -> list[list[Any]]:
+    if raw is None:
+        return []
+    if isinstance(raw, Mapping):  # Hugging Face column form
+        titles, ids = raw.get("title", []), raw.get("sent_id", [])
+        if not isinstance(titles, list) or not isinstance(ids, list) or len(titles) != len(ids):
+            raise rec.fail(
+                "'supporting_facts' must map 'title' and 'sent_id' to equal-length lists"
+            )
+        raw = list(zip(titles, ids, strict=True))
+    if not isinstance(raw, list):
+        raise rec.fail("'supporting_facts' must be a list of [title, sentence_index]")
+    out = []
+    for i, item in enumerate(raw):
+        if (
+            not isinstance(item, (list, tuple))
+            or len(item) < 2
+            or not isinstance(item[0], str)
+            or isinstance(item[1], bool)
+            or not isinstance(item[1], int)
+        ):
+            raise rec.fail(
+                f"supporting fact {i} is not a [title, sentence_index] pair: {item!r:.80}"
+            )
+        out.append([item[0], int(item[1])])
+    return out
+
+
+def _sentence_with(sentences: Sequence[str], answer: str) -> int | None:
+    low = answer.lower().strip()
+    if not low:
+        return None
+    for i, sent in enumerate(sentences):
+        if low in sent.lower():
+            return i
+    return None
+
+
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def _sentences(text: str) -> list[str]:
+    """Split a paragraph into sentences at ., ! or ? followed by a capital or digit.
+
+    A small rule-based splitter: MuSiQue ships paragraphs as plain text, and the
+    distractor format wants sentences. It splits after abbreviations like "Dr." too.
+    """
+    parts = [s.strip() for s in _SENT_SPLIT.split(text.strip())]
+    return [s for s in parts if s] or [text.strip()]
+
+
+def _finish(
+    tasks: list[Task], seen: set[str], rec: _Record, task_id: str, task: Task, level: int | None
+) -> None:
+    if task_id in seen:
+        raise rec.fail(f"duplicate id {task_id!r}")
+    seen.add(task_id)
+    meta = dict(task.meta)
+    meta["level"] = level
+    if level is not None:
+        meta["difficulty"] = difficulty_of(Task(task_id, task.prompt, task.answers, meta))
+    tasks.append(Task(task_id, task.prompt, task.answers, meta))
+
+
+def _answers(rec: _Record, answer_field: str = "answer") -> tuple[str, ...]:
+    answer = rec.text(answer_field, required=False)
+    if answer is None:
+        raise rec.fail(
+            f"missing the {answer_field!r} field; test files of these benchmarks hold no "
+            "answers, use the train or dev/validation file"
+        )
+    aliases = rec.get("answer_aliases") or []
+    if not isinstance(aliases, list):
+        raise rec.fail("'answer_aliases' must be a list of strings")
+    return tuple(dict.fromkeys([answer, *(str(a) for a in aliases)]))
+
+
+def _hotpot_tasks(records: Iterable[tuple[str, Any]], origin: str, limit: int | None) -> list[Task]:
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for where, raw in records:
+        if limit is not None and len(tasks) >= limit:
+            break
+        rec = _Record(raw, origin, where, "HotpotQA")
+        task_id = rec.text("_id", "id")
+        question = rec.text("question")
+        answers = _answers(rec)
+        context = _context(rec, rec.get("context"))
+        support = _supporting(rec, rec.get("supporting_facts"))
+        level_raw = rec.get("level")
+        if isinstance(level_raw, int) and not isinstance(level_raw, bool):
+            level: int | None = min(max(level_raw, 1), 5)
+        else:
+            level = _LEVEL_OF_NAME.get(str(level_raw).lower()) if level_raw is not None else None
+        meta = {
+            "type": str(rec.get("type") or "bridge"),
+            "hops": max(len({t for t, _ in support}), 1) if support else 2,
+            "context": context,
+            "supporting_facts": support,
+            "chain": [],
+            "dataset": "hotpotqa",
+        }
+        _finish(
+            tasks, seen, rec, str(task_id), Task(str(task_id), str(question), answers, meta), level
+        )
+    return tasks
+
+
+def _musique_tasks(
+    records: Iterable[tuple[str, Any]], origin: str, limit: int | None
+) -> list[Task]:
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    skipped = 0
+    for where, raw in records:
+        if limit is not None and len(tasks) >= limit:
+            break
+        rec = _Record(raw, origin, where, "MuSiQue")
+        if rec.get("answerable") is False:
+            skipped += 1
+            continue
+        task_id, question = rec.text("id"), rec.text("question")
+        answers = _answers(rec)
+        paragraphs = rec.get("paragraphs")
+        if not isinstance(paragraphs, list) or not paragraphs:
+            raise rec.fail(
+                "missing the 'paragraphs' field (a list of {idx, title, paragraph_text, "
+                "is_supporting})"
+            )
+        context: list[list[Any]] = []
+        by_idx: dict[int, int] = {}
+        supporting_paras: list[int] = []
+        for i, para in enumerate(paragraphs):
+            if not isinstance(para, Mapping) or not isinstance(para.get("paragraph_text"), str):
+                raise rec.fail(f"paragraph {i} has no 'paragraph_text' string")
+            title = para.get("title")
+            if not isinstance(title, str):
+                raise rec.fail(f"paragraph {i} has no 'title' string")
+            idx = para.get("idx", i)
+            by_idx[int(idx) if isinstance(idx, int) else i] = i
+            context.append([title, _sentences(para["paragraph_text"])])
+            if para.get("is_supporting"):
+                supporting_paras.append(i)
+        decomposition = rec.get("question_decomposition") or []
+        if not isinstance(decomposition, list):
+            raise rec.fail("'question_decomposition' must be a list of {question, answer, ...}")
+        chain: list[dict[str, Any]] = []
+        hop_answers: list[str] = []
+        for k, step in enumerate(decomposition):
+            if not isinstance(step, Mapping) or not isinstance(step.get("question"), str):
+                raise rec.fail(f"question_decomposition step {k} has no 'question' string")
+            sub_q = step["question"]
+            refs = [int(m) for m in re.findall(r"#(\d+)", sub_q)]
+            for ref in refs:
+                if 1 <= ref <= len(hop_answers):
+                    sub_q = sub_q.replace(f"#{ref}", hop_answers[ref - 1])
+            hop_answer = str(step.get("answer", ""))
+            hop_answers.append(hop_answer)
+            para = by_idx.get(step.get("paragraph_support_idx"))  # type: ignore[arg-type]
+            title = context[para][0] if para is not None else None
+            sent = _sentence_with(context[para][1], hop_answer) if para is not None else None
+            entity = hop_answers[refs[-1] - 1] if refs and 1 <= refs[-1] <= k else None
+            chain.append(
+                {"question": sub_q, "entity": entity, "answer": hop_answer, "title": title,
+                 "sent": sent if sent is not None or para is None else 0}
+            )  # fmt: skip
+        support = [[h["title"], h["sent"]] for h in chain if h["title"] is not None]
+        covered = {t for t, _ in support}
+        for i in supporting_paras:
+            if context[i][0] not in covered:
+                sent = _sentence_with(context[i][1], answers[0])
+                support.append([context[i][0], sent or 0])
+        subtype = str(task_id).split("__", 1)[0] if "__" in str(task_id) else "compositional"
+        hops_match = re.match(r"(\d)hop", subtype)
+        hops = len(chain) or (int(hops_match.group(1)) if hops_match else len(supporting_paras))
+        meta = {
+            "type": "bridge",
+            "subtype": subtype,
+            "hops": hops,
+            "context": context,
+            "supporting_facts": support,
+            "chain": chain,
+            "dataset": "musique",
+        }
+        level = {2: 2, 3: 3, 4: 5}.get(hops)
+        _finish(
+            tasks, seen, rec, str(task_id), Task(str(task_id), str(question), answers, meta), level
+        )
+    if skipped:
+        logger.info("%s: skipped %d unanswerable MuSiQue records", origin, skipped)
+    return tasks
+
+
+_2WIKI_TYPES = {
+    "comparison": "comparison",
+    "bridge_comparison": "comparison",
+    "compositional": "bridge",
+    "inference": "bridge",
+}
+
+
+def _evidences(rec: _Record, raw: Any) -> list[tuple[str, str, str]]:
+    if raw is None:
+        return []
+    if isinstance(raw, Mapping):  # Hugging Face column form: fact / relation / entity
+        columns = [raw.get(k, []) for k in ("fact", "relation", "entity")]
+        if not all(isinstance(c, list) and len(c) == len(columns[0]) for c in columns):
+            raise rec.fail("'evidences' must map fact, relation, entity to equal-length lists")
+        raw = list(zip(*columns, strict=True))
+    if not isinstance(raw, list):
+        raise rec.fail("'evidences' must be a list of [subject, relation, object] triples")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, (list, tuple)) or len(item) != 3:
+            raise rec.fail(
+                f"evidence {i} is not a [subject, relation, object] triple: {item!r:.80}"
+            )
+        out.append((str(item[0]), str(item[1]), str(item[2])))
+    return out
+
+
+def _2wiki_tasks(records: Iterable[tuple[str, Any]], origin: str, limit: int | None) -> list[Task]:
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for where, raw in records:
+        if limit is not None and len(tasks) >= limit:
+            break
+        rec = _Record(raw, origin, where, "2WikiMultihopQA")
+        task_id, question = rec.text("_id", "id"), rec.text("question")
+        answers = _answers(rec)
+        context = _context(rec, rec.get("context"))
+        support = _supporting(rec, rec.get("supporting_facts"))
+        sentences = {t: s for t, s in context}
+        chain = []
+        for subj, relation, obj in _evidences(rec, rec.get("evidences")):
+            title, sent = None, None
+            for t, i in support:
+                if t == subj or (title is None and 0 <= i < len(sentences.get(t, ())) and
+                                 obj.lower() in sentences[t][i].lower()):  # fmt: skip
+                    title, sent = t, i
+                    if t == subj:
+                        break
+            chain.append(
+                {"question": f"What is the {relation.replace('_', ' ')} of {subj}?",
+                 "entity": subj, "answer": obj, "title": title, "sent": sent}
+            )  # fmt: skip
+        subtype = str(rec.get("type") or "compositional")
+        hops = len(chain) or len({t for t, _ in support}) or 2
+        meta = {
+            "type": _2WIKI_TYPES.get(subtype, "bridge"),
+            "subtype": subtype,
+            "hops": hops,
+            "context": context,
+            "supporting_facts": support,
+            "chain": chain,
+            "dataset": "2wikimultihopqa",
+        }
+        level = min(max(hops - 1, 1), 5) if chain else None
+        _finish(
+            tasks, seen, rec, str(task_id), Task(str(task_id), str(question), answers, meta), level
+        )
+    return tasks
+
+
+def _source(name: str, split: str, tasks: list[Task], origin: str) -> ListTaskSource:
+    if not tasks:
+        raise DataError(f"{origin}: no usable {name} records")
+    return ListTaskSource(name, {split: tasks})
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ConfigError(f"limit must be a positive integer or None, got {limit!r}")
+
+
+def load_hotpotqa(
+    path: PathLike, *, split: str = "validation", limit: int | None = None
+) -> ListTaskSource:
+    """HotpotQA distractor-setting file (a JSON list of ``{_id, question, answer, type,
+    level, supporting_facts, context}``) as one split; ``level`` easy/medium/hard -> 1/3/5."""
+    _check_limit(limit)
+    tasks = _hotpot_tasks(_read_records(path, "HotpotQA"), str(path), limit)
+    return _source("hotpotqa", split, tasks, str(path))
+
+
+def load_musique(
+    path: PathLike, *, split: str = "validation", limit: int | None = None
+) -> ListTaskSource:
+    """MuSiQue JSONL (``id, question, answer, answer_aliases, paragraphs,
+    question_decomposition``) as one split.
+
+    Paragraph text is split into sentences; the chain is the decomposition with ``#k``
+    replaced by earlier answers, and each hop's supporting sentence is the first one of
+    its paragraph that contains the hop's answer (0 when none does). Unanswerable
+    records (MuSiQue-full) are skipped.
+    """
+    _check_limit(limit)
+    tasks = _musique_tasks(_read_records(path, "MuSiQue"), str(path), limit)
+    return _source("musique", split, tasks, str(path))
+
+
+def load_2wiki(
+    path: PathLike, *, split: str = "validation", limit: int | None = None
+) -> ListTaskSource:
+    """2WikiMultihopQA JSON (``_id, question, answer, type, context, supporting_facts,
+    evidences``) as one split; each evidence triple becomes a chain hop.
+
+    ``type`` comparison / bridge_comparison -> "comparison", compositional / inference
+    -> "bridge"; the original is kept in ``meta["subtype"]``.
+    """
+    _check_limit(limit)
+    tasks = _2wiki_tasks(_read_records(path, "2WikiMultihopQA"), str(path), limit)
+    return _source("2wikimultihopqa", split, tasks, str(path))
+
+
+def data_dir() -> Path:
+    """Where ``load_multihop`` looks for downloaded files: ``$ORCHENV_DATA_DIR`` or
+    ``~/.cache/orchenv/data``, one sub-folder per dataset."""
+    return Path(os.environ.get("ORCHENV_DATA_DIR", "~/.cache/orchenv/data")).expanduser()
+
+
+def load_multihop(
+    name: str = "hotpotqa",
+    path: PathLike | None = None,
+    split: str = "validation",
+    limit: int | None = None,
+) -> ListTaskSource:
+    """One split of HotpotQA (distractor), MuSiQue or 2WikiMultihopQA.
+
+    Reads ``path`` when given; else the official file in ``data_dir()/<name>/``; else
+    the Hugging Face Hub through ``datasets`` when online. Offline with no file, a
+    ``DataError`` says which file to download and where to put it.
+    """
+    key = _DATASET_ALIASES.get(str(name).lower(), str(name).lower())
+    if key not in _DATASETS:
+        raise UnknownNameError("multihop dataset", str(name), [*_DATASETS, *_DATASET_ALIASES])
+    _check_limit(limit)
+    spec = _DATASETS[key]
+    split = _SPLIT_ALIASES.get(split, split)
+    loader = globals()[spec.loader]
+    if path is not None:
+        return loader(path, split=split, limit=limit)
+    if split not in spec.files:
+        raise UnknownNameError(f"split of {key}", split, spec.files)
+    local = data_dir() / key / spec.files[split]
+    if local.is_file():
+        return loader(local, split=split, limit=limit)
+    how = (
+        f"download {spec.files[split]} from {spec.where} and put it at {local} "
+        f"(or pass path=...; set ORCHENV_DATA_DIR to use another folder)"
+    )
+    offline = any(os.environ.get(v, "") in ("1", "true", "TRUE") for v in _OFFLINE_VARS)
+    if offline:
+        raise DataError(f"no local {key} {split} file and the Hub is offline; {how}")
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(
+            f"no local {key} {split} file and the datasets package is missing (pip install "
+            f'"orchenv[data]" to read it from the Hub); or {how}'
+        ) from None
+    try:
+        rows = datasets.load_dataset(spec.hub_id, spec.hub_config, split=split)
+    except Exception as exc:  # network, auth and format errors all mean: use a file
+        raise DataError(
+            f"could not load {spec.hub_id} ({split}) from the Hugging Face Hub "
+            f"({type(exc).__name__}: {exc}); {how}"
+        ) from exc
+    origin = f"hf:{spec.hub_id}"
+    records = ((f"row {i}", row) for i, row in enumerate(rows))
+    make = {"hotpotqa": _hotpot_tasks, "musique": _musique_tasks, "2wikimultihopqa": _2wiki_tasks}
+    return _source(key, split, make[key](records, origin, limit), origin)
+
+
+def to_hotpot_record(task: Task) -> dict[str, Any]:
+    """The task as a HotpotQA distractor-setting JSON record (what ``load_hotpotqa`` reads)."""
+    meta = task.meta
+    missing = [k for k in ("context", "supporting_facts") if k not in meta]
+    if missing:
+        raise DataError(
+            f"task {task.id!r} has no {', '.join(missing)} in meta; to_hotpot_record needs a "
+            "multihop task (from SyntheticMultihopSource or one of the multihop loaders)"
+        )
+    level = meta.get("level")
+    return {
+        "_id": task.id,
+        "question": task.prompt,
+        "answer": task.answer,
+        "type": str(meta.get("type", "bridge")),
+        "level": _LEVEL_NAMES.get(int(level), "medium") if level is not None else "medium",
+        "supporting_facts": [[str(t), int(s)] for t, s in meta["supporting_facts"]],
+        "context": [[str(t), [str(s) for s in sents]] for t, sents in meta["context"]],
+    }
