@@ -43,7 +43,7 @@ from typing import Any, ClassVar, cast
 import gymnasium as gym
 import numpy as np
 
-from orchenv.error import ConfigError, EnvStateError
+from orchenv.error import ConfigError, EnvStateError, NoTaskSourceError
 from orchenv.info import StepInfo
 from orchenv.pool import (
     NO_AGENTS,
@@ -55,7 +55,7 @@ from orchenv.pool import (
     make_pool,
 )
 from orchenv.spaces import AnyText
-from orchenv.tasks import Task, TaskSource, make_task_source
+from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
 
 #: what the notice after an unusable action says after the parse error
 DEFAULT_FORMAT_REMINDER = "Reply again in the required format."
@@ -201,7 +201,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     def _build_task_source(self) -> TaskSource:
         """The task source, built on first use from the ``task_source`` argument."""
         if self._task_source_arg is None:
-            raise ConfigError(f"{type(self).__name__} needs a task_source")
+            raise NoTaskSourceError(f"{type(self).__name__} has no task source")
         return make_task_source(self._task_source_arg, **self._task_source_kwargs)
 
     @property
@@ -320,14 +320,9 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         return completion
 
     def pick_task(self, options: Mapping[str, Any]) -> Task:
-        """The episode's task: ``options["task_id"]``, ``options["task_index"]`` into
-        ``self.split``, or a draw from the split with the env's ``np_random``."""
-        source = self.task_source
-        if "task_id" in options:
-            return source.by_id(str(options["task_id"]))
-        if "task_index" in options:
-            return source.get(self.split, int(options["task_index"]))
-        return source.sample(self.split, self.np_random)
+        """The episode's task (``orchenv.tasks.pick_task``: ``task``, ``task_id``,
+        ``task_index`` options, else a draw from ``self.split`` with ``np_random``)."""
+        return pick_task(self.task_source, self.split, options, self.np_random)
 
     @property
     def is_last_turn(self) -> bool:

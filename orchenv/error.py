@@ -33,6 +33,11 @@ class UnknownNameError(ConfigError, KeyError):
         return str(self.args[0])
 
 
+class NoTaskSourceError(ConfigError, AttributeError):
+    """An env was asked for its task source but has none (also an ``AttributeError``, so
+    ``hasattr(env, "task_source")`` is False for such envs)."""
+
+
 class DependencyError(OrchEnvError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
 

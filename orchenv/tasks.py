@@ -201,6 +201,27 @@ def make_task_source(spec: str | TaskSource, **kwargs: Any) -> TaskSource:
     return TASK_SOURCES.resolve(spec)(**kwargs)
 
 
+def pick_task(
+    source: TaskSource | None, split: str, options: Mapping[str, Any], rng: np.random.Generator
+) -> Task:
+    """The episode's task from reset options: ``options["task"]`` (a ``Task``),
+    ``options["task_id"]``, ``options["task_index"]`` into ``split``, or a draw from
+    ``split`` with the caller's ``rng`` (envs pass their ``np_random``). ``source`` may be
+    ``None`` only when the options carry the task itself."""
+    task = options.get("task")
+    if task is not None:
+        if not isinstance(task, Task):
+            raise ConfigError(f"options['task'] must be a Task, got {type(task).__name__}")
+        return task
+    if source is None:
+        raise ConfigError("no task source: pass reset(options={'task': task})")
+    if "task_id" in options:
+        return source.by_id(str(options["task_id"]))
+    if "task_index" in options:
+        return source.get(split, int(options["task_index"]))
+    return source.sample(split, rng)
+
+
 def difficulty_of(task: Task) -> float:
     """The task's difficulty quantile in [0, 1).
 

@@ -34,7 +34,7 @@ from orchenv.error import ConfigError, UnknownNameError
 from orchenv.memory import AgentOutput, TokenCounter
 from orchenv.parsing import extract_tag
 from orchenv.pool import AgentPool, CallContext, Message
-from orchenv.tasks import Task, TaskSource, make_task_source
+from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
 from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, assign_role_agents
 
 ROLE_ORDER = ("planner", "searcher", "recommender", "verifier")
@@ -196,18 +196,10 @@ class MultihopQAGame(RoleGame):
             self._task_source = source
         return self._task_source
 
-    def _pick_task(self, options: Mapping[str, Any]) -> Task:
-        if "task" in options:
-            return options["task"]
-        if "task_id" in options:
-            return self.task_source.by_id(str(options["task_id"]))
-        if "task_index" in options:
-            return self.task_source.get(self.split, int(options["task_index"]))
-        return self.task_source.sample(self.split, self.np_random)
-
     # -- RoleGame ----------------------------------------------------------------
     def _reset(self, options: dict[str, Any]) -> None:
-        self.task = self._pick_task(options)
+        source = None if "task" in options else self.task_source
+        self.task = pick_task(source, self.split, options, self.np_random)
         self.memory.write("user", "task", f"Question: {self.task.prompt}", round=0, key="task")
         self.answer = None
         self.finish_requested = False

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchenv.error import DependencyError
+from orchenv.search import BM25Index
 
 _NOBODY = 65534
 
@@ -356,41 +356,20 @@ def read_file(
 
 
 class SearchIndex:
-    """A BM25 index (``bm25s``) over a small local corpus of ``{doc_id: text}``."""
+    """A BM25 index (``orchenv.search.BM25Index``) over a small local corpus of ``{doc_id: text}``."""
 
     def __init__(self, docs: Mapping[str, str] | Sequence[str]) -> None:
-        try:
-            import bm25s
-        except ImportError as exc:
-            raise DependencyError("bm25s", "retrieval", "the search tool") from exc
         if isinstance(docs, Mapping):
             self.ids = [str(k) for k in docs]
             self.texts = [str(v) for v in docs.values()]
         else:
             self.ids = [str(i) for i in range(len(docs))]
             self.texts = [str(t) for t in docs]
-        self._bm25s = bm25s
-        self._retriever = bm25s.BM25()
-        tokens = bm25s.tokenize(self.texts, stopwords="en", show_progress=False)
-        self._retriever.index(tokens, show_progress=False)
+        self._index = BM25Index(self.texts)
 
     def search(self, query: str, k: int = 3) -> list[tuple[str, str, float]]:
         """Up to ``k`` ``(doc_id, text, score)`` with a positive score, best first."""
-        if not str(query).strip() or not self.texts:
-            return []
-        tokens = self._bm25s.tokenize([str(query)], stopwords="en", show_progress=False)
-        if not tokens.vocab:
-            return []
-        k = max(1, min(int(k), len(self.texts)))
-        try:
-            idx, scores = self._retriever.retrieve(tokens, k=k, show_progress=False)
-        except (ValueError, KeyError, IndexError):
-            return []
-        hits = []
-        for i, score in zip(idx[0], scores[0], strict=False):
-            if float(score) > 0:
-                hits.append((self.ids[int(i)], self.texts[int(i)], float(score)))
-        return hits
+        return [(self.ids[i], self.texts[i], s) for i, s in self._index.search(str(query), k)]
 
 
 def search(
