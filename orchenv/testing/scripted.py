@@ -1,4 +1,4 @@
-"""A backend whose answers you script: for unit tests of controllers and environments.
+"""A backend whose answers you script: a test double for controllers and environments.
 
 ``ScriptedBackend({"small": "... \\\\boxed{3}", "big": lambda spec, messages, ctx: ...})``
 answers each agent with a fixed text or with what a callable returns. Token
