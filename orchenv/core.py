@@ -25,6 +25,11 @@ accepted, stopped, bought, finished the task) or left nothing to do; ``truncated
 when turn ``max_turns`` passed without such a decision (the episode was cut short). Both
 end the episode; the final state is graded either way and ``info`` carries the summary.
 
+The one exception is declared in one place, the class attribute ``horizon_is_terminal``:
+an env whose paper makes the last turn itself terminal (a fixed-horizon MDP whose last
+state is graded as the answer, e.g. seed 000's three turns) reports ``terminated`` at
+``max_turns``, so learners do not bootstrap a value past a horizon that is part of the task.
+
 Format penalty
 --------------
 An action the env cannot use (``Outcome.error``) uses up its turn, changes nothing, and
@@ -116,6 +121,9 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     #: whether the next observation carries that notice; envs that reproduce an original
     #: protocol whose own feedback already says so (ALFWorld's "Nothing happens.") turn it off
     shows_invalid_notice: ClassVar[bool] = True
+    #: True when the paper's horizon is part of the task (the last turn is terminal):
+    #: reaching ``max_turns`` is then ``terminated``; otherwise it is ``truncated``
+    horizon_is_terminal: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -276,8 +284,9 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             self.notice = outcome.error or "malformed reply."
         else:
             self.notice = ""
-        terminated = bool(outcome.done)
-        truncated = not terminated and self.turn >= self.max_turns
+        at_horizon = self.turn >= self.max_turns
+        terminated = bool(outcome.done) or (at_horizon and self.horizon_is_terminal)
+        truncated = at_horizon and not terminated
         self._done = terminated or truncated
         extra: dict[str, Any] = {}
         if self.task is not None:

@@ -67,8 +67,8 @@ def test_reject_wrong_and_escalate_on_last_turn(tiny_tasks):
     env.step(route_text(WEAK))
     _, r2, term, trunc, info = env.step(verdict_text(False, STRONG))
     assert r2 == pytest.approx(expected(1, 1, STRONG)) == pytest.approx(0.875)
-    assert trunc and not term, "max_turns reached without a decision: cut short (truncated)"
-    # the routed agent's answer is still graded as final
+    assert term and not trunc, "max_turns reached: seed 000's horizon is terminal"
+    # the routed agent's answer is graded as final
     assert info["correct"] is True and info["final_answer"] == "5"
 
 
@@ -122,7 +122,7 @@ def test_malformed_verdict_and_turn_limit(tiny_tasks):
     _, r2, _, _, info = env.step("<verdict>maybe</verdict>")
     assert r2 == -1.0 and "neither True nor False" in info["parse_error"]
     _, r3, term, trunc, info = env.step("<verdict>False</verdict>")  # False without a model
-    assert r3 == -1.0 and trunc and not term and info["turns"] == 3
+    assert r3 == -1.0 and term and not trunc and info["turns"] == 3
     assert info["correct"] is False and info["final_answer"] == "6"
 
 

@@ -71,10 +71,12 @@ class MathRouteEnv(OrchestrationEnv):
     methods that learn the multipliers themselves.
 
     ## Episode end
-    ``terminated`` when the controller accepts a draft or rejects with nobody
-    stronger left; ``truncated`` when ``max_turns`` controller turns (default 3,
-    Table 9) pass without that decision. Either way the final answer is the last
-    solver response and ``info`` carries ``task_id``, ``final_answer``,
+    ``terminated`` when the controller accepts a draft, rejects with nobody
+    stronger left, or after ``max_turns`` controller turns (default 3, Table 9).
+    The horizon is part of seed 000's MDP (the last turn's draft is graded as the
+    answer and its tree GRPO has that fixed depth), so this env declares
+    ``horizon_is_terminal``: reaching it is ``terminated``, never ``truncated``.
+    The final answer is the last solver response and ``info`` carries ``task_id``, ``final_answer``,
     ``correct``, ``turns``, usage figures and ``metrics`` (``false_rejections``,
     ``false_acceptances``: verdicts that contradict the draft's correctness).
 
@@ -99,11 +101,13 @@ class MathRouteEnv(OrchestrationEnv):
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Version history
-    - v0: initial version. Since the one-shape refactor, reaching ``max_turns``
-      without a decision is ``truncated`` (it was ``terminated``), and the format
-      penalty is *added* to the step's reward (it replaced it; the same number,
-      since an unusable action earns nothing else).
+    - v0: initial version. Since the one-shape refactor the format penalty is
+      *added* to the step's reward (it replaced it; the same number, since an
+      unusable action earns nothing else), and ``info["metrics"]`` is new.
     """
+
+    #: seed 000's three turns are the MDP's horizon: the last turn is terminal
+    horizon_is_terminal = True
 
     def __init__(
         self,

@@ -296,11 +296,13 @@ def check_horizon(
     """The horizon rule with ``max_turns=k``, played with ``demo_action`` and with unusable
     actions: the episode ends within ``k`` steps; before step ``k`` only by a terminal
     decision (``terminated``); at step ``k`` it is ``terminated`` if the action was
-    terminal, else ``truncated``; never both. Unusable actions change nothing, so an
-    episode of them is ``truncated`` at exactly step ``k``."""
+    terminal (or the env declares ``horizon_is_terminal``), else ``truncated``; never
+    both. Unusable actions change nothing, so an episode of them ends at exactly step
+    ``k``: ``truncated``, or ``terminated`` for a ``horizon_is_terminal`` env."""
     for k in max_turns:
         made = make_env(env, max_turns=k, **kwargs)
         assert _base(made).max_turns == k, f"max_turns={k} was not applied"
+        terminal_horizon = bool(getattr(_base(made), "horizon_is_terminal", False))
         for seed in seeds:
             for controller in ("demo", "unusable"):
                 rng = np.random.default_rng(seed)
@@ -315,6 +317,8 @@ def check_horizon(
                     assert not (terminated and truncated), f"{where}: terminated and truncated"
                     if step < k:
                         assert not truncated, f"{where}: truncated before the horizon"
+                    elif terminal_horizon:
+                        assert terminated, f"{where}: a terminal horizon passed without terminated"
                     elif not terminated:
                         assert truncated, f"{where}: the horizon passed without truncated"
                     if terminated or truncated:
@@ -322,7 +326,8 @@ def check_horizon(
                 else:
                     raise AssertionError(f"max_turns={k}, seed {seed}: no end after {k} steps")
                 if controller == "unusable" and all_invalid:
-                    assert truncated and step == k, (
+                    ended = terminated if terminal_horizon else truncated
+                    assert ended and step == k, (
                         f"max_turns={k}, seed {seed}: unusable actions ended the episode at "
                         f"step {step} (terminated={terminated}); they must change nothing"
                     )
