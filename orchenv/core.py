@@ -40,8 +40,9 @@ with the error.
 from __future__ import annotations
 
 import copy
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
@@ -95,6 +96,21 @@ def normalize_action(action: Any) -> str:
     except UnicodeEncodeError:
         action = action.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return action
+
+
+def arguments_for(function: Callable[..., Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``values`` that ``function`` takes as keyword arguments.
+
+    Lets a subclass list the common arguments in its own signature (its own defaults and
+    docs, typos still rejected) and pass them on in one line:
+    ``super().__init__(**arguments_for(super().__init__, locals()))``.
+    """
+    names = [
+        name
+        for name, param in inspect.signature(function).parameters.items()
+        if param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD)
+    ]
+    return {name: values[name] for name in names if name in values}
 
 
 class OrchestrationEnv(gym.Env[str, str], ABC):

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.alfworld.engine import EXPERTS, ALFWorldEngine, EngineState
 from orchenv.envs.alfworld.games import (
     GameCatalog,
@@ -166,13 +166,7 @@ class ALFWorldEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(
-            split=split,
-            max_turns=max_turns,
-            format_penalty=format_penalty,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         if expert is not None and expert not in EXPERTS:
             raise UnknownNameError("ALFWorld expert", str(expert), EXPERTS)
         if history < 0 or max_command_chars < 1:

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role
 from orchenv.envs.alfworld.env import ALFWorldEnv, normalize_command
 from orchenv.error import ConfigError
@@ -150,18 +150,7 @@ class ALFWorldRoleGame(RoleGame):
         max_action_chars: int = 4000,
         env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(
-            router=router,
-            max_turns=max_turns,
-            beta_base=beta_base,
-            budget_offsets=budget_offsets,
-            weights=weights,
-            decay=decay,
-            selector=selector,
-            token_counter=token_counter,
-            novelty_threshold=novelty_threshold,
-            max_action_chars=max_action_chars,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         kwargs = dict(env_kwargs or {})
         for key in ("max_turns", "expert"):
             if key in kwargs:
@@ -412,16 +401,7 @@ class ALFWorldControllerEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(
-            pool=pool,
-            split=split,
-            max_turns=max_turns,
-            format_penalty=format_penalty,
-            backend=backend,
-            backend_kwargs=backend_kwargs,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         if cost_weight < 0:
             raise ConfigError(f"cost_weight must be >= 0 (it subtracts dollars), got {cost_weight}")
         house = {"split": split, "data_dir": data_dir, "game_files": game_files}

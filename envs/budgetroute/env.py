@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.budgetroute.protocol import (
     CONTROLLER_SYSTEM,
     EXPERT_SYSTEM,
@@ -128,18 +128,7 @@ class BudgetRouteEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(
-            pool=pool,
-            task_source=task_source,
-            task_source_kwargs=task_source_kwargs,
-            split=split,
-            max_turns=max_turns,
-            format_penalty=format_penalty,
-            backend=backend,
-            backend_kwargs=backend_kwargs,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         self.budgets = dict(DEFAULT_BUDGETS if budgets is None else budgets)
         if not self.budgets:
             raise ConfigError("budgets must name at least one budget mode")

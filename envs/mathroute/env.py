@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.mathroute.protocol import (
     ROUTER_SYSTEM,
     SOLVER_SYSTEM,
@@ -133,18 +133,7 @@ class MathRouteEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(
-            pool=pool,
-            task_source=task_source,
-            task_source_kwargs=task_source_kwargs,
-            split=split,
-            max_turns=max_turns,
-            format_penalty=format_penalty,
-            backend=backend,
-            backend_kwargs=backend_kwargs,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         if not 0.0 <= alpha <= 1.0:
             raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
         if enforce_usage_constraints and (usage_budget_queries is None or usage_budget_queries < 1):

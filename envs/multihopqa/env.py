@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.multihopqa.metrics import (
     METRIC_NAMES,
     RoundUsage,
@@ -157,16 +157,8 @@ class MultihopQAGame(RoleGame):
         max_action_chars: int = 4000,
     ) -> None:
         super().__init__(
-            router=router,
-            max_turns=max_turns,
-            beta_base=beta_base,
-            budget_offsets=budget_offsets,
-            weights=weights,
-            decay=decay,
-            selector=selector,
-            token_counter=token_counter,
-            max_action_chars=max_action_chars,
             roles=ROLE_ORDER if verifier else ROLE_ORDER[:3],
+            **arguments_for(super().__init__, locals()),
         )
         if search_k < 1:
             raise ConfigError(f"search_k must be >= 1, got {search_k}")
@@ -507,18 +499,7 @@ class MultihopQAEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(
-            pool=pool,
-            task_source=task_source,
-            task_source_kwargs=task_source_kwargs,
-            split=split,
-            max_turns=max_turns,
-            format_penalty=format_penalty,
-            backend=backend,
-            backend_kwargs=backend_kwargs,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         self.game = MultihopQAGame(
             task_source=None,  # the env picks each task and hands it to the game
             split=split,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.orchmas.executor import orchmas_pool, task_domain
 from orchenv.envs.orchmas.protocol import (
     CONTROLLER_SYSTEM,
@@ -161,18 +161,7 @@ class OrchMASEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(
-            pool=pool,
-            task_source=task_source,
-            task_source_kwargs=task_source_kwargs,
-            split=split,
-            max_turns=max_turns,
-            format_penalty=format_penalty,
-            backend=backend,
-            backend_kwargs=backend_kwargs,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         if kappa <= 0:
             raise ConfigError(f"kappa must be > 0, got {kappa}")
         if min(alpha, beta, gamma, delta) < 0:

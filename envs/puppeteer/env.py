@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from orchenv.backends.simulated import estimate_tokens
-from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.puppeteer.agents import PRESETS, agent_messages, majority_vote, puppeteer_pool
 from orchenv.envs.puppeteer.protocol import (
     SEARCH_CORPUS,
@@ -173,16 +173,7 @@ class PuppeteerEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(
-            pool=pool,
-            split=split,
-            max_turns=max_turns,
-            format_penalty=format_penalty,
-            backend=backend,
-            backend_kwargs=backend_kwargs,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         if tasks not in TASK_KINDS:
             raise UnknownNameError("puppeteer tasks", tasks, TASK_KINDS)
         if int(width) < 1:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome
+from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, get_catalog
 from orchenv.envs.webshop.products import Goal
 from orchenv.envs.webshop.reward import RewardBreakdown, webshop_reward
@@ -178,13 +178,7 @@ class WebShopEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(
-            split=split,
-            max_turns=max_turns,
-            format_penalty=format_penalty,
-            max_obs_chars=max_obs_chars,
-            render_mode=render_mode,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         if format_penalty > 0:
             raise ConfigError(
                 f"format_penalty is added to the reward of an invalid action and must be <= 0, "

@@ -31,6 +31,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from orchenv.core import arguments_for
 from orchenv.envs.webshop.env import WebShopEnv, parse_action
 from orchenv.envs.webshop.site import (
     BACK_TO_SEARCH,
@@ -138,17 +139,7 @@ class WebShopRoleGame(RoleGame):
         max_action_chars: int = 4000,
         env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(
-            router=router,
-            max_turns=max_turns,
-            beta_base=beta_base,
-            budget_offsets=budget_offsets,
-            weights=weights,
-            decay=decay,
-            selector=selector,
-            token_counter=token_counter,
-            max_action_chars=max_action_chars,
-        )
+        super().__init__(**arguments_for(super().__init__, locals()))
         kwargs = dict(env_kwargs or {})
         if "max_turns" in kwargs:
             raise ConfigError("the team's shop has no step limit of its own; set max_turns")
