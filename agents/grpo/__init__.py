@@ -1,10 +1,5 @@
-"""Multi-turn GRPO for orchenv controllers (seed 000, section 3.4 and appendix E).
-
-Tree rollouts (Algorithm 1), recursive returns (eq. 5), group-relative advantages
-(eq. 6) and the clipped token-level surrogate (eq. 21-24). Needs the ``train`` extra
-(``pip install "orchenv[train]"``); torch loads only when a name below is first used,
-so building the ``orchenv`` command line stays light.
-"""
+"""Multi-turn GRPO for orchenv controllers (seed 000, section 3.4 and appendix E). torch loads
+when a name below is first used, so building the ``orchenv`` command line stays light."""
 
 from __future__ import annotations
 

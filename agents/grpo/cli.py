@@ -53,20 +53,13 @@ def cmd_train_grpo(args: argparse.Namespace) -> int:
             {k.split("/")[-1]: f"{record[k]:.3f}" for k in shown if record.get(k) is not None}
         )
 
-    try:
+    with bar:
         result = train(config, on_step=on_step)
-    finally:
-        bar.close()
-    final = result.final_metrics
     if args.json:
-        print(json.dumps(final, indent=2))
+        print(json.dumps(result.final_metrics, indent=2))
         return 0
-    print(f"trained to step {result.step}; run directory: {result.output_dir}")
-    if result.checkpoint is not None:
-        print(f"checkpoint: {result.checkpoint}")
-    for key, value in final.items():
+    print(f"trained to step {result.step} in {result.output_dir}; checkpoint: {result.checkpoint}")
+    for key, value in result.final_metrics.items():
         if value is not None:
-            print(
-                f"  {key:<40} {value:.4f}" if isinstance(value, float) else f"  {key:<40} {value}"
-            )
+            print(f"  {key:<40} {f'{value:.4f}' if isinstance(value, float) else value}")
     return 0

@@ -1,22 +1,13 @@
-"""``GRPOConfig``: every knob of the GRPO trainer, each written once with its help and bounds.
-
-Defaults follow seed 000, appendix C, Table 9 (System 1): 128 queries per step,
-group size 4, prompts up to 3072 and responses up to 2048 tokens, learning rate
-1e-6, 400 steps, temperature 1 for training and 0 (greedy) for evaluation,
-discount 1. What Table 9 leaves open (optimizer, clipping, micro-batching, LoRA,
-precision) follows common GRPO practice; docs/grpo.md explains each choice.
-
-The command line is generated from the fields (``add_arguments``): a field is
-``--field-name`` plus the aliases written next to it, nested settings are
-``--lora-r`` and so on, ``--set FIELD=VALUE`` sets any field and ``--config
-FILE`` (YAML or JSON) a whole config; flags win over the file, the file over the
-defaults. No torch here: the CLI builds its parser from this module.
+"""``GRPOConfig``: every knob of the GRPO trainer, written once with its help and bounds;
+defaults follow seed 000's Table 9 (docs/grpo.md). The command line is generated from the
+fields, so this module must not import torch.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
 import operator
 import types
@@ -53,10 +44,10 @@ class LoRASettings:
     r: int = arg(16, "rank; setting it switches LoRA on", ge=1)
     alpha: int | None = arg(None, "the update is scaled by alpha / r (None: 2r)", gt=0)
     dropout: float = arg(0.0, "adapter dropout; 0 keeps the importance ratio exact", ge=0, lt=1)
-    target_modules: str | list[str] = arg("all-linear", "modules to adapt (q_proj v_proj ...)")
+    target_modules: list[str] | str = arg("all-linear", "modules to adapt (q_proj v_proj ...)")
 
     def __post_init__(self) -> None:
-        if self.alpha is None and isinstance(self.r, int):
+        if self.alpha is None:
             self.alpha = 2 * self.r
 
 
@@ -135,134 +126,107 @@ class GRPOConfig:
                 raise ConfigError(f"LoRA settings need --lora-r (lora.r), got {dict(self.lora)}")
             self.lora = LoRASettings(**self.lora)
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]  # from YAML/JSON
-        self.validate()
-
-    def validate(self) -> None:
-        """Raise ConfigError naming the field, the value and what is expected."""
+        # the checks: ConfigError naming the field, the value and what is expected
         if not self.model_path:
             raise ConfigError("model_path is required: a local model directory (--model PATH)")
         _check_fields(self)
         if self.lora is not None:
             _check_fields(self.lora, "lora.")
-        _require(
-            self.group_size >= 2,
-            f"group_size must be >= 2 for group-relative advantages, got {self.group_size} "
-            "(a group of one has no baseline and every advantage would be 0)",
-        )
-        _require(
-            self.temperature > 0,
-            f"temperature (training) must be > 0: GRPO needs sampled groups, got "
-            f"{self.temperature!r}; greedy decoding is for evaluation (eval_temperature=0)",
-        )
-        split, turns = self.env_kwargs.get("split"), self.env_kwargs.get("max_turns")
-        _require(
-            split in (None, self.split),
-            f"env_kwargs sets split={split!r} but split is {self.split!r}; set the training "
-            "split with `split` (--split) only",
-        )
-        _require(
-            None in (turns, self.max_turns) or turns == self.max_turns,
-            f"env_kwargs sets max_turns={turns!r} but max_turns is {self.max_turns!r}; set it once",
-        )
-        _require(
-            self.resume_from is None or bool(str(self.resume_from).strip()),
-            "resume_from must be a checkpoint directory, 'latest' or None",
-        )
+        if self.group_size < 2:
+            raise ConfigError(f"group_size must be >= 2 for a baseline, got {self.group_size}")
+        if self.temperature <= 0:
+            raise ConfigError(
+                "temperature must be > 0: GRPO needs sampled groups (greedy decoding "
+                f"is for evaluation, eval_temperature=0), got {self.temperature!r}"
+            )
+        if self.env_kwargs.get("split") not in (None, self.split):
+            raise ConfigError("env_kwargs sets a split: set the training split with `split` only")
+        turns = self.env_kwargs.get("max_turns")
+        if None not in (turns, self.max_turns) and turns != self.max_turns:
+            raise ConfigError(
+                f"env_kwargs sets max_turns={turns!r} but max_turns is "
+                f"{self.max_turns!r}; set it once"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (values JSON cannot hold, such as a built pool, become their repr)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["lora"] = None if self.lora is None else dataclasses.asdict(self.lora)
-        return json.loads(json.dumps(out, default=repr))
+        lora = None if self.lora is None else vars(self.lora)
+        return json.loads(json.dumps({**vars(self), "lora": lora}, default=repr))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GRPOConfig:
         """Build from a dict (a saved ``config.json``, a YAML file); unknown keys are errors."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        if unknown := sorted(set(data) - names):
-            import difflib
-
-            hints = [
-                repr(k)
-                + "".join(
-                    f" (did you mean {m!r}?)" for m in difflib.get_close_matches(k, names, n=1)
-                )
-                for k in unknown
-            ]
+        names = [f.name for f in dataclasses.fields(cls)]
+        if unknown := sorted(set(data) - set(names)):
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(key, names, n=1)
+                hints.append(repr(key) + (f" (did you mean {close[0]!r}?)" if close else ""))
             raise ConfigError(f"unknown GRPOConfig field(s): {', '.join(hints)}")
         return cls(**dict(data))
 
     @classmethod
     def from_cli(cls, args: argparse.Namespace | Sequence[str]) -> GRPOConfig:
-        """From parsed ``orchenv train grpo`` arguments (or the raw argument list)."""
+        """From ``orchenv train grpo`` arguments: flags win over ``--config``, it over defaults."""
         if not isinstance(args, argparse.Namespace):
             parser = argparse.ArgumentParser(prog="orchenv train grpo")
             add_arguments(parser)
             args = parser.parse_args(list(args))
-        data = _read_config_file(args.config) if args.config else {}
+        data = _read_config_file(Path(args.config)) if args.config else {}
         data.update(_given(args, cls, data))
         data.update(parse_kwargs(args.set))
         return cls.from_dict(data)
 
 
-# -- the command line, generated from the fields ------------------------------------------------
-
-
 def add_arguments(
     parser: argparse.ArgumentParser, cls: type = GRPOConfig, prefix: str = ""
 ) -> None:
-    """One flag per field of ``cls`` (a nested dataclass's as ``--NAME-FIELD``), default None.
-
-    Unset flags keep the dataclass default (or the --config file's value).
-    """
+    """One flag per field of ``cls`` (nested: ``--NAME-FIELD``), default None (= not given)."""
     if cls is GRPOConfig:
         parser.add_argument("--config", metavar="FILE", help="YAML/JSON file of fields (flags win)")
         parser.add_argument(
             "--set", action="append", default=[], metavar="FIELD=VALUE",
             help="any field, repeatable (values parsed as JSON when possible)",
         )  # fmt: skip
-    for f, hint in _fields(cls):
-        if (nested := _nested(hint)) is not None:
-            add_arguments(parser, nested, prefix=f"{prefix}{f.name}_")
+    for f, kind, _ in _fields(cls):
+        if dataclasses.is_dataclass(kind):
+            add_arguments(parser, kind, prefix=f"{prefix}{f.name}_")  # type: ignore[arg-type]
             continue
         default = {} if f.default is dataclasses.MISSING else f.default
         shown = f" (default: {default})" if default not in ("", {}) else ""
         parser.add_argument(
             *f.metadata["flags"], f"--{prefix}{f.name}".replace("_", "-"), dest=prefix + f.name,
-            default=None, help=(f.metadata["help"] + shown).replace("%", "%%"), **_parse_as(hint),
+            default=None, help=(f.metadata["help"] + shown).replace("%", "%%"), **_parse_as(kind),
         )  # fmt: skip
 
 
-def _parse_as(hint: Any) -> dict[str, Any]:
+def _parse_as(kind: Any) -> dict[str, Any]:
     """argparse keywords for a field's type."""
-    options = _options(hint)
-    kinds = {get_origin(o) or o for o in options}
-    if bool in kinds:
+    origin = get_origin(kind) or kind
+    if kind is bool:
         return {"action": argparse.BooleanOptionalAction}
-    if dict in kinds:
+    if origin is dict:
         return {"action": "append", "metavar": "KEY=VALUE"}
-    if list in kinds:
+    if origin is list:
         return {"nargs": "+"}
-    if tuple in kinds:
-        items = get_args(options[0])
-        return {"nargs": len(items), "type": items[0]}
-    if Literal in kinds:
-        return {"choices": get_args(options[0])}
-    return {"type": options[0]}
+    if origin is tuple:
+        return {"nargs": len(get_args(kind)), "type": get_args(kind)[0]}
+    if origin is Literal:
+        return {"choices": get_args(kind)}
+    return {"type": kind}
 
 
 def _given(args: argparse.Namespace, cls: type, base: Mapping[str, Any], prefix: str = "") -> dict:
     """The fields set on the command line; dicts and nested settings merge over ``base``."""
     out: dict[str, Any] = {}
-    for f, hint in _fields(cls):
+    for f, kind, _ in _fields(cls):
         inner = dict(base[f.name]) if isinstance(base.get(f.name), Mapping) else {}
-        value: Any
-        if (nested := _nested(hint)) is not None:
-            value = _given(args, nested, {}, prefix=f"{prefix}{f.name}_")
-            value = {**inner, **value} if value else None
+        if dataclasses.is_dataclass(kind):
+            nested = _given(args, kind, {}, prefix=f"{prefix}{f.name}_")  # type: ignore[arg-type]
+            value = {**inner, **nested} if nested else None
         else:
-            value = getattr(args, prefix + f.name, None)
-            if value is not None and dict in {get_origin(o) for o in _options(hint)}:
+            value = getattr(args, prefix + f.name)
+            if value is not None and get_origin(kind) is dict:
                 value = {**inner, **parse_kwargs(value)}
         if value is not None:
             out[f.name] = value
@@ -270,56 +234,42 @@ def _given(args: argparse.Namespace, cls: type, base: Mapping[str, Any], prefix:
 
 
 def _check_fields(obj: Any, prefix: str = "") -> None:
-    """Every field against its type (ints, choices) and the bounds written next to it."""
-    for f, hint in _fields(type(obj)):
-        value, name, options = getattr(obj, f.name), prefix + f.name, _options(hint)
-        if value is None and len(options) < len(get_args(hint)):  # ``X | None``
+    """Every field against its type (ints, dicts, choices) and the bounds written next to it."""
+    for f, kind, optional in _fields(type(obj)):
+        value, name = getattr(obj, f.name), prefix + f.name
+        if value is None and optional:
             continue
-        if get_origin(options[0]) is dict and not isinstance(value, dict):
+        if get_origin(kind) is dict and not isinstance(value, dict):
             raise ConfigError(f"{name} must be a dict, got {type(value).__name__}")
-        if get_origin(options[0]) is Literal and value not in get_args(options[0]):
-            raise ConfigError(
-                f"{name} must be one of {', '.join(get_args(options[0]))}, got {value!r}"
-            )
-        integer = options[0] is int
+        if get_origin(kind) is Literal and value not in get_args(kind):
+            raise ConfigError(f"{name} must be one of {', '.join(get_args(kind))}, got {value!r}")
         bounds = [(*_BOUNDS[key], b) for key, b in f.metadata["bounds"].items()]
-        wrong_type = integer and (not isinstance(value, int) or isinstance(value, bool))
+        wrong_type = kind is int and (not isinstance(value, int) or isinstance(value, bool))
         if wrong_type or not all(op(value, b) for op, _, b in bounds):
-            expected = " and ".join(f"{sym} {b}" for _, sym, b in bounds)
+            expected = " and ".join(f"{symbol} {b}" for _, symbol, b in bounds)
             raise ConfigError(
-                f"{name} must be {'an int ' if integer else ''}{expected}, got {value!r}"
+                f"{name} must be {'an int ' if kind is int else ''}{expected}, got {value!r}"
             )
 
 
-def _fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
-    hints = get_type_hints(cls)
-    return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+def _fields(cls: type) -> list[tuple[dataclasses.Field, Any, bool]]:
+    """Each field of ``cls``, its type without ``| None`` and whether it may be None."""
+    hints, out = get_type_hints(cls), []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        members = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+        kinds = [m for m in members if m is not type(None)]
+        out.append((f, kinds[0], len(kinds) < len(members)))
+    return out
 
 
-def _options(hint: Any) -> list[Any]:
-    """The non-None members of ``X | Y | None`` (or ``[hint]``)."""
-    if get_origin(hint) in (Union, types.UnionType):
-        return [a for a in get_args(hint) if a is not type(None)]
-    return [hint]
-
-
-def _nested(hint: Any) -> type | None:
-    return next((o for o in _options(hint) if dataclasses.is_dataclass(o)), None)  # type: ignore[return-value]
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-def _read_config_file(path: str | Path) -> dict[str, Any]:
+def _read_config_file(path: Path) -> dict[str, Any]:
     import yaml
 
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file {str(p)!r} does not exist")
-    text = p.read_text(encoding="utf-8")  # JSON by its own parser: YAML 1.1 reads 1e-06 as text
-    data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    text = path.read_text(encoding="utf-8")  # JSON by its own parser: YAML 1.1 reads 1e-06 as text
+    data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {str(p)!r} must hold a mapping of GRPOConfig fields")
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of GRPOConfig fields")
     return data
