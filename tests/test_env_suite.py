@@ -4,6 +4,8 @@ check and id."""
 
 from __future__ import annotations
 
+import inspect
+
 import gymnasium as gym
 import pytest
 from scenario import NEAR_MISS_FRAGMENTS
@@ -67,3 +69,28 @@ def test_max_turns_and_the_horizon_rule(env_id):
     ``truncated`` when step k passed without a terminal decision, ``terminated`` when the
     action was terminal, never both."""
     checks.check_horizon(env_id, max_turns=(1, 2, 3), seeds=range(3))
+
+
+GYMNASIUM_SECTIONS = (
+    "## Description",
+    "## Action format",
+    "## Observation",
+    "## Rewards",
+    "## Episode end",
+    "## Arguments",
+    "## Version history",
+)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_docstring_documents_every_argument(env_id):
+    """Gymnasium-style docstrings: the fixed sections, and every ``__init__`` argument named
+    in ``## Arguments`` (no "see __init__")."""
+    cls = gym.make(env_id).unwrapped.__class__
+    doc = inspect.getdoc(cls) or ""
+    missing_sections = [s for s in GYMNASIUM_SECTIONS if s not in doc]
+    assert not missing_sections, f"{cls.__name__} lacks {missing_sections}"
+    arguments = doc.split("## Arguments", 1)[1].split("## Version history", 1)[0]
+    params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    undocumented = [p for p in params if f"``{p}``" not in arguments]
+    assert not undocumented, f"{cls.__name__}'s ## Arguments does not name {undocumented}"

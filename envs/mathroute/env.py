@@ -90,10 +90,11 @@ class MathRouteEnv(OrchestrationEnv):
     - ``use_lagrangian``, ``lagrange_multipliers``: the per-agent lambda_a
       (default: the preset's Table 9 values; ``use_lagrangian=False`` zeroes them).
     - ``usage_constraints``: the per-agent usage shares c_i (default: the preset's
-      0.25 / 0.5 / 1, strongest first). With ``enforce_usage_constraints=True``
+      0.25 / 0.5 / 1, strongest first).
+    - ``enforce_usage_constraints``, ``usage_budget_queries``: with the first True
       (the evaluation protocol of section 4.2) each solver may be called at most
       ``c_i * usage_budget_queries`` times over the env's lifetime and calls beyond
-      that go to the next-best solver with budget left.
+      that go to the next-best solver with budget left (default: reported only).
     - ``require_stronger``: a rejection must name a stronger solver (default True).
     - ``format_penalty``: added to a step whose action cannot be parsed (default -1).
     - ``backend``, ``backend_kwargs``: override the pool's backends.
