@@ -279,37 +279,40 @@ def make_embedder(name: str) -> TfidfEmbedder | MiniLMEmbedder:
 
 
 # -- the routers -------------------------------------------------------------------------
+@dataclass(eq=False, kw_only=True)
 class _LearnedRouter(ABC):
-    """Shared fit / route / usage-cap logic; subclasses implement ``_train`` and ``_predict``."""
+    """Shared fit / route / usage-cap logic; subclasses implement ``_train`` and ``_predict``
+    and add their own hyperparameter as a field (checked in their ``__post_init__``).
+
+    The fields are the routers' keyword arguments: ``embedder`` (``"minilm"`` or
+    ``"tfidf"``), ``n_train`` (training tasks), ``threshold`` (the estimate that makes an
+    agent good enough), ``usage_caps`` (agent -> largest share of the routes; None: the
+    pool's usage constraints), ``split`` (where training tasks come from) and
+    ``use_cache`` (read and write the label cache).
+    """
 
     privileged = False
     _name = "router"
 
-    def __init__(
-        self,
-        *,
-        embedder: str = "minilm",
-        n_train: int = 500,
-        threshold: float = 0.7,
-        usage_caps: Mapping[str, float] | None = None,
-        split: str = "train",
-        use_cache: bool = True,
-    ) -> None:
-        if embedder not in EMBEDDERS:
-            raise ConfigError(f"unknown embedder {embedder!r}; expected one of {EMBEDDERS}")
-        if not (isinstance(n_train, int) and n_train >= 1):
-            raise ConfigError(f"n_train must be an integer >= 1, got {n_train!r}")
-        if not 0.0 <= threshold <= 1.0:
-            raise ConfigError(f"threshold must be in [0, 1], got {threshold}")
-        for agent, cap in (usage_caps or {}).items():
+    embedder: str = "minilm"
+    n_train: int = 500
+    threshold: float = 0.7
+    usage_caps: Mapping[str, float] | None = None
+    split: str = "train"
+    use_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if self.embedder not in EMBEDDERS:
+            raise ConfigError(f"unknown embedder {self.embedder!r}; expected one of {EMBEDDERS}")
+        if not (isinstance(self.n_train, int) and self.n_train >= 1):
+            raise ConfigError(f"n_train must be an integer >= 1, got {self.n_train!r}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"threshold must be in [0, 1], got {self.threshold}")
+        for agent, cap in (self.usage_caps or {}).items():
             if not (isinstance(cap, (int, float)) and 0.0 <= cap <= 1.0):
                 raise ConfigError(f"usage cap of {agent!r} must be in [0, 1], got {cap!r}")
-        self.embedder_name = embedder
-        self.n_train = n_train
-        self.threshold = threshold
-        self.usage_caps_arg = None if usage_caps is None else dict(usage_caps)
-        self.split = split
-        self.use_cache = use_cache
+        if self.usage_caps is not None:
+            self.usage_caps = dict(self.usage_caps)
         self.training: TrainingSet | None = None
         self.caps: dict[str, float] = {}
         self.route_counts: dict[str, int] = {}
@@ -332,7 +335,7 @@ class _LearnedRouter(ABC):
         if n_train is not None:
             self.n_train = n_train
         pool, source = env.pool, env.task_source
-        embedder = make_embedder(self.embedder_name)  # a missing package fails before any call
+        embedder = make_embedder(self.embedder)  # a missing package fails before any call
         training = collect_labels(
             pool, source, n_train=self.n_train, split=self.split, use_cache=self.use_cache
         )
@@ -351,9 +354,9 @@ class _LearnedRouter(ABC):
         return training
 
     def _resolve_caps(self, pool: AgentPool) -> dict[str, float]:
-        if self.usage_caps_arg is None:
+        if self.usage_caps is None:
             return dict(pool.usage_constraints)
-        return {resolve_agent(name, pool): float(c) for name, c in self.usage_caps_arg.items()}
+        return {resolve_agent(name, pool): float(c) for name, c in self.usage_caps.items()}
 
     def bind(self, env: Any) -> None:
         env = getattr(env, "unwrapped", env)  # gym.make's wrappers do not forward attributes
@@ -431,6 +434,7 @@ class _LearnedRouter(ABC):
         """Estimated success probability per (query, agent)."""
 
 
+@dataclass(eq=False, kw_only=True)
 class KNNRouter(_LearnedRouter):
     """RouterDC-like embedding router: cosine kNN over training queries.
 
@@ -447,28 +451,12 @@ class KNNRouter(_LearnedRouter):
 
     _name = "knn"
 
-    def __init__(
-        self,
-        *,
-        embedder: str = "minilm",
-        n_train: int = 500,
-        k: int = 10,
-        threshold: float = 0.7,
-        usage_caps: Mapping[str, float] | None = None,
-        split: str = "train",
-        use_cache: bool = True,
-    ) -> None:
-        super().__init__(
-            embedder=embedder,
-            n_train=n_train,
-            threshold=threshold,
-            usage_caps=usage_caps,
-            split=split,
-            use_cache=use_cache,
-        )
-        if not (isinstance(k, int) and k >= 1):
-            raise ConfigError(f"k must be an integer >= 1, got {k!r}")
-        self.k = k
+    k: int = 10
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.k, int) and self.k >= 1):
+            raise ConfigError(f"k must be an integer >= 1, got {self.k!r}")
         self._features: np.ndarray | None = None
         self._labels: np.ndarray | None = None
 
@@ -487,6 +475,7 @@ class KNNRouter(_LearnedRouter):
         return self._labels[nearest].mean(axis=1)
 
 
+@dataclass(eq=False, kw_only=True)
 class ClassifierRouter(_LearnedRouter):
     """RoBERTa-router-like classifier: one logistic regression per agent on query embeddings.
 
@@ -499,28 +488,13 @@ class ClassifierRouter(_LearnedRouter):
 
     _name = "classifier"
 
-    def __init__(
-        self,
-        *,
-        embedder: str = "minilm",
-        n_train: int = 500,
-        C: float = 1.0,  # noqa: N803 - scikit-learn's name for it
-        threshold: float = 0.7,
-        usage_caps: Mapping[str, float] | None = None,
-        split: str = "train",
-        use_cache: bool = True,
-    ) -> None:
-        super().__init__(
-            embedder=embedder,
-            n_train=n_train,
-            threshold=threshold,
-            usage_caps=usage_caps,
-            split=split,
-            use_cache=use_cache,
-        )
-        if not C > 0:
-            raise ConfigError(f"C must be > 0, got {C!r}")
-        self.C = float(C)
+    C: float = 1.0  # scikit-learn's name for it
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.C > 0:
+            raise ConfigError(f"C must be > 0, got {self.C!r}")
+        self.C = float(self.C)
         self._heads: list[Any] = []
 
     def _train(self, features: np.ndarray, labels: np.ndarray) -> None:

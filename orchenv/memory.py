@@ -42,7 +42,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -319,8 +319,7 @@ class SharedMemory:
         min_chars: int = 1,
         max_item_chars: int = 4000,
     ) -> None:
-        if not 0.0 < novelty_threshold <= 1.0:
-            raise ConfigError(f"novelty_threshold must be in (0, 1], got {novelty_threshold}")
+        _check_novelty(novelty_threshold)
         if max_item_chars < 1:
             raise ConfigError(f"max_item_chars must be >= 1, got {max_item_chars}")
         self.counter = make_token_counter(token_counter)
@@ -559,6 +558,103 @@ def render_context(items: Sequence[MemoryItem]) -> str:
     return "\n".join(item.render() for item in items)
 
 
+# -- routing settings -----------------------------------------------------------
+SELECTORS = ("greedy", "exact")
+
+
+def _check_novelty(threshold: float) -> None:
+    if not (isinstance(threshold, (int, float)) and 0.0 < threshold <= 1.0):
+        raise ConfigError(f"novelty_threshold must be in (0, 1], got {threshold!r}")
+
+
+@dataclass(frozen=True)
+class RoutingSettings:
+    """How a team keeps and routes its shared memory (seed 004), checked when built.
+
+    Attributes:
+        beta_base: the global base budget of eq. (4), in tokens.
+        budget_offsets: role -> beta_role(R_i) of eq. (4) (a role missing here gets the
+            offset of its ``RoleSpec``, 0 for a role game's ``TeamRole``).
+        weights: appendix E's (w1, w2, w3) for role relevance, stage priority and recency.
+        decay: lambda of the recency term ``exp(-lambda (t - t_m))``.
+        selector: ``"greedy"`` (Algorithm 1) or ``"exact"`` (the 0/1 knapsack of eq. 3).
+        novelty_threshold: the memory's duplicate test (``SharedMemory``).
+
+    All but ``novelty_threshold`` matter only to the ``"rcr"`` router. A role game starts
+    from its class's ``default_routing`` and applies a caller's ``routing=`` with
+    ``updated``: ``routing={"beta_base": 512}`` changes one setting and keeps the game's
+    other defaults (a mapping is what JSON and the command line can pass; its
+    ``budget_offsets`` entries replace the defaults' entries for those roles), while a
+    ``RoutingSettings`` replaces them all (build it with
+    ``Game.default_routing.updated({...})`` to keep them).
+    """
+
+    beta_base: int = 2048
+    budget_offsets: Mapping[str, int] = field(default_factory=dict)
+    weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    decay: float = 0.5
+    selector: str = "greedy"
+    novelty_threshold: float = 0.9
+
+    def __post_init__(self) -> None:
+        beta_base, weights, decay = self.beta_base, self.weights, self.decay
+        if isinstance(beta_base, bool) or not isinstance(beta_base, (int, np.integer)):
+            raise ConfigError(f"beta_base must be an int (tokens), got {beta_base!r}")
+        try:
+            numbers = tuple(float(w) for w in weights)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"weights must be three numbers (w1, w2, w3), got {weights!r}"
+            ) from None
+        if len(numbers) != 3 or not all(math.isfinite(w) and w >= 0 for w in numbers):
+            raise ConfigError(
+                f"weights must be three finite numbers >= 0 (w1, w2, w3), got {weights!r}"
+            )
+        if not (
+            isinstance(decay, (int, float, np.integer, np.floating))
+            and math.isfinite(decay)
+            and decay >= 0
+        ):
+            raise ConfigError(f"decay (lambda) must be a finite number >= 0, got {decay!r}")
+        if self.selector not in SELECTORS:
+            raise UnknownNameError("selector", self.selector, SELECTORS)
+        if not isinstance(self.budget_offsets, Mapping) or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+            for v in self.budget_offsets.values()
+        ):
+            raise ConfigError(
+                f"budget_offsets must map roles to ints (tokens), got {self.budget_offsets!r}"
+            )
+        _check_novelty(self.novelty_threshold)
+        object.__setattr__(self, "beta_base", int(beta_base))
+        object.__setattr__(self, "weights", (numbers[0], numbers[1], numbers[2]))
+        object.__setattr__(self, "decay", float(decay))
+        object.__setattr__(
+            self, "budget_offsets", {str(k): int(v) for k, v in self.budget_offsets.items()}
+        )
+
+    def updated(self, changes: RoutingSettings | Mapping[str, Any] | None) -> RoutingSettings:
+        """These settings after a caller's ``routing=``: None keeps them, a ``RoutingSettings``
+        replaces them, a mapping replaces the fields it names (``budget_offsets``: the
+        entries it names)."""
+        if changes is None:
+            return self
+        if isinstance(changes, RoutingSettings):
+            return changes
+        if not isinstance(changes, Mapping):
+            raise ConfigError(
+                f"routing must be a RoutingSettings or a mapping of its fields, got {changes!r}"
+            )
+        names = [f.name for f in fields(self)]
+        for key in changes:
+            if key not in names:
+                raise UnknownNameError("routing setting", key, names)
+        offsets = changes.get("budget_offsets")
+        if isinstance(offsets, Mapping):
+            changes = {**changes, "budget_offsets": {**self.budget_offsets, **offsets}}
+        return replace(self, **changes)
+
+
 # -- routers ------------------------------------------------------------------
 @dataclass(frozen=True)
 class RoleSpec:
@@ -691,35 +787,18 @@ class RCRRouter(Router):
         on_overflow: str = "skip",
     ) -> None:
         super().__init__(roles)
-        if selector not in ("greedy", "exact"):
-            raise UnknownNameError("selector", selector, ("greedy", "exact"))
         if on_overflow not in ("skip", "stop"):
             raise UnknownNameError("on_overflow mode", on_overflow, ("skip", "stop"))
-        try:
-            numbers = tuple(float(w) for w in weights)
-        except (TypeError, ValueError):
-            raise ConfigError(
-                f"weights must be three numbers (w1, w2, w3), got {weights!r}"
-            ) from None
-        if len(numbers) != 3 or not all(math.isfinite(w) and w >= 0 for w in numbers):
-            raise ConfigError(
-                f"weights must be three finite numbers >= 0 (w1, w2, w3), got {weights!r}"
-            )
-        if not (
-            isinstance(decay, (int, float, np.integer, np.floating))
-            and math.isfinite(decay)
-            and decay >= 0
-        ):
-            raise ConfigError(f"decay (lambda) must be a finite number >= 0, got {decay!r}")
-        if isinstance(beta_base, bool) or not isinstance(beta_base, (int, np.integer)):
-            raise ConfigError(f"beta_base must be an int (tokens), got {beta_base!r}")
+        checked = RoutingSettings(
+            beta_base=beta_base, weights=weights, decay=decay, selector=selector
+        )
         self.stage_types = {k: tuple(v) for k, v in (stage_types or {}).items()}
         for stage, types in self.stage_types.items():
             _check_types(types, f"stage_types[{stage!r}]")
-        self.beta_base = int(beta_base)
-        self.weights: tuple[float, float, float] = (numbers[0], numbers[1], numbers[2])
-        self.decay = float(decay)
-        self.selector = selector
+        self.beta_base = checked.beta_base
+        self.weights = checked.weights
+        self.decay = checked.decay
+        self.selector = checked.selector
         self.on_overflow = on_overflow
 
     def budget(self, role: str) -> int:
@@ -900,34 +979,33 @@ def make_router(
 
 def make_role_router(
     mode: str,
-    roles: Sequence[str],
+    roles: Sequence[RoleSpec],
+    settings: RoutingSettings,
+    stage_types: Mapping[str, Sequence[str]] | None = None,
     *,
-    keywords: Mapping[str, Sequence[str]],
-    static_types: Mapping[str, Sequence[str]],
-    budget_offsets: Mapping[str, int],
-    stage_types: Mapping[str, Sequence[str]],
-    overrides: Mapping[str, int] | None = None,
-    **kwargs: Any,
+    known: Sequence[str] = (),
 ) -> Router:
-    """``make_router`` for a role game from its per-role tables.
+    """``make_router`` for a team of ``roles`` with ``settings`` (a role game's router).
 
-    A role missing from a table has no keywords, sees every type in the static
-    baseline and gets offset 0. ``overrides`` replace entries of ``budget_offsets``
-    (a user's kwarg); one for a role neither the game nor the table knows is an
-    ``UnknownNameError``. ``kwargs`` go to ``RCRRouter``.
+    ``settings.budget_offsets`` replace the roles' own offsets; one for a role neither in
+    ``roles`` nor in ``known`` (the roles the game may play) is an ``UnknownNameError``.
     """
-    offsets = {**budget_offsets, **(overrides or {})}
-    known = [*roles, *(r for r in budget_offsets if r not in roles)]
-    unknown = sorted(set(offsets) - set(known))
-    if unknown:
-        raise UnknownNameError("role in budget_offsets", unknown[0], known)
+    names = {*(role.name for role in roles), *known}
+    offsets = settings.budget_offsets
+    for name in offsets:
+        if name not in names:
+            raise UnknownNameError("role in budget_offsets", name, names)
     specs = {
-        role: RoleSpec(
-            role,
-            tuple(keywords.get(role, ())),
-            offsets.get(role, 0),
-            tuple(static_types.get(role, ())),
-        )
+        role.name: replace(role, budget_offset=offsets.get(role.name, role.budget_offset))
         for role in roles
     }
-    return make_router(mode, specs, stage_types, **kwargs)
+    if mode != "rcr":
+        return make_router(mode, specs)
+    return RCRRouter(
+        specs,
+        stage_types,
+        beta_base=settings.beta_base,
+        weights=settings.weights,
+        decay=settings.decay,
+        selector=settings.selector,
+    )

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 
 from gymnasium.utils import seeding
@@ -33,15 +35,30 @@ from pettingzoo.utils import AgentSelector
 
 from orchenv.error import ConfigError, EnvStateError, UnknownNameError
 from orchenv.memory import (
+    RoleSpec,
     Router,
+    RoutingSettings,
     SharedMemory,
     TokenCounter,
     make_role_router,
     make_token_counter,
     render_context,
 )
-from orchenv.pool import Message
+from orchenv.pool import AgentPool, AgentSpec, Backend, Message
 from orchenv.spaces import AnyText, TextObservation
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeamRole(RoleSpec):
+    """One role of a ``RoleGame``: what routers see of it (``RoleSpec``: appendix E's
+    keywords K_i, the static baseline's item types) and the ``stage`` it acts in.
+
+    A game gives its roles' beta_role (eq. 4) in ``default_routing.budget_offsets`` (the
+    ``budget_offset`` field stays 0), so that a caller's ``routing=`` changes every budget
+    in one place.
+    """
+
+    stage: str
 
 
 class RoleGame(ABC):
@@ -49,15 +66,16 @@ class RoleGame(ABC):
 
     The base owns what every role game shares: the round counter and the horizon
     (``max_turns`` rounds, then ``truncated``), the team rewards, the memory (new
-    each episode), the router (``make_role_router`` over the class tables), each
+    each episode), the router (``make_role_router`` over the team's roles), each
     role's prompt (its instructions, the task line, the round and stage, its extra
     lines, and the routed memory), and ``act``'s checks (known role, episode still
     running, text cut to ``max_action_chars``). A subclass writes only its protocol:
 
-    - class tables: ``roles``; ``stages`` (role -> stage); ``role_prompts`` (role ->
-      system prompt); ``role_keywords`` (appendix E's K_i), ``static_types`` (the
-      static baseline's slices), ``stage_types`` (appendix E's T_t) and
-      ``default_budget_offsets`` (eq. 4's beta_role) for the router;
+    - class attributes: ``team`` (every role it may play, in acting order, as
+      ``TeamRole``), ``role_prompts`` (each role's instructions), ``stage_types``
+      (appendix E's T_t per stage), and optionally ``default_routing`` (its
+      ``RoutingSettings``: budgets, scorer, duplicate test) and ``max_action_chars``
+      (longer role replies are cut before parsing);
     - ``_reset(options)``: pick the task and write the first memory items;
     - ``_task_line()``: the task as the first line of every role's prompt;
     - ``_act(role, text)``: apply one role's (clean, cut) text, return its info;
@@ -69,86 +87,74 @@ class RoleGame(ABC):
     ``self.np_random`` is seeded by ``reset``; views that own an RNG may assign theirs.
 
     Arguments (subclasses pass them on and document them):
-        router: ``"full"``, ``"static"`` or ``"rcr"``.
+        roles: the roles that play, when they depend on the game's arguments (default:
+            the whole ``team``).
         max_turns: rounds before truncation.
-        beta_base, budget_offsets, weights, decay, selector: RCR's budgets (eq. 4;
-            ``budget_offsets`` overrides entries of ``default_budget_offsets``) and
-            scorer (appendix E); ignored by the other routers.
+        router: ``"full"``, ``"static"`` or ``"rcr"``.
+        routing: changes to ``default_routing`` (RCR's budgets and scorer, the memory's
+            duplicate test): a ``RoutingSettings``, or a mapping of the fields to change
+            (``RoutingSettings.updated``); None keeps the defaults.
         token_counter: how memory items are measured (``make_token_counter``; built on
             first use).
-        novelty_threshold: the memory's duplicate test (``SharedMemory``).
-        max_action_chars: longer role replies are cut before parsing.
-        roles: the roles of this game, when they depend on its arguments.
     """
 
     name: str = "role_game"
-    roles: tuple[str, ...] = ()
-    #: the stage each role acts in
-    stages: ClassVar[Mapping[str, str]] = {}
+    #: every role the game may play, in acting order
+    team: ClassVar[tuple[TeamRole, ...]] = ()
     #: each role's instructions (its system prompt)
     role_prompts: ClassVar[Mapping[str, str]] = {}
-    #: appendix E's role keyword lists K_i (a role missing here has none)
-    role_keywords: ClassVar[Mapping[str, Sequence[str]]] = {}
-    #: the static baseline's item types per role (a role missing here sees every type)
-    static_types: ClassVar[Mapping[str, Sequence[str]]] = {}
     #: appendix E's preferred item types T_t per stage
     stage_types: ClassVar[Mapping[str, Sequence[str]]] = {}
-    #: eq. (4)'s beta_role per role (a role missing here gets 0)
-    default_budget_offsets: ClassVar[Mapping[str, int]] = {}
+    #: the routing settings unless ``routing=`` changes them
+    default_routing: ClassVar[RoutingSettings] = RoutingSettings()
+    #: longer role replies are cut to this many characters before parsing
+    max_action_chars: int = 4000
 
     def __init__(
         self,
         *,
-        router: str = "rcr",
-        max_turns: int = 3,
-        beta_base: int = 2048,
-        budget_offsets: Mapping[str, int] | None = None,
-        weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
-        decay: float = 0.5,
-        selector: str = "greedy",
-        token_counter: str | TokenCounter | None = "estimate",
-        novelty_threshold: float = 0.9,
-        max_action_chars: int = 4000,
         roles: Sequence[str] | None = None,
+        max_turns: int = 3,
+        router: str = "rcr",
+        routing: RoutingSettings | Mapping[str, Any] | None = None,
+        token_counter: str | TokenCounter | None = "estimate",
     ) -> None:
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             raise ConfigError(f"max_turns must be an int >= 1, got {max_turns!r}")
-        if roles is not None:
-            self.roles = tuple(roles)
+        team = {role.name: role for role in self.team}
+        for name in roles or ():
+            if name not in team:
+                raise UnknownNameError("role", name, team)
+        for name in team:
+            if name not in self.role_prompts:
+                raise ConfigError(f"{type(self).__name__}.role_prompts has no prompt for {name!r}")
+        self._team = team
+        #: the roles that play, in acting order
+        self.roles: tuple[str, ...] = tuple(team) if roles is None else tuple(roles)
         self.max_turns = max_turns
         self.router_mode = router
+        self.routing = self.default_routing.updated(routing)
         self.router: Router = make_role_router(
             router,
-            self.roles,
-            keywords=self.role_keywords,
-            static_types=self.static_types,
-            budget_offsets=self.default_budget_offsets,
-            stage_types=self.stage_types,
-            overrides=budget_offsets,
-            beta_base=beta_base,
-            weights=weights,
-            decay=decay,
-            selector=selector,
+            [team[name] for name in self.roles],
+            self.routing,
+            self.stage_types,
+            known=tuple(team),
         )
         self.token_counter = token_counter
-        self._counter: TokenCounter | None = None
-        self.novelty_threshold = novelty_threshold
-        self.max_action_chars = max_action_chars
         self.np_random, _ = seeding.np_random(None)
         self.round = 0
         self.done = False
         self.truncated = False
         self.round_rewards: dict[str, float] = {}
         self._infos: dict[str, dict[str, Any]] = {}
-        self.memory = SharedMemory("estimate", novelty_threshold=novelty_threshold)
+        self.memory = SharedMemory("estimate", novelty_threshold=self.routing.novelty_threshold)
         self.context_tokens: dict[str, int] = {}  # tokens routed to each role, last time
 
-    @property
+    @cached_property
     def counter(self) -> TokenCounter:
         """The token counter of the memory (and of simulated agents that share it)."""
-        if self._counter is None:
-            self._counter = make_token_counter(self.token_counter)
-        return self._counter
+        return make_token_counter(self.token_counter)
 
     # -- the protocol a subclass writes ------------------------------------------------
     @abstractmethod
@@ -196,7 +202,7 @@ class RoleGame(ABC):
         self.truncated = False
         self.round_rewards = {role: 0.0 for role in self.roles}
         self._infos = {role: {} for role in self.roles}
-        self.memory = SharedMemory(self.counter, novelty_threshold=self.novelty_threshold)
+        self.memory = SharedMemory(self.counter, novelty_threshold=self.routing.novelty_threshold)
         self.context_tokens = {}
         self._reset(dict(options or {}))
 
@@ -209,7 +215,7 @@ class RoleGame(ABC):
         """``role``'s chat messages now: its instructions, then the task, the round, its
         stage, its extra lines and the memory the router gives it."""
         self.check_role(role)
-        stage = self.stages[role]
+        stage = self._team[role].stage
         kwargs: dict[str, Any] = {}
         if self.router_mode == "rcr":
             kwargs = {"keywords": self._keywords(), "now": self.round + 1}
@@ -264,6 +270,56 @@ class RoleGame(ABC):
 
     def set_info(self, role: str, info: dict[str, Any]) -> None:
         self._infos[role] = info
+
+
+def inner_env_kwargs(
+    env_kwargs: Mapping[str, Any] | None,
+    *,
+    rounds: int,
+    actions_per_round: int,
+    **fixed: Any,
+) -> dict[str, Any]:
+    """The arguments of the single-agent env a role game plays in (a shop, a household).
+
+    The caller's ``env_kwargs`` plus what the game sets itself (``fixed``, and the env's
+    ``max_turns``: ``actions_per_round`` actions in each of ``rounds`` rounds and two more,
+    so the env never truncates before the game does); ``ConfigError`` when ``env_kwargs``
+    sets one of those.
+    """
+    kwargs = dict(env_kwargs or {})
+    for key in ("max_turns", *fixed):
+        if key in kwargs:
+            raise ConfigError(f"env_kwargs may not set {key!r}: the role game sets it")
+    return {**kwargs, **fixed, "max_turns": actions_per_round * rounds + 2}
+
+
+def role_agent_pool(
+    name: str,
+    backend_name: str,
+    backend: Backend,
+    calibration: Mapping[str, Mapping[str, float]],
+) -> AgentPool:
+    """One simulated agent per role (the keys of ``calibration``, each with its calibration),
+    named after its role and served by ``backend`` (as ``backend_name``, told the role in
+    ``backend_kwargs``), at Qwen2.5-7B-Instruct prices and 60 tokens/s: seed 004 names no
+    role models."""
+    from orchenv.pricing import price_for
+
+    price = price_for("qwen2.5-7b-instruct")
+    specs = [
+        AgentSpec(
+            name=role,
+            model="Qwen/Qwen2.5-7B-Instruct",
+            tier=0,
+            price_prompt=price.prompt,
+            price_completion=price.completion,
+            backend=backend_name,
+            calibration={**values, "tokens_per_second": 60.0},
+            backend_kwargs={"role": role},
+        )
+        for role, values in calibration.items()
+    ]
+    return AgentPool(specs, {backend_name: backend}, name=name)
 
 
 def assign_role_agents(

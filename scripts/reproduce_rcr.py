@@ -15,6 +15,7 @@ import argparse
 import json
 import statistics
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from tqdm import tqdm
 
 from orchenv.envs.multihopqa.agents import multihop_pool
 from orchenv.envs.multihopqa.env import MultihopQAGame, run_team
+from orchenv.memory import RoutingSettings
 
 METRICS = (
     "tokens_total",
@@ -33,16 +35,23 @@ METRICS = (
     "latency_parallel_s",
     "latency_serial_s",
 )
+ROUTING_FIELDS = frozenset(f.name for f in fields(RoutingSettings))
 
 
 def evaluate(label: str, episodes: int, seed: int, setting: Mapping[str, Any]) -> dict[str, Any]:
     """Mean metrics over the first ``episodes`` test tasks with one game configuration.
 
-    ``setting`` holds ``MultihopQAGame`` arguments, with the number of rounds T as
-    ``rounds`` (the paper's name, also the key in results.json).
+    ``setting`` holds ``MultihopQAGame`` arguments and ``RoutingSettings`` fields (such
+    as ``beta_base``) side by side, with the number of rounds T as ``rounds`` (the
+    paper's name), as results.json records them.
     """
-    game_kwargs = {("max_turns" if k == "rounds" else k): v for k, v in setting.items()}
-    game = MultihopQAGame(**game_kwargs)
+    routing = {k: v for k, v in setting.items() if k in ROUTING_FIELDS}
+    game_kwargs = {
+        ("max_turns" if k == "rounds" else k): v
+        for k, v in setting.items()
+        if k not in ROUTING_FIELDS
+    }
+    game = MultihopQAGame(**game_kwargs, routing=routing)
     pool = multihop_pool(seed=seed, token_counter=game.counter)
     rows = [
         run_team(game, pool, options={"task_index": i})

@@ -101,7 +101,7 @@ def test_role_rules_out_of_role_pass_and_bad_commands():
 def test_routers_give_roles_different_contexts():
     contexts = {}
     for router in ("full", "static", "rcr"):
-        game = ALFWorldRoleGame(router=router, beta_base=120, env_kwargs=HOUSE)
+        game = ALFWorldRoleGame(router=router, routing={"beta_base": 120}, env_kwargs=HOUSE)
         game.reset(seed=1)
         for command in game.allowed_commands("navigator")[:3]:
             game.act("navigator", command)

@@ -102,7 +102,8 @@ def test_rcr_routes_fewer_tokens_than_full_context():
 
 
 def test_agents_only_know_what_their_routed_context_holds():
-    game = MultihopQAGame(router="rcr", budget_offsets={"recommender": -256}, beta_base=256, **FAST)
+    routing = {"beta_base": 256, "budget_offsets": {"recommender": -256}}
+    game = MultihopQAGame(router="rcr", routing=routing, **FAST)
     pool = multihop_pool(token_counter="estimate")
     game.reset(options={"task_index": 0})
     # a recommender with no budget sees no evidence, so it cannot know any hop

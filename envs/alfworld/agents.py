@@ -35,6 +35,7 @@ from orchenv.error import BackendError, ConfigError
 from orchenv.memory import TokenCounter, make_token_counter
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
 from orchenv.seeding import stable_uniform
+from orchenv.teams import role_agent_pool
 
 BACKEND_NAME = "alfworld-roles"
 ROLES = ("planner", "navigator", "interactor", "evaluator")
@@ -178,10 +179,9 @@ def alfworld_role_pool(
     accuracy: Mapping[str, float] | None = None,
     accuracy_unguided: Mapping[str, float] | None = None,
 ) -> AgentPool:
-    """One simulated agent per role at Qwen2.5-7B-Instruct prices (seed 004 names no role models)."""
-    from orchenv.pricing import price_for
-
-    price = price_for("qwen2.5-7b-instruct")
+    """One simulated agent per role (``orchenv.teams.role_agent_pool``), right with
+    probability ``accuracy`` when guided and ``accuracy_unguided`` when not (per role,
+    over ``DEFAULT_ACCURACY`` / ``DEFAULT_UNGUIDED``)."""
     acc = {**DEFAULT_ACCURACY, **(accuracy or {})}
     unguided = {**DEFAULT_UNGUIDED, **(accuracy_unguided or {})}
     for table in (acc, unguided):
@@ -191,22 +191,9 @@ def alfworld_role_pool(
                     f"accuracy for {role!r}: expected a role of {ROLES} and a value in [0, 1], "
                     f"got {value!r}"
                 )
-    specs = [
-        AgentSpec(
-            name=role,
-            model="Qwen/Qwen2.5-7B-Instruct",
-            tier=0,
-            price_prompt=price.prompt,
-            price_completion=price.completion,
-            backend=BACKEND_NAME,
-            calibration={
-                "accuracy": acc[role],
-                "accuracy_unguided": unguided.get(role, acc[role]),
-                "tokens_per_second": 60.0,
-            },
-            backend_kwargs={"role": role},
-        )
+    calibration = {
+        role: {"accuracy": acc[role], "accuracy_unguided": unguided.get(role, acc[role])}
         for role in ROLES
-    ]
+    }
     backend = ALFWorldRoleBackend(seed=seed, token_counter=token_counter)
-    return AgentPool(specs, {BACKEND_NAME: backend}, name="alfworld-roles")
+    return role_agent_pool("alfworld-roles", BACKEND_NAME, backend, calibration)

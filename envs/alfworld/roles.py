@@ -44,11 +44,18 @@ from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role
 from orchenv.envs.alfworld.env import ALFWorldEnv, normalize_command
 from orchenv.error import ConfigError
-from orchenv.memory import AgentOutput, TokenCounter, render_context
+from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter, render_context
 from orchenv.parsing import extract_tag, strip_reasoning
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import Task
-from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, assign_role_agents
+from orchenv.teams import (
+    RoleAECEnv,
+    RoleGame,
+    RoleParallelEnv,
+    TeamRole,
+    assign_role_agents,
+    inner_env_kwargs,
+)
 
 _WORD = re.compile(r"[a-z]{4,}")
 _GOAL_STOPWORDS = frozenset({"some", "them", "then", "with", "under", "find", "into", "look"})
@@ -58,33 +65,55 @@ class ALFWorldRoleGame(RoleGame):
     """Planner / Navigator / Interactor / Evaluator over shared memory in one ALFWorld game.
 
     Arguments:
-        router: ``"full"``, ``"static"`` or ``"rcr"``.
         max_turns: rounds before truncation (each role acts once per round in the
             PettingZoo views; one role per round in ``ALFWorldControllerEnv``).
-        beta_base / budget_offsets / weights / decay / selector: RCR's budgets (eq. 4)
-            and scorer (appendix E); ignored by the other routers.
-        token_counter: how memory items are measured (default: the 4-chars estimate).
-        novelty_threshold: the memory's duplicate test (``SharedMemory``). 1.0 by default:
-            ALFWorld observations are short, and two that differ in one word ("you see a
-            creditcard 2" at the coffeetable vs. at the armchair) are different facts.
-        expert: ``"planner"`` to compute alfworld's expert plan after every command
-            (the simulated agents need it), or None.
-        max_action_chars: longer role replies are cut before parsing.
         env_kwargs: ``ALFWorldEnv`` arguments for the household (split, data_dir,
             game_files, task_types).
+        expert: ``"planner"`` to compute alfworld's expert plan after every command
+            (the simulated agents need it), or None.
+        router: ``"full"``, ``"static"`` or ``"rcr"``.
+        routing: changes to ``default_routing`` (``RoutingSettings``: RCR's budgets, eq. 4,
+            and scorer, appendix E; the memory's duplicate test), as a ``RoutingSettings``
+            or a mapping of the fields to change. The duplicate test is 1.0 by default
+            (``novelty_threshold``): ALFWorld observations are short, and two that differ
+            in one word ("you see a creditcard 2" at the coffeetable vs. at the armchair)
+            are different facts.
+        token_counter: how memory items are measured (default: the 4-chars estimate).
 
     ``done`` when the task is complete (every role earns 1.0 that round);
     ``truncated`` after ``max_turns`` rounds without that.
     """
 
     name = "alfworld_roles"
-    roles = ROLES
-    stages: ClassVar[Mapping[str, str]] = {
-        "planner": "plan",
-        "navigator": "navigate",
-        "interactor": "interact",
-        "evaluator": "evaluate",
-    }
+    #: Table 7's roles in acting order: stage, appendix E's keywords K_i (the task's words are
+    #: added per episode) and the static baseline's slice
+    team = (
+        TeamRole(
+            "planner",
+            stage="plan",
+            keywords=("nothing happens", "not done"),
+            static_types=("task", "plan", "feedback", "observation"),
+        ),
+        TeamRole(
+            "navigator",
+            stage="navigate",
+            keywords=("you arrive", "you see", "closed"),
+            static_types=("task", "plan"),
+        ),
+        TeamRole(
+            "interactor",
+            stage="interact",
+            keywords=("you pick up", "is open", "carrying"),
+            static_types=("task", "plan"),
+        ),
+        TeamRole(
+            "evaluator",
+            stage="evaluate",
+            keywords=("you move", "you turn on", "using the"),
+            static_types=("task", "observation"),
+        ),
+    )
+    #: each role's instructions (its system prompt)
     role_prompts: ClassVar[Mapping[str, str]] = {
         "planner": (
             "You are the Planner of a household robot team in ALFWorld, a text world. Decompose the "
@@ -110,20 +139,6 @@ class ALFWorldRoleGame(RoleGame):
             "<feedback>not done: what is missing; next: the next sub-goal</feedback>."
         ),
     }
-    #: appendix E's role keyword lists K_i (the task's words are added per episode)
-    role_keywords: ClassVar[Mapping[str, Sequence[str]]] = {
-        "planner": ("nothing happens", "not done"),
-        "navigator": ("you arrive", "you see", "closed"),
-        "interactor": ("you pick up", "is open", "carrying"),
-        "evaluator": ("you move", "you turn on", "using the"),
-    }
-    #: the static baseline's fixed slices
-    static_types: ClassVar[Mapping[str, Sequence[str]]] = {
-        "planner": ("task", "plan", "feedback", "observation"),
-        "navigator": ("task", "plan"),
-        "interactor": ("task", "plan"),
-        "evaluator": ("task", "observation"),
-    }
     #: preferred item types per stage (appendix E's T_t)
     stage_types: ClassVar[Mapping[str, Sequence[str]]] = {
         "plan": ("task", "feedback", "observation"),
@@ -131,32 +146,26 @@ class ALFWorldRoleGame(RoleGame):
         "interact": ("plan", "feedback", "observation"),
         "evaluate": ("task", "plan", "observation"),
     }
-    #: beta_role of eq. (4); seed 004's ALFWorld runs give every agent B_i = 2048 (Table 8)
-    default_budget_offsets: ClassVar[Mapping[str, int]] = {role: 0 for role in ROLES}
+    #: eq. (4): seed 004's ALFWorld runs give every agent B_i = 2048 (Table 8); the duplicate
+    #: test keeps every observation that differs in a word (see Arguments)
+    default_routing: ClassVar[RoutingSettings] = RoutingSettings(
+        beta_base=2048, novelty_threshold=1.0
+    )
 
     def __init__(
         self,
         *,
-        router: str = "rcr",
         max_turns: int = 15,
-        beta_base: int = 2048,
-        budget_offsets: Mapping[str, int] | None = None,
-        weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
-        decay: float = 0.5,
-        selector: str = "greedy",
-        token_counter: str | TokenCounter | None = "estimate",
-        novelty_threshold: float = 1.0,
-        expert: str | None = None,
-        max_action_chars: int = 4000,
         env_kwargs: Mapping[str, Any] | None = None,
+        expert: str | None = None,
+        router: str = "rcr",
+        routing: RoutingSettings | Mapping[str, Any] | None = None,
+        token_counter: str | TokenCounter | None = "estimate",
     ) -> None:
         super().__init__(**arguments_for(super().__init__, locals()))
-        kwargs = dict(env_kwargs or {})
-        for key in ("max_turns", "expert"):
-            if key in kwargs:
-                raise ConfigError(f"env_kwargs may not set {key!r}: the role game sets it")
-        # at most two commands per round (Navigator, Interactor): the house never truncates first
-        self.house = ALFWorldEnv(max_turns=2 * max_turns + 2, expert=expert, **kwargs)
+        # at most two commands a round: the Navigator's and the Interactor's
+        house = inner_env_kwargs(env_kwargs, rounds=max_turns, actions_per_round=2, expert=expert)
+        self.house = ALFWorldEnv(**house)
         self.last_command: str | None = None
 
     # -- RoleGame ---------------------------------------------------------------------------
@@ -354,11 +363,13 @@ class ALFWorldControllerEnv(OrchestrationEnv):
       after the roles.
     - ``seed``: the simulated agents' luck.
     - ``router``: ``"rcr"`` (default), ``"full"`` or ``"static"``.
+    - ``routing``: changes to ``ALFWorldRoleGame.default_routing``, a
+      ``RoutingSettings`` or a mapping of its fields: RCR's per-role token budgets
+      (``beta_base``, ``budget_offsets``; eq. 4, default 2048 for every role, Table 8),
+      importance score (``weights``, ``decay``; appendix E), selection (``selector``:
+      ``"greedy"``, Algorithm 1, or ``"exact"``) and the memory's duplicate test
+      (``novelty_threshold``, default 1.0).
     - ``max_turns``: coordinator turns per episode (default 30).
-    - ``beta_base``, ``budget_offsets``: RCR's per-role token budgets (eq. 4;
-      default 2048 for every role, Table 8).
-    - ``weights``, ``decay``, ``selector``: RCR's importance score (appendix E) and
-      selection (``"greedy"``, Algorithm 1, or ``"exact"``).
     - ``token_counter``: how memory items are measured (default: 4 chars/token).
     - ``format_penalty``: added to the reward of an invalid action (default -0.1).
     - ``cost_weight``: dollars-to-reward weight of the call cost (default 0, >= 0).
@@ -373,7 +384,9 @@ class ALFWorldControllerEnv(OrchestrationEnv):
       carries the shared notice, ``info["metrics"]`` is new, ``backend`` /
       ``backend_kwargs`` are accepted, and the simulated agents draw their luck
       from ``orchenv.seeding`` (BLAKE2b; it was SHA-256), so individual episodes
-      differ from before while the calibrated rates stay the same.
+      differ from before while the calibrated rates stay the same. RCR's ``beta_base``,
+      ``budget_offsets``, ``weights``, ``decay`` and ``selector`` arguments are now
+      the fields of one ``routing`` argument.
     """
 
     def __init__(
@@ -383,12 +396,8 @@ class ALFWorldControllerEnv(OrchestrationEnv):
         role_agents: Mapping[str, str] | None = None,
         seed: int = 0,
         router: str = "rcr",
+        routing: RoutingSettings | Mapping[str, Any] | None = None,
         max_turns: int = 30,
-        beta_base: int = 2048,
-        budget_offsets: Mapping[str, int] | None = None,
-        weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
-        decay: float = 0.5,
-        selector: str = "greedy",
         token_counter: str | TokenCounter | None = "estimate",
         format_penalty: float = -0.1,
         cost_weight: float = 0.0,
@@ -406,14 +415,7 @@ class ALFWorldControllerEnv(OrchestrationEnv):
             raise ConfigError(f"cost_weight must be >= 0 (it subtracts dollars), got {cost_weight}")
         house = {"split": split, "data_dir": data_dir, "game_files": game_files}
         self.game = ALFWorldRoleGame(
-            router=router,
-            max_turns=max_turns,
-            beta_base=beta_base,
-            budget_offsets=budget_offsets,
-            weights=weights,
-            decay=decay,
-            selector=selector,
-            token_counter=token_counter,
+            **arguments_for(ALFWorldRoleGame, locals()),
             expert="planner",
             env_kwargs={**house, "task_types": task_types},
         )

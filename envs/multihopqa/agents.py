@@ -47,6 +47,7 @@ from orchenv.memory import TokenCounter, make_token_counter
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
 from orchenv.seeding import stable_uniform
 from orchenv.tasks import Task
+from orchenv.teams import role_agent_pool
 
 #: name of this backend in env-built pools
 BACKEND_NAME = "multihop-roles"
@@ -58,6 +59,9 @@ _ANSWER_ITEM_RE = re.compile(r"type: answer\n(?:  [a-z_]+: .*\n)*  text: \|\n((?
 
 
 def _sigmoid(x: float) -> float:
+    # not orchenv.backends.simulated.sigmoid: its overflow-free tanh form differs from this one
+    # in the last bits for most x, and these odds (and the p_correct they report) must stay
+    # those the calibration in docs/rcr/results.md was measured with
     return 1.0 / (1.0 + math.exp(-x))
 
 
@@ -269,24 +273,11 @@ def multihop_pool(
     """The default pool: one simulated agent per role (and the judge), Qwen2.5-7B-Instruct prices.
 
     Seed 004 does not name its role models (DeepSeek and GPT-4 appear only as
-    judges); orchenv uses a 7B instruct model's prices for every role.
+    judges); orchenv uses a 7B instruct model's prices for every role
+    (``orchenv.teams.role_agent_pool``).
     """
-    from orchenv.pricing import price_for
-
-    price = price_for("qwen2.5-7b-instruct")
     acc = {**DEFAULT_ACCURACY, **(accuracy or {})}
-    specs = [
-        AgentSpec(
-            name=role,
-            model="Qwen/Qwen2.5-7B-Instruct",
-            tier=0,
-            price_prompt=price.prompt,
-            price_completion=price.completion,
-            backend=BACKEND_NAME,
-            calibration={"accuracy": acc[role], "tokens_per_second": 60.0},
-            backend_kwargs={"role": role},
-        )
-        for role in ROLES
-    ]
     backend = MultihopRoleBackend(seed=seed, token_counter=token_counter, distraction=distraction)
-    return AgentPool(specs, {BACKEND_NAME: backend}, name="multihop")
+    return role_agent_pool(
+        "multihop", BACKEND_NAME, backend, {r: {"accuracy": acc[r]} for r in ROLES}
+    )

@@ -31,19 +31,17 @@ from orchenv.envs.multihopqa.metrics import (
 )
 from orchenv.envs.multihopqa.search import paragraph_index
 from orchenv.error import ConfigError, UnknownNameError
-from orchenv.memory import AgentOutput, TokenCounter
+from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter
 from orchenv.parsing import extract_tag
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
-from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, assign_role_agents
-
-ROLE_ORDER = ("planner", "searcher", "recommender", "verifier")
-
-#: appendix E's (w1, w2, w3). The paper's example sets all to 1; here the role-keyword
-#: indicator weighs 0.5 so that a fresh item of the preferred type outranks an old item
-#: that merely names a tracked entity (measured in docs/rcr/results.md).
-DEFAULT_WEIGHTS = (0.5, 1.0, 1.0)
-
+from orchenv.teams import (
+    RoleAECEnv,
+    RoleGame,
+    RoleParallelEnv,
+    TeamRole,
+    assign_role_agents,
+)
 
 _NAME_RE = re.compile(r"[A-Z][\w'-]+(?:\s+(?:of\s+|the\s+)?[A-Z][\w'-]+)*")
 _NOT_NAMES = frozenset(
@@ -56,6 +54,9 @@ class MultihopQAGame(RoleGame):
     """The multihop QA rules: roles, routed observations, memory updates, metrics.
 
     Arguments:
+        max_turns: T, interaction rounds (default 3, the paper's best).
+        verifier: add the Verifier role.
+        search_k: paragraphs the search tool returns per query.
         task_source: a registered source name or a ``TaskSource`` whose tasks
             carry HotpotQA-style ``meta["context"]`` (default: the embedded
             generator ``"multihop-synth"``); ``None`` when whoever drives the game
@@ -63,13 +64,10 @@ class MultihopQAGame(RoleGame):
         task_source_kwargs: arguments for a named task source.
         split: the split episodes draw tasks from (default ``"test"``).
         router: ``"full"``, ``"static"`` or ``"rcr"``.
-        max_turns: T, interaction rounds (default 3, the paper's best).
-        beta_base / budget_offsets: eq. (4) budgets for RCR.
-        weights / decay / selector: RCR's scorer and selection (see ``RCRRouter``).
-        verifier: add the Verifier role.
-        search_k: paragraphs the search tool returns per query.
+        routing: changes to ``default_routing`` (``RoutingSettings``: eq. (4) budgets,
+            RCR's scorer and selection, the memory's duplicate test), as a
+            ``RoutingSettings`` or a mapping of the fields to change.
         token_counter: how memory items and prompts are counted.
-        max_action_chars: longer replies are cut before parsing.
 
     ``done`` when the Planner finishes (``<finish/>`` or its own ``<answer>``);
     ``truncated`` after ``max_turns`` rounds without that. Either way every role
@@ -77,13 +75,33 @@ class MultihopQAGame(RoleGame):
     """
 
     name = "multihopqa"
-    roles = ROLE_ORDER
-    stages: ClassVar[Mapping[str, str]] = {
-        "planner": "plan",
-        "searcher": "search",
-        "recommender": "answer",
-        "verifier": "verify",
-    }
+    #: the roles in acting order: stage, appendix E's keywords K_i (the names the team tracks
+    #: are added per episode) and the static baseline's slice (item types)
+    team = (
+        TeamRole(
+            "planner",
+            stage="plan",
+            keywords=("unsupported", "missing", "resolved"),
+            static_types=("task", "plan", "evidence", "answer", "feedback"),
+        ),
+        TeamRole(
+            "searcher",
+            stage="search",
+            keywords=("next:", "first:"),
+            static_types=("task", "query"),
+        ),
+        TeamRole(
+            "recommender",
+            stage="answer",
+            static_types=("task", "evidence", "answer"),
+        ),
+        TeamRole(
+            "verifier",
+            stage="verify",
+            static_types=("task", "evidence", "answer"),
+        ),
+    )
+    #: each role's instructions (its system prompt)
     role_prompts: ClassVar[Mapping[str, str]] = {
         "planner": (
             "You are the Planner of a team answering a multihop question. Decompose it into single-hop "
@@ -105,20 +123,6 @@ class MultihopQAGame(RoleGame):
             "with <feedback>supported: why</feedback> or <feedback>unsupported: what is missing</feedback>."
         ),
     }
-    #: appendix E's role keyword lists K_i (the question's words are added per episode)
-    role_keywords: ClassVar[Mapping[str, Sequence[str]]] = {
-        "planner": ("unsupported", "missing", "resolved"),
-        "searcher": ("next:", "first:"),
-        "recommender": (),
-        "verifier": (),
-    }
-    #: the static baseline's fixed per-role slices (item types)
-    static_types: ClassVar[Mapping[str, Sequence[str]]] = {
-        "planner": ("task", "plan", "evidence", "answer", "feedback"),
-        "searcher": ("task", "query"),
-        "recommender": ("task", "evidence", "answer"),
-        "verifier": ("task", "evidence", "answer"),
-    }
     #: preferred item types per stage (the sets T_t of appendix E)
     stage_types: ClassVar[Mapping[str, Sequence[str]]] = {
         "plan": ("plan", "feedback", "answer", "evidence"),
@@ -126,39 +130,35 @@ class MultihopQAGame(RoleGame):
         "answer": ("plan", "evidence"),
         "verify": ("answer", "evidence"),
     }
-    #: beta_role of eq. (4): role offsets to the base budget (tokens). With the default
-    #: beta_base of 256: planner 384, searcher 96, recommender 384, verifier 256. Seed 004
-    #: uses B_i = 2048 on HotpotQA, whose contexts are several times longer than the
-    #: generator's ~100-token paragraphs; the defaults keep the same ratio of budget to
-    #: memory size. ``scripts/reproduce_rcr.py`` sweeps beta_base.
-    default_budget_offsets: ClassVar[Mapping[str, int]] = {
-        "planner": 128,
-        "searcher": -160,
-        "recommender": 128,
-        "verifier": 0,
-    }
+    #: eq. (4)'s budgets in tokens, beta_base 256 plus beta_role: planner 384, searcher 96,
+    #: recommender 384, verifier 256. Seed 004 uses B_i = 2048 on HotpotQA, whose contexts are
+    #: several times longer than the generator's ~100-token paragraphs; the defaults keep the
+    #: same ratio of budget to memory size (``scripts/reproduce_rcr.py`` sweeps beta_base).
+    #: Appendix E's (w1, w2, w3): the paper's example sets all to 1; here the role-keyword
+    #: indicator weighs 0.5 so that a fresh item of the preferred type outranks an old item
+    #: that merely names a tracked entity (measured in docs/rcr/results.md).
+    default_routing: ClassVar[RoutingSettings] = RoutingSettings(
+        beta_base=256,
+        budget_offsets={"planner": 128, "searcher": -160, "recommender": 128},
+        weights=(0.5, 1.0, 1.0),
+        decay=1.0,
+    )
 
     def __init__(
         self,
         *,
+        max_turns: int = 3,
+        verifier: bool = False,
+        search_k: int = 2,
         task_source: str | TaskSource | None = "multihop-synth",
         task_source_kwargs: Mapping[str, Any] | None = None,
         split: str = "test",
         router: str = "rcr",
-        max_turns: int = 3,
-        beta_base: int = 256,
-        budget_offsets: Mapping[str, int] | None = None,
-        weights: tuple[float, float, float] = DEFAULT_WEIGHTS,
-        decay: float = 1.0,
-        selector: str = "greedy",
-        verifier: bool = False,
-        search_k: int = 2,
+        routing: RoutingSettings | Mapping[str, Any] | None = None,
         token_counter: str | TokenCounter | None = "auto",
-        max_action_chars: int = 4000,
     ) -> None:
         super().__init__(
-            roles=ROLE_ORDER if verifier else ROLE_ORDER[:3],
-            **arguments_for(super().__init__, locals()),
+            roles=None if verifier else ROLE_ORDER[:3], **arguments_for(super().__init__, locals())
         )
         if search_k < 1:
             raise ConfigError(f"search_k must be >= 1, got {search_k}")
@@ -353,6 +353,10 @@ class MultihopQAGame(RoleGame):
         return {**self.metrics(), "task_id": self.task.id, "final_answer": self.answer}
 
 
+#: every role of the game, in acting order
+ROLE_ORDER = tuple(role.name for role in MultihopQAGame.team)
+
+
 # -- pool-played roles ---------------------------------------------------------------
 def play_role(
     game: MultihopQAGame,
@@ -449,11 +453,14 @@ class MultihopQAEnv(OrchestrationEnv):
     - ``task_source``, ``task_source_kwargs``, ``split``: where questions come from
       (default: the embedded generator ``"multihop-synth"``, ``"test"``).
     - ``router``: ``"rcr"`` (default), ``"full"`` or ``"static"``.
+    - ``routing``: changes to ``MultihopQAGame.default_routing``, a
+      ``RoutingSettings`` or a mapping of its fields (e.g. ``{"beta_base": 512}``):
+      RCR's per-role token budgets (``beta_base``, ``budget_offsets``; eq. 4, default
+      256 plus planner +128, searcher -160, recommender +128), importance score
+      (``weights``, default (0.5, 1, 1), and ``decay``, default 1.0; appendix E),
+      selection (``selector``: ``"greedy"``, Algorithm 1, or ``"exact"``) and the
+      memory's duplicate test (``novelty_threshold``, default 0.9).
     - ``max_turns``: T, rounds per episode (default 3, the paper's best).
-    - ``beta_base``, ``budget_offsets``: RCR's per-role token budgets (eq. 4;
-      default 256 plus ``MultihopQAGame.default_budget_offsets``).
-    - ``weights``, ``decay``, ``selector``: RCR's importance score (appendix E) and
-      selection (``"greedy"``, Algorithm 1, or ``"exact"``).
     - ``verifier``: add the Verifier role (default False).
     - ``search_k``: paragraphs per search (default 2).
     - ``token_counter``: how prompts and memory items are counted (default
@@ -468,8 +475,10 @@ class MultihopQAEnv(OrchestrationEnv):
     - v0: initial version. Since the one-shape refactor the horizon argument is
       ``max_turns`` (it was ``rounds``), reaching it without ``<finish/>`` or
       ``<answer>`` is ``truncated`` (it was ``terminated``), an invalid action's
-      next observation carries the shared notice, ``info["metrics"]`` is new, and
-      ``backend`` / ``backend_kwargs`` are accepted. Rewards are unchanged.
+      next observation carries the shared notice, ``info["metrics"]`` is new,
+      ``backend`` / ``backend_kwargs`` are accepted, and RCR's ``beta_base``,
+      ``budget_offsets``, ``weights``, ``decay`` and ``selector`` arguments are the
+      fields of one ``routing`` argument. Rewards are unchanged.
     """
 
     def __init__(
@@ -482,12 +491,8 @@ class MultihopQAEnv(OrchestrationEnv):
         task_source_kwargs: Mapping[str, Any] | None = None,
         split: str = "test",
         router: str = "rcr",
+        routing: RoutingSettings | Mapping[str, Any] | None = None,
         max_turns: int = 3,
-        beta_base: int = 256,
-        budget_offsets: Mapping[str, int] | None = None,
-        weights: tuple[float, float, float] = DEFAULT_WEIGHTS,
-        decay: float = 1.0,
-        selector: str = "greedy",
         verifier: bool = False,
         search_k: int = 2,
         token_counter: str | TokenCounter | None = "auto",
@@ -500,19 +505,9 @@ class MultihopQAEnv(OrchestrationEnv):
         render_mode: str | None = None,
     ) -> None:
         super().__init__(**arguments_for(super().__init__, locals()))
+        # the env picks each task and hands it to the game
         self.game = MultihopQAGame(
-            task_source=None,  # the env picks each task and hands it to the game
-            split=split,
-            router=router,
-            max_turns=max_turns,
-            beta_base=beta_base,
-            budget_offsets=budget_offsets,
-            weights=weights,
-            decay=decay,
-            selector=selector,
-            verifier=verifier,
-            search_k=search_k,
-            token_counter=token_counter,
+            **arguments_for(MultihopQAGame, locals()) | {"task_source": None}
         )
         self._role_agents_arg = {r: a for r, a in (role_agents or {}).items() if r != "planner"}
         self._role_agents: dict[str, str] | None = None

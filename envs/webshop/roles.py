@@ -41,13 +41,9 @@ from orchenv.envs.webshop.site import (
     PREV_PAGE,
     RESULTS,
 )
-from orchenv.error import ConfigError
-from orchenv.memory import AgentOutput, TokenCounter
+from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter
 from orchenv.parsing import extract_tag, strip_reasoning
-from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv
-
-ROLES = ("planner", "searcher", "recommender")
-
+from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, TeamRole, inner_env_kwargs
 
 _TAGS = re.compile(r"<(plan|query|answer|note)\b[^>]*>.*?</\1\s*>", re.I | re.S)
 _WORD = re.compile(r"[a-z][a-z0-9'-]{3,}")
@@ -58,25 +54,42 @@ class WebShopRoleGame(RoleGame):
     """Planner / Searcher / Recommender over shared memory, shopping in one WebShop session.
 
     Arguments:
-        router: ``"full"``, ``"static"`` or ``"rcr"``.
         max_turns: rounds before truncation (each role acts once per round).
-        beta_base / budget_offsets / weights / decay / selector: RCR's budgets (eq. 4)
-            and scorer (appendix E); ignored by the other routers.
-        token_counter: how memory items are measured (default: the 4-chars estimate).
-        max_action_chars: longer role replies are cut before parsing.
         env_kwargs: ``WebShopEnv`` arguments for the shop (catalog, split, ...).
+        router: ``"full"``, ``"static"`` or ``"rcr"``.
+        routing: changes to ``default_routing`` (``RoutingSettings``: RCR's budgets, eq. 4,
+            and scorer, appendix E; the memory's duplicate test), as a ``RoutingSettings``
+            or a mapping of the fields to change.
+        token_counter: how memory items are measured (default: the 4-chars estimate).
 
     ``done`` in the round of the purchase (every role earns its score);
     ``truncated`` after ``max_turns`` rounds without one (score 0).
     """
 
     name = "webshop_roles"
-    roles = ROLES
-    stages: ClassVar[Mapping[str, str]] = {
-        "planner": "plan",
-        "searcher": "search",
-        "recommender": "recommend",
-    }
+    #: Table 9's roles in acting order: stage, appendix E's keywords K_i (the latest query's
+    #: words are added per round) and the static baseline's slice
+    team = (
+        TeamRole(
+            "planner",
+            stage="plan",
+            keywords=("no products match", "total results"),
+            static_types=("task", "plan", "state"),
+        ),
+        TeamRole(
+            "searcher",
+            stage="search",
+            keywords=("query", "page"),
+            static_types=("task", "query", "state"),
+        ),
+        TeamRole(
+            "recommender",
+            stage="recommend",
+            keywords=("price", "chosen", "you have clicked"),
+            static_types=("task", "plan", "evidence", "state", "answer"),
+        ),
+    )
+    #: each role's instructions (its system prompt)
     role_prompts: ClassVar[Mapping[str, str]] = {
         "planner": (
             "You are the Planner of a shopping team on WebShop, a simulated online store. Turn the "
@@ -100,51 +113,32 @@ class WebShopRoleGame(RoleGame):
             "why</answer>. Reply pass to wait for more evidence."
         ),
     }
-    #: appendix E's role keyword lists K_i (the latest query's words are added per round)
-    role_keywords: ClassVar[Mapping[str, Sequence[str]]] = {
-        "planner": ("no products match", "total results"),
-        "searcher": ("query", "page"),
-        "recommender": ("price", "chosen", "you have clicked"),
-    }
-    #: the static baseline's fixed slices
-    static_types: ClassVar[Mapping[str, Sequence[str]]] = {
-        "planner": ("task", "plan", "state"),
-        "searcher": ("task", "query", "state"),
-        "recommender": ("task", "plan", "evidence", "state", "answer"),
-    }
     #: preferred item types per stage (appendix E's T_t)
     stage_types: ClassVar[Mapping[str, Sequence[str]]] = {
         "plan": ("task", "plan", "state"),
         "search": ("query", "state"),
         "recommend": ("plan", "evidence", "state", "answer"),
     }
-    #: beta_role of eq. (4); seed 004's WebShop runs use B_i = 2048 (Table 10)
-    default_budget_offsets: ClassVar[Mapping[str, int]] = {
-        "planner": -1024,
-        "searcher": -1024,
-        "recommender": 0,
-    }
+    #: eq. (4): seed 004's WebShop runs use B_i = 2048 (Table 10) for the Recommender, half
+    #: of it for the Planner and the Searcher
+    default_routing: ClassVar[RoutingSettings] = RoutingSettings(
+        beta_base=2048, budget_offsets={"planner": -1024, "searcher": -1024}
+    )
 
     def __init__(
         self,
         *,
-        router: str = "rcr",
         max_turns: int = 10,
-        beta_base: int = 2048,
-        budget_offsets: Mapping[str, int] | None = None,
-        weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
-        decay: float = 0.5,
-        selector: str = "greedy",
-        token_counter: str | TokenCounter | None = "estimate",
-        max_action_chars: int = 4000,
         env_kwargs: Mapping[str, Any] | None = None,
+        router: str = "rcr",
+        routing: RoutingSettings | Mapping[str, Any] | None = None,
+        token_counter: str | TokenCounter | None = "estimate",
     ) -> None:
         super().__init__(**arguments_for(super().__init__, locals()))
-        kwargs = dict(env_kwargs or {})
-        if "max_turns" in kwargs:
-            raise ConfigError("the team's shop has no step limit of its own; set max_turns")
-        # at most two browser actions per round (Searcher, Recommender): never truncates first
-        self.shop = WebShopEnv(max_turns=2 * max_turns + 2, **kwargs)
+        # at most two browser actions a round: the Searcher's and the Recommender's
+        self.shop = WebShopEnv(
+            **inner_env_kwargs(env_kwargs, rounds=max_turns, actions_per_round=2)
+        )
         self._final: dict[str, Any] = {}
 
     # -- RoleGame -------------------------------------------------------------------------
@@ -263,7 +257,7 @@ class WebShopRoleGame(RoleGame):
     def _end_round(self) -> None:
         if self._final:
             self.done = True
-            self.round_rewards = {role: float(self._final["score"]) for role in ROLES}
+            self.round_rewards = {role: float(self._final["score"]) for role in self.roles}
 
     def _on_truncate(self) -> None:
         self._final = {"score": 0.0, "success": False, "final_answer": None}
