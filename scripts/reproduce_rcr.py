@@ -4,7 +4,7 @@ Runs the three-role team (Planner, Searcher, Recommender; simulated pool
 agents) on the test split for each router mode, plus the paper's ablations
 (per-agent budget, rounds T), and writes a markdown table and the raw numbers.
 
-    .venv/bin/python scripts/reproduce_rcr.py --episodes 300 --out docs/rcr
+    scripts/reproduce_rcr.sh          # sets up .venv, then --episodes 300 --seed 0 --out docs/rcr
 
 Every number comes from this run; nothing is copied from the paper.
 """
@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         sections += ["## RCR budget ablation (T = 3)", "", table(ablations["budget"], full), ""]
         sections += ["## RCR rounds ablation", "", table(ablations["rounds"], full), ""]
     args.out.mkdir(parents=True, exist_ok=True)
-    command = f".venv/bin/python scripts/reproduce_rcr.py --episodes {args.episodes} --seed {args.seed} --out {args.out}"
+    command = (
+        f"scripts/reproduce_rcr.sh --episodes {args.episodes} --seed {args.seed} --out {args.out}"
+    )
     (args.out / "results.md").write_text(f"Made by `{command}`.\n\n" + "\n".join(sections))
     (args.out / "results.json").write_text(json.dumps({"main": main_rows, **ablations}, indent=1))
     print("\n".join(sections))
