@@ -47,6 +47,34 @@ class AgentSpec:
     calibration: Mapping[str, float] = field(default_factory=dict)
     backend_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def priced(
+        cls,
+        name: str,
+        model: str,
+        price_key: str,
+        *,
+        backend: str,
+        calibration: Mapping[str, float],
+        tier: int = 0,
+        backend_kwargs: Mapping[str, Any] | None = None,
+    ) -> AgentSpec:
+        """An agent at the public prices of ``price_key`` in ``orchenv/pricing.json`` (for
+        pools built in code, e.g. simulated role agents or a single executor)."""
+        from orchenv.pricing import price_for
+
+        price = price_for(price_key)
+        return cls(
+            name=name,
+            model=model,
+            tier=tier,
+            price_prompt=price.prompt,
+            price_completion=price.completion,
+            backend=backend,
+            calibration=dict(calibration),
+            backend_kwargs=dict(backend_kwargs or {}),
+        )
+
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """Dollar cost of a call with these token counts."""
         return (prompt_tokens * self.price_prompt + completion_tokens * self.price_completion) / 1e6

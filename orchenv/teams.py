@@ -303,16 +303,11 @@ def role_agent_pool(
     named after its role and served by ``backend`` (as ``backend_name``, told the role in
     ``backend_kwargs``), at Qwen2.5-7B-Instruct prices and 60 tokens/s: seed 004 names no
     role models."""
-    from orchenv.pricing import price_for
-
-    price = price_for("qwen2.5-7b-instruct")
     specs = [
-        AgentSpec(
-            name=role,
-            model="Qwen/Qwen2.5-7B-Instruct",
-            tier=0,
-            price_prompt=price.prompt,
-            price_completion=price.completion,
+        AgentSpec.priced(
+            role,
+            "Qwen/Qwen2.5-7B-Instruct",
+            "qwen2.5-7b-instruct",
             backend=backend_name,
             calibration={**values, "tokens_per_second": 60.0},
             backend_kwargs={"role": role},

@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from orchenv.backends.common import require_task
 from orchenv.backends.simulated import OUTCOMES_KEYED_ON, SimulatedBackend, sigmoid
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
-from orchenv.pricing import price_for
 from orchenv.seeding import stable_uniform
 from orchenv.tasks import Task
 
@@ -203,13 +202,10 @@ def orchmas_pool(*, seed: int = 0, accuracy: float = 0.6, **backend_kwargs: floa
     0.6 for a one-shot call with a generic role). Built in code rather than as a
     preset JSON because the backend is not in ``orchenv.pool.BACKENDS``.
     """
-    price = price_for("qwen2.5-7b-instruct")
-    spec = AgentSpec(
-        name=DEFAULT_EXECUTOR,
-        model="Qwen/Qwen2.5-7B-Instruct",
-        tier=0,
-        price_prompt=price.prompt,
-        price_completion=price.completion,
+    spec = AgentSpec.priced(
+        DEFAULT_EXECUTOR,
+        "Qwen/Qwen2.5-7B-Instruct",
+        "qwen2.5-7b-instruct",
         backend=BACKEND_NAME,
         calibration={"accuracy": accuracy, "mean_completion_tokens": 250, "tokens_per_second": 120},
     )
