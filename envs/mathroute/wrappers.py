@@ -36,7 +36,7 @@ from gymnasium import spaces
 
 from orchenv.core import OrchestrationEnv
 from orchenv.envs.mathroute.protocol import route_text, verdict_text
-from orchenv.error import ConfigError, DependencyError, EnvStateError
+from orchenv.error import ConfigError, DependencyError
 from orchenv.grading import extract_boxed
 
 logger = logging.getLogger(__name__)
@@ -70,15 +70,7 @@ def _agent_names(env: gym.Env) -> tuple[str, ...]:
             "need an env with an agent pool whose info carries 'phase' and 'valid_agents' "
             "(e.g. orch/MathRoute-v0, orch/MathRouteSystem2-v0)"
         )
-    build = getattr(unwrapped, "_ensure_built", None)
-    if unwrapped._pool is None and build is not None:
-        build()  # the pool is built lazily; this builds it without starting an episode
-    try:
-        return tuple(unwrapped.pool.names)
-    except EnvStateError as exc:
-        raise ConfigError(
-            f"cannot read the agent pool of {type(unwrapped).__name__} before reset()"
-        ) from exc
+    return tuple(unwrapped.pool.names)  # built on first use, without starting an episode
 
 
 def _check_info(info: dict[str, Any]) -> None:
