@@ -194,7 +194,8 @@ def test_sampler_logprobs_match_the_trainers_forward_pass():
     for s, messages in zip(samples, prompts, strict=True):
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         assert s.prompt_ids == tok(text, add_special_tokens=False)["input_ids"]
-        assert 1 <= len(s.completion_ids) <= 6 and len(s.logprobs) == len(s.completion_ids)
+        assert s.completion_ids, "every row generates at least one token"
+        assert len(s.logprobs) == len(s.completion_ids)
         assert eos not in s.completion_ids[:-1]  # cut at the first EOS, padding dropped
         assert len(s.completion_ids) == 6 or s.completion_ids[-1] == eos
         assert s.text == tok.decode(s.completion_ids, skip_special_tokens=True)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pickle
 import time
+import types
 from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
 
 import orchenv  # noqa: F401 - registers the env ids
+from orchenv.backends import openai_compat
 from orchenv.backends.openai_compat import OpenAICompatBackend, OpenAIRequestError
 from orchenv.backends.simulated import estimate_prompt_tokens, estimate_tokens
 from orchenv.error import BackendError, ConfigError
@@ -149,13 +151,15 @@ def test_429_waits_for_retry_after(server):
     assert completion.meta["attempts"] == 2
 
 
-def test_retry_after_is_capped_by_backoff_max(server):
+def test_retry_after_is_capped_by_backoff_max(server, monkeypatch):
+    waits: list[float] = []  # what the backend sleeps, recorded instead of slept
+    fake_time = types.SimpleNamespace(monotonic=time.monotonic, sleep=waits.append)
+    monkeypatch.setattr(openai_compat, "time", fake_time)
     server.add_faults(Fault(status=429, retry_after=30))
     pool = one_agent_pool(server, fast_backend(backoff_max_s=0.05))
-    start = time.monotonic()
     pool.call("a", MESSAGES)
-    assert time.monotonic() - start < 1.0
     pool.close()
+    assert waits == [0.05]  # Retry-After 30 s, capped at backoff_max_s
 
 
 def test_persistent_503_gives_up_with_a_useful_error(server):
@@ -246,18 +250,16 @@ def test_tokenizer_by_name_is_loaded_from_local_files(server, tmp_path):
     missing.close()
 
 
+@pytest.mark.timeout(30)  # a hang fails the test; how fast it gives up is not measured here
 def test_a_stalled_server_cannot_hang_a_call():
-    with FakeOpenAIServer(latency_s=5.0) as slow:
+    with FakeOpenAIServer(latency_s=60.0) as slow:
         backend = fast_backend(timeout_s=0.3, max_retries=1)
         pool = one_agent_pool(slow, backend)
-        start = time.monotonic()
         with pytest.raises(OpenAIRequestError, match="ReadTimeout") as info:
             pool.call("a", MESSAGES)
-        elapsed = time.monotonic() - start
         pool.close()
-    assert info.value.attempts == 2
+    assert info.value.attempts == 2  # one retry, then the read timeout is reported
     assert backend.deadline_s == pytest.approx(2 * 0.3 + 0.01)
-    assert elapsed < backend.deadline_s + 2.0  # generous slack: behaviour, not speed
 
 
 def test_connection_refused_is_retried_then_reported():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import time
 import warnings
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from orchenv.error import require
 
 
 @dataclass(kw_only=True, eq=False)
-class PolicySampler:
+class PolicySampler(ABC):
     """A ``Sampler`` the trainer reseeds, copies for evaluation, reads counters from and syncs."""
 
     temperature: float = 1.0  # 0: greedy, and no logprobs
@@ -53,10 +54,10 @@ class PolicySampler:
         stats, self._stats = self._stats, defaultdict(float)
         return dict(stats)
 
-    def sync_weights(self, model: Any) -> None:
+    def sync_weights(self, model: Any) -> None:  # noqa: B027  (optional hook, no-op by default)
         """Copy the policy's weights in (a no-op for samplers that use the policy itself)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook, no-op by default)
         """Release what the sampler holds (an engine)."""
 
     def __call__(self, prompts: Sequence[Messages]) -> list[Sample]:
@@ -68,8 +69,9 @@ class PolicySampler:
         self._stats["time/generation_s"] += time.perf_counter() - t0
         return samples
 
+    @abstractmethod
     def _sample(self, prompts: list[Messages], call: int) -> list[Sample]:
-        raise NotImplementedError
+        """Generate one completion per prompt; ``call`` numbers the calls (seeds derive from it)."""
 
 
 class HFPolicySampler(PolicySampler):
@@ -165,7 +167,7 @@ class VLLMPolicySampler(PolicySampler):
         self.backend = VLLMBackend(model=self.model_path, seed=self.seed, **(backend_kwargs or {}))
         self.backend.engine()  # the GPU check, and the engine starts now rather than mid-step
 
-    def sync_weights(self, model: Any) -> None:
+    def sync_weights(self, model: Any) -> None:  # noqa: B027  (optional hook, no-op by default)
         """Copy the policy into the engine under the base model's names, any LoRA merged in."""
         lora = callable(getattr(model, "merge_adapter", None))
         if lora:
@@ -179,7 +181,7 @@ class VLLMPolicySampler(PolicySampler):
         if lora:
             model.unmerge_adapter()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook, no-op by default)
         self.backend.close()
 
     def _sample(self, prompts: list[Messages], call: int) -> list[Sample]:

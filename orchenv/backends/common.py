@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -40,7 +41,7 @@ class RebuiltOnCopy:
         self._lock = threading.RLock() if self._reentrant_lock else threading.Lock()
 
 
-class BatchedEngine(RebuiltOnCopy):
+class BatchedEngine(RebuiltOnCopy, ABC):
     """Base of in-process engines that batch natively (``hf``, ``vllm``).
 
     One lock serialises engine use, so ``max_concurrency`` is 1 and parallelism comes
@@ -56,8 +57,9 @@ class BatchedEngine(RebuiltOnCopy):
         """One call: a batch of one."""
         return self.complete_batch([(spec, messages, context)])[0]
 
+    @abstractmethod
     def complete_batch(self, calls: Sequence[Call]) -> list[Completion]:
-        raise NotImplementedError
+        """Answer ``calls`` in one engine batch, in order."""
 
     @staticmethod
     def engine_completion(

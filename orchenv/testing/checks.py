@@ -347,7 +347,7 @@ for seed in seeds:
     for step in rollout(env, seed, seed)[1:]:
         obs, reward, _, _, info = step
         h.update(f"{obs}|{reward}|{info['episode_cost_usd']}|{info['tokens']}".encode())
-print(h.hexdigest())
+sys.stdout.write(h.hexdigest())
 """
 
 
