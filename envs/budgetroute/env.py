@@ -152,7 +152,7 @@ class BudgetRouteEnv(OrchestrationEnv):
     def demo_action(self, rng: np.random.Generator) -> str:
         """A valid action for the current state: ask a random expert, or answer "0"."""
         experts = self.valid_agents()
-        if experts and self.turn < self.max_turns - 1 and rng.random() < 0.5:
+        if experts and not self.is_last_turn and rng.random() < 0.5:
             expert = experts[int(rng.integers(len(experts)))]
             problem = self.task.prompt if self.task is not None else "the problem"
             return f"<search>{expert}: {problem}</search>"
@@ -179,7 +179,7 @@ class BudgetRouteEnv(OrchestrationEnv):
             parts.append(
                 f"<search>{expert}: {query}</search>\n<information>\n{reply}\n</information>"
             )
-        if self.max_turns - self.turn <= 1:
+        if self.is_last_turn:
             parts.append(f"(Round {self.turn + 1} of {self.max_turns}: the last one; answer now.)")
         else:
             parts.append(self.turn_line("Round"))

@@ -209,7 +209,7 @@ class OrchMASEnv(OrchestrationEnv):
         """
         assert self.task is not None
         last = self._last_reply()
-        if self.turn + 1 < self.max_turns and (last is None or rng.random() < 0.6):
+        if not self.is_last_turn and (last is None or rng.random() < 0.6):
             role = DEMO_ROLES[int(rng.integers(len(DEMO_ROLES)))]
             request = (
                 self.task.prompt if last is None else "Check the previous answer and verify it."
