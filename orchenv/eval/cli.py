@@ -71,6 +71,15 @@ def add_subcommands(sub: Any) -> None:
         "as each episode ends (default: 1; 0: off; always at the end). A killed "
         "process never loses a finished episode; a power cut loses at most the unsynced tail",
     )
+    p_eval.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="play an episode in which a backend failed again, whole, up to N more times "
+        "before stopping (default: 2). Calls that succeeded are kept in OUT/journal/ and "
+        "never bought twice, also when the same command is rerun later",
+    )
     p_eval.add_argument("--json", action="store_true", help="print the pooled summary as JSON")
     p_eval.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p_eval.set_defaults(func=cmd_eval)
@@ -117,6 +126,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         fsync_every=args.fsync_every,
         fsync_interval_s=args.fsync_interval if args.fsync_interval > 0 else None,
+        retries=args.retries,
     )
     if args.json:
         print(json.dumps(result.summary["pooled"], indent=2))

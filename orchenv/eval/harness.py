@@ -27,6 +27,12 @@ seed (with ``seed=s`` when its constructor takes ``seed``); before each episode
 rebuilt for each episode with ``seed=episode_seed``; one with neither is taken to be
 deterministic.
 
+Live failures cost nothing twice. When a backend fails mid-episode the env marks the episode
+failed and the harness plays it again, whole, up to ``retries`` more times; every call that
+succeeded is kept in the episode's journal (``orchenv.eval.journal``) and served from it on
+the retry and on a later resume of the same command, so no call is bought twice and the
+finished run's records equal an uninterrupted run's.
+
 Env state carried across episodes (``OrchestrationEnv.lifetime_state``, e.g. MathRoute's
 usage-budget ledger under ``enforce_usage_constraints``) starts each seed empty; every line
 records it after its episode and a resumed seed restores it, so budgets bind exactly as in an
@@ -42,6 +48,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +58,8 @@ from typing import Any
 import gymnasium as gym
 from tqdm.auto import tqdm
 
-from orchenv.error import ConfigError, DataError
+from orchenv.error import BackendError, ConfigError, DataError
+from orchenv.eval.journal import JOURNAL_DIR, CallJournal, attach_to_env
 from orchenv.runner import (
     EpisodeRecord,
     RunSummary,
@@ -439,6 +447,7 @@ def _check_identity(
 
 
 def _clear(out_dir: Path) -> None:
+    shutil.rmtree(out_dir / JOURNAL_DIR, ignore_errors=True)
     for name in (EPISODES_FILE, RUN_FILE, SUMMARY_FILE, SUMMARY_FILE + ".tmp", RUN_FILE + ".tmp"):
         with contextlib.suppress(FileNotFoundError):
             (out_dir / name).unlink()
@@ -493,6 +502,7 @@ def evaluate(
     progress: bool = True,
     fsync_every: int = 0,
     fsync_interval_s: float | None = 1.0,
+    retries: int = 2,
 ) -> EvalResult:
     """Run (or resume) the evaluation ``config`` into ``out_dir``; see the module docstring.
 
@@ -500,8 +510,12 @@ def evaluate(
     (``config.controller`` is then only its name in the logs and boards). ``env``: an env
     already made from ``config`` (e.g. to share a warm pool); it is used as is and not
     closed. ``fsync_every=1`` fsyncs after every episode (slowest, safest against power
-    loss); the default fsyncs at most once a second and always at the end.
+    loss); the default fsyncs at most once a second and always at the end. ``retries``: how
+    many more times an episode in which a backend failed is played again, whole, before the
+    run stops (see ``orchenv.eval.journal``: calls that succeeded are not bought twice).
     """
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"retries must be a non-negative int, got {retries!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     source = _ControllerSource(controller_factory or config.controller, config.controller_kwargs)
@@ -510,7 +524,15 @@ def evaluate(
     try:
         with _locked(out):
             return _evaluate_locked(
-                config, out, env, source, overwrite, progress, fsync_every, fsync_interval_s
+                config,
+                out,
+                env,
+                source,
+                overwrite,
+                progress,
+                fsync_every,
+                fsync_interval_s,
+                retries,
             )
     finally:
         if own_env:
@@ -526,6 +548,7 @@ def _evaluate_locked(
     progress: bool,
     fsync_every: int,
     fsync_interval_s: float | None,
+    retries: int,
 ) -> EvalResult:
     if overwrite:
         _clear(out)
@@ -593,24 +616,35 @@ def _evaluate_locked(
             "resuming %s: %d of %d episodes already on disk", out, len(plan) - len(todo), len(plan)
         )
     played: dict[tuple[int, int], EpisodeRecord] = {}
-    ran = _play(
-        env,
-        source,
-        seeds=config.seeds,
-        todo=todo,
-        done=done,
-        played=played,
-        log=EpisodeLog(
-            log_path,
-            header=line_header(identity, key),
-            fsync_every=fsync_every,
-            fsync_interval_s=fsync_interval_s,
-        ),
-        progress=progress,
-        total=len(plan),
-        correct_on_disk=sum(bool(done[p].get("correct")) for p in plan if p in done),
-        label=str(run_info["controller_label"]),
-    )
+    journal = CallJournal(out / JOURNAL_DIR)
+    if journal.directory.is_dir():  # logged episodes whose journal a kill left behind
+        for pair in done:
+            journal.discard(*pair)
+    undo_journal = attach_to_env(env, journal)  # None: every backend is free, nothing to journal
+    try:
+        ran = _play(
+            env,
+            source,
+            seeds=config.seeds,
+            todo=todo,
+            done=done,
+            played=played,
+            log=EpisodeLog(
+                log_path,
+                header=line_header(identity, key),
+                fsync_every=fsync_every,
+                fsync_interval_s=fsync_interval_s,
+            ),
+            progress=progress,
+            total=len(plan),
+            correct_on_disk=sum(bool(done[p].get("correct")) for p in plan if p in done),
+            label=str(run_info["controller_label"]),
+            journal=journal if undo_journal is not None else None,
+            retries=retries,
+        )
+    finally:
+        if undo_journal is not None:
+            undo_journal()
     records = {
         pair: played[pair] if pair in played else EpisodeRecord.from_dict(done[pair])
         for pair in plan
@@ -635,6 +669,8 @@ def _play(
     total: int,
     correct_on_disk: int,
     label: str,
+    journal: CallJournal | None = None,
+    retries: int = 0,
 ) -> int:
     """Play the pending (seed, episode) pairs in order, logging each as it ends; closes
     ``log`` (a final fsync) however it stops."""
@@ -661,13 +697,14 @@ def _play(
             before = done.get((seed, first - 1))
             _restore_env_state(env, before.get("env_state") if before else None)
             for index in pending[seed]:
-                ep_seed = episode_seed(seed, index)
                 start = time.perf_counter()
-                record = run_episode(env, source.for_episode(controller, ep_seed), seed=ep_seed)
+                record = _play_one(env, source, controller, seed, index, journal, retries)
                 wall = time.perf_counter() - start
                 state = _lifetime_state(env)
                 row = episode_row(seed, index, record, wall, state)
                 log.append(row)
+                if journal is not None:
+                    journal.finish()
                 played[(seed, index)] = record
                 ran += 1
                 if progress:
@@ -678,7 +715,57 @@ def _play(
     finally:
         bar.close()
         log.close()
+        if journal is not None:
+            journal.close()
     return ran
+
+
+def _play_one(
+    env: gym.Env,
+    source: _ControllerSource,
+    controller: Any,
+    seed: int,
+    index: int,
+    journal: CallJournal | None,
+    retries: int,
+) -> EpisodeRecord:
+    """One episode, retried whole (up to ``retries`` more times) when a backend fails in it.
+
+    Each attempt starts from the same env lifetime state and controller randomness, and the
+    journal serves the calls earlier attempts (or an earlier, interrupted run) already paid
+    for, so the record equals an uninterrupted run's.
+    """
+    ep_seed = episode_seed(seed, index)
+    state = _lifetime_state(env)
+    for attempt in range(retries + 1):
+        if journal is not None:
+            on_file = journal.begin(seed, index)
+            if on_file:
+                logger.info(
+                    "seed %d episode %d: %d paid calls on file from an earlier attempt",
+                    seed,
+                    index,
+                    on_file,
+                )
+        try:
+            return run_episode(env, source.for_episode(controller, ep_seed), seed=ep_seed)
+        except BackendError as exc:
+            if journal is not None:
+                journal.close()
+            kept = (
+                f"; the {journal.bought + journal.served} calls that succeeded are kept in "
+                f"{journal.path_for(seed, index)} and are not bought again when you rerun "
+                "the same command"
+                if journal is not None
+                else ""
+            )
+            if attempt == retries:
+                raise BackendError(
+                    f"seed {seed} episode {index} failed {retries + 1} time(s): {exc}{kept}"
+                ) from exc
+            logger.warning("seed %d episode %d failed (%s); retrying it", seed, index, exc)
+            _restore_env_state(env, state)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def build_summary(
