@@ -141,6 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OrchEnvError as exc:
         print(f"orchenv: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # an output folder or file the OS refuses (read-only, disk full)
+        print(
+            f"orchenv: error: {exc}. Check the path's permissions and free space", file=sys.stderr
+        )
+        return 2
 
 
 if __name__ == "__main__":

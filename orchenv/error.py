@@ -52,6 +52,22 @@ class DataError(OrchEnvError):
     """A data file is missing, empty or malformed."""
 
 
+class SchemaError(DataError, ValueError):
+    """A value read from outside (a replay file, an eval log, a server's reply) breaks its
+    schema: a wrong type, a number out of range, an unknown key. The message names the
+    file, line and field (``orchenv.schema``)."""
+
+
+class OutputError(OrchEnvError, OSError):
+    """A result file cannot be written (disk full, read-only, not a regular file). Raised
+    before anything is lost: what was already written stays intact. Also an ``OSError``
+    (same ``errno``), so code that handles I/O failures keeps working. Build it as
+    ``OutputError(errno, message, filename)``; ``str()`` is the message alone."""
+
+    def __str__(self) -> str:
+        return str(self.strerror) if self.strerror else super().__str__()
+
+
 class BackendError(OrchEnvError):
     """An agent backend failed (server error, timeout, missing record)."""
 

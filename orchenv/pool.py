@@ -11,18 +11,29 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import operator
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from orchenv.error import ConfigError, DataError, UnknownNameError
+from orchenv.error import BackendError, ConfigError, DataError, UnknownNameError
 from orchenv.registry import Registry
+from orchenv.schema import (
+    MAX_CALL_TOKENS,
+    MAX_PRICE_PER_MTOK,
+    POOL_AGENT,
+    POOL_FILE,
+    JSONLimitError,
+    parse_json,
+    show,
+)
 from orchenv.tasks import Task
 
 Message = dict[str, str]
@@ -46,6 +57,25 @@ class AgentSpec:
     role_prompt: str | None = None
     calibration: Mapping[str, float] = field(default_factory=dict)
     backend_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Check what prices every call: a NaN, negative or absurd price (or a tier that is
+        not an int) would poison every cost computed from it."""
+        where = f"agent {self.name!r}"
+        if not isinstance(self.name, str) or not isinstance(self.model, str):
+            raise ConfigError(f"{where}: name and model must be strings, got {self.model!r}")
+        if isinstance(self.tier, bool) or not isinstance(self.tier, int) or self.tier < 0:
+            raise ConfigError(
+                f"{where}: tier must be an integer >= 0 (0 strongest), got {self.tier!r}"
+            )
+        for label in ("price_prompt", "price_completion"):
+            value = getattr(self, label)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (ok and math.isfinite(value) and 0 <= value <= MAX_PRICE_PER_MTOK):
+                raise ConfigError(
+                    f"{where}: {label} must be a finite number of USD per 1M tokens in "
+                    f"[0, {MAX_PRICE_PER_MTOK:g}], got {value!r}"
+                )
 
     @classmethod
     def priced(
@@ -134,6 +164,31 @@ class Completion:
     cached: bool = False
     token_source: str = "estimate"
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Every completion is metered from these figures: token counts must be integers in
+        ``[0, orchenv.schema.MAX_CALL_TOKENS]`` (numpy integers are converted), cost and
+        latency finite and non-negative; otherwise a ``BackendError`` names the agent."""
+        for label in ("prompt_tokens", "completion_tokens"):
+            value = getattr(self, label)
+            try:
+                number = operator.index(value)
+            except TypeError:
+                number = -1
+            if isinstance(value, bool) or not 0 <= number <= MAX_CALL_TOKENS:
+                raise BackendError(
+                    f"agent {self.agent!r}: {label} must be an integer in "
+                    f"[0, {MAX_CALL_TOKENS:,}], got {show(value)}"
+                )
+            if type(value) is not int:
+                object.__setattr__(self, label, number)
+        for label in ("cost_usd", "latency_s"):
+            value = getattr(self, label)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (ok and math.isfinite(value) and value >= 0):
+                raise BackendError(
+                    f"agent {self.agent!r}: {label} must be a finite number >= 0, got {show(value)}"
+                )
 
     @property
     def tokens_estimated(self) -> bool:
@@ -360,6 +415,18 @@ class AgentPool:
                 future.result()  # re-raise the first failure
         return [r for r in results if r is not None]
 
+    def wrap_backends(self, wrap: Callable[[str, Backend], Backend]) -> Callable[[], None]:
+        """Replace each backend ``b`` registered as ``name`` by ``wrap(name, b)`` (a journal,
+        a cache, a tracer); returns the function that puts the originals back. Concurrency
+        slots stay those of the originals."""
+        originals = dict(self._backends)
+        self._backends = {name: wrap(name, backend) for name, backend in originals.items()}
+
+        def undo() -> None:
+            self._backends = originals
+
+        return undo
+
     def close(self) -> None:
         """Release backend resources (HTTP sessions, engines)."""
         for backend in self._backends.values():
@@ -440,51 +507,95 @@ def list_presets() -> list[str]:
 def load_preset_data(name: str | os.PathLike[str]) -> dict[str, Any]:
     """The raw pool document: a shipped preset by name, or a ``.json`` / ``.yaml`` pool file.
 
-    A pool file has the presets' schema: ``{"name", "agents": [{"name", "model", "tier",
-    "price" | "price_prompt" + "price_completion", "backend", "backend_kwargs", ...}],
-    "usage_constraints", "lagrange_multipliers"}``.
+    A pool file has the presets' schema (``orchenv.schema.POOL_FILE`` and ``POOL_AGENT``):
+    ``{"name", "agents": [{"name", "model", "tier", "price" | "price_prompt" +
+    "price_completion", "backend", "backend_kwargs", ...}], "usage_constraints",
+    "lagrange_multipliers"}``. Unknown keys are a ``ConfigError`` with a "did you mean"
+    hint (a misspelt ``price_promt`` would otherwise make prompts free), as are wrong types
+    and negative or non-finite numbers. YAML aliases are refused (see ``_read_pool_file``).
     """
     path = Path(name)
     if path.suffix.lower() in {".json", ".yaml", ".yml"}:
-        if not path.is_file():
-            raise DataError(f"pool file {str(path)!r} does not exist")
-        text = path.read_text("utf-8")
-        try:
-            if path.suffix.lower() == ".json":
-                data = json.loads(text)
-            else:
-                import yaml
-
-                data = yaml.safe_load(text)
-        except Exception as exc:  # json and yaml raise different types
-            raise DataError(
-                f"pool file {str(path)!r} is not valid {path.suffix[1:]}: {exc}"
-            ) from exc
+        data = _read_pool_file(path)
         if not isinstance(data, dict) or not isinstance(data.get("agents"), list):
             raise DataError(f"pool file {str(path)!r} must be a mapping with an 'agents' list")
         data.setdefault("name", path.stem)
-        return data
+        return check_pool_data(data, f"pool file {str(path)!r}")
     if str(name) not in list_presets():
         raise UnknownNameError("pool preset", str(name), list_presets())
     text = resources.files("orchenv.presets").joinpath(f"{name}.json").read_text("utf-8")
-    return json.loads(text)
+    return check_pool_data(json.loads(text), f"pool preset {str(name)!r}")
+
+
+#: the largest pool file read (pool files are a few kilobytes)
+MAX_POOL_FILE_BYTES = 4 * 2**20
+
+
+def _read_pool_file(path: Path) -> Any:
+    """A pool file's document: JSON through ``orchenv.schema.parse_json``, YAML through a
+    safe loader that refuses aliases (one alias can expand to gigabytes: "billion laughs";
+    write the value out instead). Files over ``MAX_POOL_FILE_BYTES`` are refused."""
+    if not path.is_file():
+        raise DataError(f"pool file {str(path)!r} does not exist")
+    with path.open("rb") as fh:
+        raw = fh.read(MAX_POOL_FILE_BYTES + 1)
+    if len(raw) > MAX_POOL_FILE_BYTES:
+        raise DataError(f"pool file {str(path)!r} is over {MAX_POOL_FILE_BYTES} bytes")
+    kind = path.suffix[1:].lower()
+    try:
+        if kind == "json":
+            return parse_json(raw, f"pool file {str(path)!r}")
+        return _yaml_load_without_aliases(raw.decode("utf-8"))
+    except JSONLimitError:
+        raise
+    except Exception as exc:  # json and yaml raise different types (RecursionError included)
+        raise DataError(f"pool file {str(path)!r} is not valid {kind}: {exc}") from exc
+
+
+def _yaml_load_without_aliases(text: str) -> Any:
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        """A ``SafeLoader`` whose composer stops at the first alias (``*name``)."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"found the alias *{event.anchor}; aliases are not allowed in pool files "
+                    "(write the value out)",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+
+    return yaml.load(text, Loader=NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def check_pool_data(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``data`` (a pool document) checked against ``POOL_FILE`` and each agent entry against
+    ``POOL_AGENT``; a ``ConfigError`` naming ``where`` and the field otherwise."""
+    checked = POOL_FILE.validate(data, where, error=ConfigError)
+    checked["agents"] = [
+        POOL_AGENT.validate(raw, f"{where}, agents[{i}]", error=ConfigError)
+        for i, raw in enumerate(checked["agents"])
+    ]
+    return checked
 
 
 def _spec_from_dict(raw: Mapping[str, Any], backend: str | None) -> AgentSpec:
     """An AgentSpec from a preset entry, resolving ``"price": KEY`` through the price table."""
     from orchenv.pricing import price_for
 
-    fields = set(AgentSpec.__dataclass_fields__)
-    data = {k: v for k, v in raw.items() if k in fields}
-    if "price" in raw:
-        price = price_for(raw["price"])
+    data = POOL_AGENT.validate(raw, f"agent entry {raw.get('name')!r}", error=ConfigError)
+    key = data.pop("price", None)
+    if key is not None:
+        price = price_for(key)
         data.setdefault("price_prompt", price.prompt)
         data.setdefault("price_completion", price.completion)
     if backend is not None:
         data["backend"] = backend
-    missing = {"name", "model", "tier"} - set(data)
-    if missing:
-        raise ConfigError(f"agent entry {dict(raw)!r} lacks {', '.join(sorted(missing))}")
     return AgentSpec(**data)
 
 

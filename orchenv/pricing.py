@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from orchenv.error import UnknownNameError
+from orchenv.error import ConfigError, UnknownNameError
+from orchenv.schema import Schema, price, text
 
 
 @dataclass(frozen=True)
@@ -27,17 +28,25 @@ class Price:
     source: str
 
 
+#: one entry of ``pricing.json`` (prices in USD per 1M tokens, finite and non-negative)
+PRICE_ENTRY = Schema(
+    "price entry",
+    {"model": text, "prompt": price, "completion": price, "source": text},
+    required=frozenset({"model", "prompt", "completion", "source"}),
+)
+
+
 @lru_cache(maxsize=1)
 def price_table() -> dict[str, Price]:
-    """Every known price, by key."""
+    """Every known price, by key (each entry checked by ``PRICE_ENTRY``: the table prices
+    every call of every preset, so a bad entry must fail loudly, not poison costs)."""
     text = resources.files("orchenv").joinpath("pricing.json").read_text("utf-8")
     raw = json.loads(text)["prices"]
-    return {
-        key: Price(
-            key, entry["model"], float(entry["prompt"]), float(entry["completion"]), entry["source"]
-        )
-        for key, entry in raw.items()
-    }
+    table = {}
+    for key, entry in raw.items():
+        e = PRICE_ENTRY.validate(entry, f"pricing.json, prices[{key!r}]", error=ConfigError)
+        table[key] = Price(key, e["model"], e["prompt"], e["completion"], e["source"])
+    return table
 
 
 def price_for(key: str) -> Price:

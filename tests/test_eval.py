@@ -16,8 +16,9 @@ import pytest
 from orchenv.cli import main
 from orchenv.error import DataError
 from orchenv.eval import EvalConfig, build_leaderboard, evaluate, read_episode_log
-from orchenv.eval.harness import EpisodeLog
+from orchenv.eval.harness import EpisodeLog, episode_row
 from orchenv.eval.leaderboard import Row, rank_rows
+from orchenv.runner import EpisodeRecord
 
 ENV = "orch/MathRoute-v0"
 EPISODE_FIELDS = {
@@ -268,13 +269,37 @@ def test_eval_errors_are_clear(tmp_path, capsys, args, message):
     assert message in capsys.readouterr().err
 
 
+def logged_rows(path: Path, n: int) -> bytes:
+    """``n`` episode rows written by ``EpisodeLog`` to ``path`` (its bytes)."""
+    record = EpisodeRecord(
+        task_id="t",
+        correct=True,
+        score=1.0,
+        reward=1.0,
+        turns=1,
+        cost_usd=0.001,
+        prompt_tokens=10,
+        completion_tokens=5,
+        agent_calls={"a": 1},
+        invalid_actions=0,
+        actions=["a"],
+    )
+    log = EpisodeLog(path, fsync_interval_s=None)
+    for i in range(n):
+        log.append(episode_row(0, i, record, 0.1, None))
+    log.close()
+    return path.read_bytes()
+
+
 def test_torn_tail_is_cut_but_a_bad_middle_line_is_corruption(tmp_path, caplog):
     path = tmp_path / "episodes.jsonl"
-    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c": ')
+    good = logged_rows(path, 2)
+    path.write_bytes(good + b'{"c": ')
     with caplog.at_level(logging.WARNING):
-        assert read_episode_log(path, repair=True) == [{"a": 1}, {"b": 2}]
-    assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n' and "torn" in caplog.text
-    path.write_bytes(b'{"a": 1}\n\x00\x00garbage\n{"b": 2}\n')
+        assert [r["episode"] for r in read_episode_log(path, repair=True)] == [0, 1]
+    assert path.read_bytes() == good and "torn" in caplog.text
+    first, second = good.splitlines(keepends=True)
+    path.write_bytes(first + b"\x00\x00garbage\n" + second)
     with pytest.raises(DataError, match="corrupted"):
         read_episode_log(path)
 
@@ -292,7 +317,8 @@ def test_fsync_schedule(tmp_path, monkeypatch):
     log.close()
     assert synced.count(fd) == 3  # the unsynced fifth, on close
     assert [r["i"] for r in lines(tmp_path / "e.jsonl")] == list(range(5))
-    assert lines(tmp_path / "e.jsonl")[0] == {"run": "x", "i": 0}
+    first = lines(tmp_path / "e.jsonl")[0]
+    assert first.pop("line_digest") and first == {"run": "x", "i": 0}
 
 
 def test_python_api_with_a_controller_factory(tmp_path):

@@ -352,7 +352,7 @@ def test_corrupt_middle_line_is_an_error(recorded, tmp_path):
     record = json.loads(lines[0])
     del record["completion"]["text"]
     bad.write_text(json.dumps(record) + "\n" + "".join(lines), "utf-8")
-    with pytest.raises(DataError, match=r"bad\.jsonl:1.*'text'"):
+    with pytest.raises(DataError, match=r"bad\.jsonl:1.*lacks completion\.text"):
         read_records(bad)
     bad.write_text(json.dumps({**json.loads(lines[0]), "v": 2}) + "\n", "utf-8")
     with pytest.raises(DataError, match="version"):

@@ -18,14 +18,27 @@ Design:
 * every call has a deadline of ``(max_retries + 1) * timeout_s`` plus the sum
   of the backoff caps (``deadline_s``): attempts and waits are cut short to fit
   it, so a stalled server can never hang a caller. Each attempt (connect,
-  send, wait, read the whole body) is bounded by ``timeout_s``; the connect
-  phase also by ``connect_timeout_s``. The body is read in chunks and the
-  attempt abandoned once past its bound (one blocked socket read can overrun
-  it by at most its own read timeout, which is itself capped by ``timeout_s``);
+  TLS, send the request, receive the status line and headers, read the whole
+  body) is bounded by ``timeout_s`` as a whole; the connect phase also by
+  ``connect_timeout_s``. httpx bounds each socket operation alone, so a
+  server dripping one header byte a second would never trip it: here every
+  socket operation gets only the time left before the attempt's deadline
+  (``_DeadlineBackend``, wrapped around the client's network backend);
+* a reply body is read in chunks and refused past ``max_response_bytes``
+  (default 16 MiB; a ``Content-Length`` above it is refused before reading);
+* replies are parsed with ``orchenv.schema.parse_json`` (bounded digits and
+  nesting) and ``usage`` is checked by ``orchenv.schema.USAGE``: token counts
+  are ints in ``[0, MAX_CALL_TOKENS]``. A reply beyond those limits, or over
+  the size cap, fails at once (not retried: a server that sends one will
+  send it again) with an ``OpenAIRequestError`` naming the field;
 * token counts come from the reply's ``usage`` (``token_source="server"``);
   without it from a configured tokenizer (``"tokenizer"``), else from the
   simulated backend's documented estimate (``"estimate"``: ceil(chars / 4)
   per message plus 4 framing tokens, ceil(chars / 4) for the completion).
+
+The deadline hook reaches into httpx's transport (``_pool``) and httpcore's
+pool (``_network_backend``), both private; ``test_header_drip_cannot_outlast_the_deadline``
+(``tests/security/test_inputs.py``) fails if a new httpx moves them.
 """
 
 from __future__ import annotations
@@ -42,6 +55,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpcore
 import httpx
 
 from orchenv.backends.common import RebuiltOnCopy
@@ -50,8 +64,9 @@ from orchenv.backends.simulated import (
     estimate_prompt_tokens,
     estimate_tokens,
 )
-from orchenv.error import BackendError, ConfigError, require
+from orchenv.error import BackendError, ConfigError, SchemaError, require
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
+from orchenv.schema import USAGE, JSONLimitError, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +75,10 @@ AGENT_KEYS = frozenset({"base_url", "model", "api_key", "api_key_env", "params",
 
 #: longest excerpt of a response body quoted in an error message
 BODY_EXCERPT_CHARS = 300
+#: default cap on a response body (bytes, after content decoding)
+MAX_RESPONSE_BYTES = 16 * 2**20
+#: longest ``model`` / ``id`` / ``finish_reason`` string kept in ``Completion.meta``
+_META_TEXT_CHARS = 1000
 
 _RETRY_STATUS_MIN = 500  # 5xx: server faults, retried
 _TOO_MANY_REQUESTS = 429
@@ -94,6 +113,97 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
             return None
         return max(0.0, when.timestamp() - time.time())
     return max(0.0, value) if math.isfinite(value) else None
+
+
+# -- the whole-attempt deadline --------------------------------------------------------------
+_attempt_deadline = threading.local()  # .at: time.monotonic() when this thread's attempt ends
+
+
+def _time_left(timeout: float | None, timeout_error: type[Exception]) -> float | None:
+    """``timeout`` cut to the time left before this thread's attempt deadline (if any)."""
+    deadline = getattr(_attempt_deadline, "at", None)
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise timeout_error("the attempt's deadline (timeout_s) passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read, write and TLS handshake ends by the attempt deadline."""
+
+    _WRITE_CHUNK = 64 * 1024
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        for start in range(0, len(buffer), self._WRITE_CHUNK):
+            piece = buffer[start : start + self._WRITE_CHUNK]
+            self._inner.write(piece, _time_left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, left))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """Opens ``_DeadlineStream`` connections (over the network backend it wraps)."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(
+            self._inner.connect_tcp(host, port, left, local_address, socket_options)
+        )
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_unix_socket(path, left, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _bound_by_deadline(client: httpx.Client) -> None:
+    """Route every connection of ``client`` (direct and through proxies) through
+    ``_DeadlineBackend``; see the module docstring for the private attributes used."""
+    wrapped = 0
+    for transport in [client._transport, *client._mounts.values()]:
+        pool = getattr(transport, "_pool", None)
+        inner = getattr(pool, "_network_backend", None)
+        if isinstance(inner, httpcore.NetworkBackend) and not isinstance(inner, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(inner)  # type: ignore[union-attr]
+            wrapped += 1
+    if not wrapped:
+        logger.warning(
+            "httpx %s: cannot bound whole requests by timeout_s (its transport changed); "
+            "only each socket operation is bounded",
+            httpx.__version__,
+        )
 
 
 class OpenAIRequestError(BackendError):
@@ -162,6 +272,8 @@ class OpenAICompatBackend(RebuiltOnCopy):
             lazily from the local cache only; needs ``orchenv[train]``).
             Without one, the character estimate is used.
         rng_seed: seed of the backoff jitter (reproducible waits in tests).
+        max_response_bytes: the largest reply body read (after content decoding);
+            a larger one fails the call at once.
 
     Per agent, ``spec.backend_kwargs`` may set ``base_url``, ``model`` (default
     ``spec.model``), ``api_key``, ``api_key_env``, ``params`` and ``headers``.
@@ -191,6 +303,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
         default_params: Mapping[str, Any] | None = None,
         tokenizer: str | Callable[[str], int] | None = None,
         rng_seed: int | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         for label, value in (
             ("timeout_s", timeout_s),
@@ -205,6 +318,12 @@ class OpenAICompatBackend(RebuiltOnCopy):
             raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         if not (isinstance(max_concurrency, int) and max_concurrency >= 1):
             raise ConfigError(f"max_concurrency must be an integer >= 1, got {max_concurrency!r}")
+        if isinstance(max_response_bytes, bool) or not (
+            isinstance(max_response_bytes, int) and max_response_bytes >= 1
+        ):
+            raise ConfigError(
+                f"max_response_bytes must be an integer >= 1, got {max_response_bytes!r}"
+            )
         if tokenizer is not None and not (callable(tokenizer) or isinstance(tokenizer, str)):
             raise ConfigError(
                 "tokenizer must be a callable text -> token count or a Hugging Face "
@@ -219,6 +338,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
         self.backoff_base_s = float(backoff_base_s)
         self.backoff_max_s = float(backoff_max_s)
         self.max_concurrency = max_concurrency
+        self.max_response_bytes = max_response_bytes
         self.default_params = dict(default_params or {})
         _check_params(self.default_params, "default_params")
         self.tokenizer = tokenizer
@@ -256,6 +376,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
                     max_connections=None, max_keepalive_connections=self.max_concurrency
                 )
                 self._client = httpx.Client(limits=limits, timeout=self.timeout_s)
+                _bound_by_deadline(self._client)
             return self._client
 
     @property
@@ -356,15 +477,11 @@ class OpenAICompatBackend(RebuiltOnCopy):
             )
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
             raise ConfigError(f"invalid base_url for {target.url!r}: {exc}") from exc
+        _attempt_deadline.at = attempt_deadline
         try:
             response = client.send(request, stream=True)
             try:
-                chunks = []
-                for chunk in response.iter_bytes():
-                    chunks.append(chunk)
-                    if time.monotonic() > attempt_deadline:
-                        raise httpx.ReadTimeout("response body still incomplete at timeout_s")
-                body = b"".join(chunks)
+                body = self._read_body(response)
             finally:
                 response.close()
         except (
@@ -373,11 +490,16 @@ class OpenAICompatBackend(RebuiltOnCopy):
             httpx.RemoteProtocolError,
             httpx.DecodingError,
         ) as exc:
-            raise _Failure(type(exc).__name__, str(exc) or "no detail") from None
+            detail = str(exc) or "no detail"
+            if isinstance(exc, httpx.TimeoutException):
+                detail += f" (an attempt, headers and body included, may take {budget_s:g} s)"
+            raise _Failure(type(exc).__name__, detail) from None
         except httpx.UnsupportedProtocol as exc:
             raise ConfigError(f"invalid base_url for {target.url!r}: {exc}") from exc
         except httpx.HTTPError as exc:  # local protocol or proxy errors: retrying will not help
             raise _Failure(type(exc).__name__, str(exc), retryable=False) from None
+        finally:
+            _attempt_deadline.at = None
 
         status = response.status_code
         if status != 200:
@@ -392,6 +514,30 @@ class OpenAICompatBackend(RebuiltOnCopy):
                 retry_after=parse_retry_after(response.headers) if retryable else None,
             )
         return _parse_reply(body, status)
+
+    def _read_body(self, response: httpx.Response) -> bytes:
+        """The whole body, or a ``_Failure`` once it passes ``max_response_bytes``."""
+        cap = self.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and (len(declared) > 18 or int(declared) > cap):
+            raise _Failure(
+                "response too large",
+                f"Content-Length {_excerpt(declared, 40)} is over max_response_bytes={cap}",
+                status=response.status_code,
+                retryable=False,
+            )
+        chunks, size = [], 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > cap:
+                raise _Failure(
+                    "response too large",
+                    f"the body passed max_response_bytes={cap} (read {size} bytes so far)",
+                    status=response.status_code,
+                    retryable=False,
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def _next_wait(self, failure: _Failure, attempts: int) -> float:
         """Seconds to wait before the next attempt: Retry-After, else full jitter."""
@@ -432,11 +578,9 @@ class OpenAICompatBackend(RebuiltOnCopy):
     ) -> Completion:
         choice = data["choices"][0]
         text: str = choice["message"]["content"]
-        usage = data.get("usage")
-        prompt_tokens = completion_tokens = None
-        if isinstance(usage, Mapping):
-            prompt_tokens = _count(usage.get("prompt_tokens"))
-            completion_tokens = _count(usage.get("completion_tokens"))
+        usage = data.get("usage") or {}  # checked by _parse_reply
+        prompt_tokens = usage.get("prompt_tokens")
+        completion_tokens = usage.get("completion_tokens")
         if prompt_tokens is not None and completion_tokens is not None:
             source = "server"
         elif self.tokenizer is not None:
@@ -454,10 +598,10 @@ class OpenAICompatBackend(RebuiltOnCopy):
             latency_s=latency_s,
             token_source=source,
             meta={
-                "finish_reason": choice.get("finish_reason"),
+                "finish_reason": _meta_text(choice.get("finish_reason")),
                 "attempts": attempts,
-                "model": data.get("model"),
-                "id": data.get("id"),
+                "model": _meta_text(data.get("model")),
+                "id": _meta_text(data.get("id")),
                 "attempt_latency_s": attempt_latency_s,
             },
         )
@@ -519,21 +663,33 @@ def _check_params(params: Mapping[str, Any], label: str) -> None:
         raise ConfigError(f"{label}: stream=True is not supported (replies are read whole)")
 
 
-def _count(value: Any) -> int | None:
-    """A token count from a usage field, or None when it is absent or not a count."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value
+def _meta_text(value: Any) -> str | None:
+    """A reply's ``model`` / ``id`` / ``finish_reason`` when it is a short string, else None."""
+    return value if isinstance(value, str) and len(value) <= _META_TEXT_CHARS else None
 
 
 def _parse_reply(body: bytes, status: int) -> dict[str, Any]:
-    """The reply as a dict with a text ``choices[0].message.content``, or a retryable failure."""
+    """The reply as a dict with a text ``choices[0].message.content`` and a checked ``usage``
+    (None or an object), or a failure: retryable when the body is not JSON or has no text,
+    final when it is beyond the parser's limits or its ``usage`` is not token counts."""
     try:
-        data = json.loads(body)
+        data = parse_json(body, f"HTTP {status} reply")
+    except JSONLimitError as exc:
+        raise _Failure("malformed response", str(exc), status=status, retryable=False) from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise _Failure(
             "malformed response", f"HTTP {status}, not JSON: {_excerpt(body)}", status=status
         ) from None
+    if isinstance(data, dict) and data.get("usage") is not None:
+        try:
+            data["usage"] = USAGE.validate(data["usage"], f"HTTP {status} reply")
+        except SchemaError as exc:
+            raise _Failure(
+                "malformed usage",
+                f"{exc}; the server's token counts cannot be trusted",
+                status=status,
+                retryable=False,
+            ) from None
     try:
         content = data["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):

@@ -17,12 +17,21 @@ which readers skip and which the next recorder cuts off before appending.
 With ``resume=True`` (default) a call whose key is already in the file is
 answered from it without calling the inner backend, so re-running the same
 seeds skips everything already recorded.
+
+The target is checked when the backend is built, before any call is paid for: it
+must be a regular file (or not exist yet) in a folder it can be created in, proven
+by opening it for appending (``ConfigError`` otherwise: a directory, ``/dev/full``,
+a FIFO or a read-only place fail at once, not after the first paid call). A write
+that fails later (disk full, quota) raises ``OutputError``; the file is cut back to
+its last complete record, so nothing already recorded is lost or torn.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -41,7 +50,7 @@ from orchenv.backends.replay import (
     replay_key,
     scan_jsonl,
 )
-from orchenv.error import BackendError, ConfigError
+from orchenv.error import BackendError, ConfigError, OutputError
 from orchenv.pool import (
     AgentSpec,
     Backend,
@@ -58,13 +67,64 @@ logger = logging.getLogger(__name__)
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
+def check_writable_target(path: Path, who: str) -> None:
+    """Raise ``ConfigError`` unless ``path`` can be an appended-to JSON Lines file: a regular
+    file, or a name that can be created (its folder is made if missing). Proven by opening
+    it for appending; a file created only for that is removed again."""
+    fd, created = _open_for_append(path, who)
+    os.close(fd)
+    if created:
+        path.unlink()
+
+
+def _open_for_append(path: Path, who: str) -> tuple[int, bool]:
+    """A descriptor appending to the regular file ``path`` and whether it was created (with
+    its folder); ``ConfigError`` naming the fix for a directory, a device, a FIFO or an
+    unwritable place."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise _unwritable(path, who, exc) from exc
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ConfigError(
+            f"{who}: cannot record to {str(path)!r}: it is {kind}. Name a .jsonl file "
+            "(new or one written by an earlier recording)"
+        )
+    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+    if info is None:  # create it, and never through a dangling link
+        flags |= os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise _unwritable(path, who, exc) from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
+        os.close(fd)
+        raise ConfigError(f"{who}: cannot record to {str(path)!r}: it is not a regular file")
+    return fd, info is None
+
+
+def _unwritable(path: Path, who: str, exc: OSError) -> ConfigError:
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        why += " (the folder is read-only for this user)"
+    return ConfigError(
+        f"{who}: cannot record to {str(path)!r}: {why}. Record to a file in a writable folder"
+    )
+
+
 class RecordingBackend(RebuiltOnCopy):
     """Wraps a backend and appends each call it answers to a JSON Lines replay file.
 
     Args:
         inner: the backend that answers (an instance, or a registered name
             built here with ``inner_kwargs``).
-        path: the replay file; created (with its folder) at the first call.
+        path: the replay file; created at the first call (its folder when the backend is
+            built, which fails with a ``ConfigError`` naming the fix if the file could
+            not be written).
         keying: ``"prompt"`` or ``"turn"``: how calls are matched when resuming
             (and the ``key`` written in each record).
         inner_kwargs: keyword arguments for an inner backend given by name.
@@ -102,6 +162,7 @@ class RecordingBackend(RebuiltOnCopy):
                 f"RecordingBackend writes JSON Lines; {str(self.path)!r} looks like parquet. "
                 "Record to a .jsonl file and convert it afterwards if needed."
             )
+        check_writable_target(self.path, "RecordingBackend")
         if isinstance(inner, str):
             self.inner: Backend = make_backend(inner, **dict(inner_kwargs or {}))
         else:
@@ -147,9 +208,7 @@ class RecordingBackend(RebuiltOnCopy):
                 raise BackendError(f"RecordingBackend for {str(self.path)!r} is closed")
             if self._fd is not None:
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(self.path, flags, 0o644)
+            fd, _ = _open_for_append(self.path, "RecordingBackend")
             try:
                 with self.path.open("rb") as fh:
                     if fh.read(4) == b"PAR1":
@@ -196,13 +255,28 @@ class RecordingBackend(RebuiltOnCopy):
         )
 
     def _write(self, fd: int, data: bytes) -> None:
-        """Write all of ``data``: one ``os.write`` unless the OS accepts only part of it."""
+        """Write all of ``data``: one ``os.write`` unless the OS accepts only part of it. On
+        failure the file is cut back to its size before, and ``OutputError`` says why."""
+        before = os.fstat(fd).st_size
         view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if self.fsync:
-            os.fsync(fd)
+        try:
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if self.fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, before)
+            except OSError:
+                logger.warning("%s: could not cut off a partly written record", self.path)
+            raise OutputError(
+                exc.errno,
+                f"cannot append to the recording {str(self.path)!r}: {exc.strerror or exc}. "
+                "The records already there are intact; free space (or pick another --record "
+                "file) and rerun the same command: recorded calls are not made again",
+                str(self.path),
+            ) from exc
 
     def _append(self, key: str, record: dict[str, Any]) -> None:
         line = encode_record(record)

@@ -8,7 +8,10 @@ the models.
 
 Replay file format (version 1)
 ------------------------------
-JSON Lines, one record per agent call, UTF-8::
+JSON Lines, one record per agent call, UTF-8 (``orchenv.schema.REPLAY_RECORD`` and
+``COMPLETION`` check each; token counts are ints in ``[0, MAX_CALL_TOKENS]``, costs and
+latencies finite and non-negative, and a wrong type, an unknown key or a value out of
+range is a ``SchemaError`` naming the file, line and field)::
 
     {"v": 1,
      "key": "<task_id>\\x1f<agent>\\x1f<prompt_sha256>",   # or "...\\x1fturn=<turn>"
@@ -34,7 +37,9 @@ A file may also be a parquet table with the same columns (``completion`` as a
 JSON string column), for large logs converted offline; writers always write
 JSON Lines. When a key appears twice, the first record wins. A truncated or
 corrupt *last* line (a writer killed mid-write) is skipped with a warning; a
-corrupt line anywhere else is a ``DataError`` naming the line.
+corrupt line anywhere else is a ``DataError`` naming the line. A line longer than
+``MAX_RECORD_BYTES`` is refused (a record is a few kilobytes; an endless line would
+otherwise be read until memory runs out).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from typing import Any
 from orchenv.backends.common import RebuiltOnCopy, require_task
 from orchenv.error import BackendError, ConfigError, DataError, require
 from orchenv.pool import AgentSpec, Backend, CallContext, Completion, Message, make_backend
+from orchenv.schema import COMPLETION, REPLAY_RECORD, JSONLimitError, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +69,8 @@ _SEP = "\x1f"  # ASCII unit separator: cannot occur in ids written by hand
 _PARQUET_MAGIC = b"PAR1"
 #: why the replay and recording backends need the call's task (``require_task``)
 RECORDS_KEYED_ON = "records are keyed on the task id"
-_REQUIRED_COMPLETION: dict[str, type | tuple[type, ...]] = {
-    "text": str,
-    "prompt_tokens": int,
-    "completion_tokens": int,
-    "cost_usd": (int, float),
-}
+#: the longest replay line read (a record holds one call's text and extras)
+MAX_RECORD_BYTES = 64 * 2**20
 
 
 # -- keys -----------------------------------------------------------------------------
@@ -166,7 +168,7 @@ def completion_from_record(record: Mapping[str, Any]) -> Completion:
     """
     c = record["completion"]
     return Completion(
-        agent=str(c.get("agent", record["agent"])),
+        agent=str(c.get("agent") or record["agent"]),
         text=c["text"],
         prompt_tokens=int(c["prompt_tokens"]),
         completion_tokens=int(c["completion_tokens"]),
@@ -179,44 +181,27 @@ def completion_from_record(record: Mapping[str, Any]) -> Completion:
 
 
 def _validate(record: Any, where: str) -> dict[str, Any]:
-    """Check a parsed record's schema; ``where`` names the file and line for the error."""
-    if not isinstance(record, dict):
-        raise DataError(f"{where}: a replay record must be a JSON object, got {type(record)}")
-    version = record.get("v", FORMAT_VERSION)
-    if version != FORMAT_VERSION:
-        raise DataError(
-            f"{where}: replay format version {version!r} is not supported "
-            f"(this orchenv reads version {FORMAT_VERSION})"
-        )
-    for name in ("task_id", "agent"):
-        if not isinstance(record.get(name), str):
-            raise DataError(f"{where}: field {name!r} must be a string, got {record.get(name)!r}")
-    turn = record.get("turn")
-    if isinstance(turn, float) and turn.is_integer():
-        record["turn"] = turn = int(turn)
-    if not isinstance(turn, int) or isinstance(turn, bool):
-        raise DataError(f"{where}: field 'turn' must be an integer, got {turn!r}")
-    digest = record.get("prompt_sha256")
-    if digest is not None and not isinstance(digest, str):
-        raise DataError(f"{where}: field 'prompt_sha256' must be a string, got {digest!r}")
-    completion = record.get("completion")
+    """A parsed record checked by ``REPLAY_RECORD`` and its completion by ``COMPLETION``;
+    ``where`` names the file and line for the ``SchemaError``."""
+    if isinstance(record, dict):
+        version = record.get("v")
+        if version is not None and version != FORMAT_VERSION:
+            raise DataError(
+                f"{where}: replay format version {version!r} is not supported "
+                f"(this orchenv reads version {FORMAT_VERSION})"
+            )
+        turn = record.get("turn")
+        if isinstance(turn, float) and turn.is_integer():  # parquet may store ints as floats
+            record["turn"] = int(turn)
+    record = REPLAY_RECORD.validate(record, where)
+    completion = record["completion"]
     if isinstance(completion, str):  # parquet stores it as a JSON string
         try:
-            completion = record["completion"] = json.loads(completion)
+            completion = parse_json(completion, f"{where}, field 'completion'")
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: field 'completion' is not valid JSON: {exc}") from exc
-    if not isinstance(completion, dict):
-        raise DataError(f"{where}: field 'completion' must be an object, got {completion!r:.80}")
-    for name, kind in _REQUIRED_COMPLETION.items():
-        value = completion.get(name)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise DataError(
-                f"{where}: completion field {name!r} must be {getattr(kind, '__name__', 'a number')}"
-                f", got {value!r:.80}"
-            )
-    meta = completion.get("meta")
-    if meta is not None and not isinstance(meta, dict):
-        raise DataError(f"{where}: completion 'meta' must be an object, got {meta!r:.80}")
+    record["completion"] = COMPLETION.validate(completion, where, prefix="completion.")
+    digest = record.get("prompt_sha256")
     if not isinstance(record.get("key"), str):
         record["key"] = key_from_fields(
             record["task_id"],
@@ -253,14 +238,20 @@ def scan_jsonl(path: str | Path) -> JsonlScan:
     last_byte = b""
     with path.open("rb") as fh:
         lineno = 0
-        for raw in fh:
+        for raw in iter(lambda: fh.readline(MAX_RECORD_BYTES + 1), b""):
             lineno += 1
             where = f"{path}:{lineno}"
+            if len(raw) > MAX_RECORD_BYTES:
+                raise DataError(
+                    f"{where}: a line longer than {MAX_RECORD_BYTES} bytes is not a replay record"
+                )
             if not raw.strip():
                 valid_end += len(raw)
                 continue
             try:
-                parsed = json.loads(raw.decode("utf-8"))
+                parsed = parse_json(raw.decode("utf-8"), where)
+            except JSONLimitError:
+                raise
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 rest = fh.read()
                 if rest.strip():

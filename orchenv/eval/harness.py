@@ -48,6 +48,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -58,7 +59,7 @@ from typing import Any
 import gymnasium as gym
 from tqdm.auto import tqdm
 
-from orchenv.error import BackendError, ConfigError, DataError
+from orchenv.error import BackendError, ConfigError, DataError, OutputError, SchemaError
 from orchenv.eval.journal import JOURNAL_DIR, CallJournal, attach_to_env
 from orchenv.runner import (
     EpisodeRecord,
@@ -67,6 +68,7 @@ from orchenv.runner import (
     run_episode,
     summarize,
 )
+from orchenv.schema import EVAL_ROW, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +217,9 @@ def read_episode_log(path: Path, *, repair: bool = False) -> list[dict[str, Any]
     """Parse ``episodes.jsonl``. An unreadable tail (a line torn by a kill, or garbage left by
     a power cut) is dropped with a warning and, with ``repair``, cut off the file so appends
     start on a clean line. Unreadable lines followed by good ones mean real corruption and
-    raise ``DataError``."""
+    raise ``DataError``; so does a complete line that was edited or breaks the row schema
+    (see ``_scan_log``). There is no repair for those: the message names the line to fix or
+    delete (its episode is then played again)."""
     rows, good_end, size = _scan_log(path)
     if repair and good_end < size:
         _truncate(path, good_end)
@@ -223,13 +227,25 @@ def read_episode_log(path: Path, *, repair: bool = False) -> list[dict[str, Any]
 
 
 def _scan_log(path: Path) -> tuple[list[dict[str, Any]], int, int]:
-    """(rows, byte offset just past the last good line, file size)."""
+    """(rows, byte offset just past the last good line, file size).
+
+    Each complete line is parsed with bounded digits and depth (``orchenv.schema``), its
+    ``line_digest`` (written by ``EpisodeLog``) must match its bytes, and the row must pass
+    ``orchenv.schema.EVAL_ROW`` and agree with itself (``tokens``, ``episode_seed``): a
+    ``DataError`` naming the file, line and field otherwise. The digest catches a line
+    edited after it was written (a flipped ``correct``); it is not a signature, so it does
+    not stop someone who recomputes it. Lines without one (logs written before it existed)
+    are accepted until the first line that has one.
+    """
     if not path.exists():
         return [], 0, 0
+    if not path.is_file():  # a device or FIFO would be read forever
+        raise DataError(f"{path} is not a regular file; move it away, or use --overwrite")
     data = path.read_bytes()
     rows: list[dict[str, Any]] = []
     good_end = 0
     bad_at: int | None = None  # line number of the first unreadable line
+    digests_seen = False
     pos, lineno = 0, 0
     while pos < len(data):
         nl = data.find(b"\n", pos)
@@ -240,9 +256,9 @@ def _scan_log(path: Path) -> tuple[list[dict[str, Any]], int, int]:
         if nl >= 0:  # only newline-terminated lines are complete
             if not raw.strip():
                 row = {}  # a blank line: skip it quietly
-            else:
+            else:  # a line beyond the parser's limits is not torn: its error propagates
                 with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError):
-                    row = json.loads(raw)
+                    row = parse_json(raw, f"{path}:{lineno}")
         if isinstance(row, dict):
             if bad_at is not None:
                 raise DataError(
@@ -251,7 +267,8 @@ def _scan_log(path: Path) -> tuple[list[dict[str, Any]], int, int]:
                     "--overwrite"
                 )
             if row:
-                rows.append(row)
+                digests_seen |= LINE_DIGEST in row
+                rows.append(_checked_row(row, raw, f"{path}:{lineno}", digests_seen))
             good_end = end
         elif bad_at is None:
             bad_at = lineno
@@ -267,6 +284,44 @@ def _scan_log(path: Path) -> tuple[list[dict[str, Any]], int, int]:
     return rows, good_end, len(data)
 
 
+#: the key ``EpisodeLog`` ends every line with: a digest of the line's bytes before it
+LINE_DIGEST = "line_digest"
+_DIGEST_TAIL = re.compile(rb',"line_digest":"([0-9a-f]{32})"\}\r?\n?$')
+_RECORD_FIELDS = frozenset(EpisodeRecord.__dataclass_fields__)
+
+
+def _line_digest(body: bytes) -> bytes:
+    return hashlib.blake2b(body, digest_size=16).hexdigest().encode()
+
+
+def _checked_row(row: dict[str, Any], raw: bytes, where: str, need_digest: bool) -> dict[str, Any]:
+    """A log row whose digest matches its bytes, checked by ``EVAL_ROW`` (the fix for a bad
+    line: restore it, delete it so its episode is played again, or ``--overwrite``)."""
+    fix = "Restore the line, delete it (its episode is played again) or use --overwrite"
+    if LINE_DIGEST in row or need_digest:
+        tail = _DIGEST_TAIL.search(raw)
+        intact = (
+            tail is not None
+            and str(row.get(LINE_DIGEST)).encode() == tail.group(1)
+            and _line_digest(raw[: tail.start()] + b"}") == tail.group(1)
+        )
+        if not intact:
+            raise DataError(
+                f"{where}: this line was changed after orchenv wrote it (its {LINE_DIGEST} "
+                f"does not match). {fix}"
+            )
+        del row[LINE_DIGEST]
+    try:
+        row = EVAL_ROW.validate(row, where, also_allowed=_RECORD_FIELDS)
+    except DataError as exc:
+        raise type(exc)(f"{exc}. {fix}") from None
+    if "tokens" in row and row["tokens"] != row["prompt_tokens"] + row["completion_tokens"]:
+        raise SchemaError(f"{where}: tokens is not prompt_tokens + completion_tokens. {fix}")
+    if "episode_seed" in row and row["episode_seed"] != episode_seed(row["seed"], row["episode"]):
+        raise SchemaError(f"{where}: episode_seed does not match seed and episode. {fix}")
+    return row
+
+
 def _truncate(path: Path, size: int) -> None:
     with open(path, "r+b") as fh:
         fh.truncate(size)
@@ -278,7 +333,10 @@ class EpisodeLog:
     """Append-only JSONL writer: one ``write`` per line, fsync batched by count or time.
 
     ``header`` (the run identity) starts every line; it is encoded once, since encoding is
-    most of what logging an episode costs."""
+    most of what logging an episode costs. Every line ends with ``line_digest``, a digest of
+    the bytes before it, which ``_scan_log`` checks. A failed write or fsync (disk full,
+    quota, read-only) raises ``OutputError`` after cutting the file back to its last
+    complete line: the episodes already logged are intact and a rerun resumes after them."""
 
     def __init__(
         self,
@@ -294,7 +352,10 @@ class EpisodeLog:
         self.fsync_every = fsync_every
         self.fsync_interval_s = fsync_interval_s
         existed = path.exists()
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise _output_error(path, exc, "cannot open the episode log") from exc
         if not existed:
             _fsync_dir(path.parent)
         self._unsynced = 0
@@ -305,11 +366,18 @@ class EpisodeLog:
         self._prefix = self._encode(dict(header))[:-1] + b"," if header else b"{"
 
     def append(self, row: Mapping[str, Any]) -> None:
-        """Write ``header`` + ``row`` as one line (``row`` must not be empty)."""
-        data = self._prefix + self._encode(row)[1:] + b"\n"
-        written = os.write(self.fd, data)
-        while written < len(data):  # a short write (rare; signals, full disks): finish it
-            written += os.write(self.fd, data[written:])
+        """Write ``header`` + ``row`` + its digest as one line (``row`` must not be empty)."""
+        body = self._prefix + self._encode(row)[1:]
+        data = body[:-1] + b',"' + LINE_DIGEST.encode() + b'":"' + _line_digest(body) + b'"}\n'
+        before = os.fstat(self.fd).st_size
+        try:
+            written = os.write(self.fd, data)
+            while written < len(data):  # a short write (rare; signals, full disks): finish it
+                written += os.write(self.fd, data[written:])
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # leave no torn line behind
+                os.ftruncate(self.fd, before)
+            raise _output_error(self.path, exc, "cannot append to the episode log") from exc
         self._unsynced += 1
         due = self.fsync_every > 0 and self._unsynced >= self.fsync_every
         if not due and self.fsync_interval_s is not None:
@@ -319,7 +387,10 @@ class EpisodeLog:
 
     def sync(self) -> None:
         if self._unsynced:
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError as exc:
+                raise _output_error(self.path, exc, "cannot fsync the episode log") from exc
             self._unsynced = 0
         self._last_sync = time.monotonic()
 
@@ -361,14 +432,31 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _output_error(path: Path, exc: OSError, what: str) -> OutputError:
+    """One clear error for a failed write: what failed, why, and that nothing is lost."""
+    return OutputError(
+        exc.errno,
+        f"{what} {path}: {exc.strerror or exc}. Episodes already logged are intact; free "
+        "space or fix the permissions, then rerun the same command to resume",
+        str(path),
+    )
+
+
 def _write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``path`` through a temporary file and a rename: a failure (``OutputError``)
+    leaves the previous ``path`` as it was and removes the temporary file."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=False, default=_json_default)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, default=_json_default)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise _output_error(path, exc, f"cannot write {path.name} to") from exc
     _fsync_dir(path.parent)
 
 

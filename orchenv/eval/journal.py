@@ -27,12 +27,13 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from orchenv.error import DataError, OrchEnvError
 from orchenv.pool import AgentPool, AgentSpec, Backend, Call, CallContext, Completion, Message
+from orchenv.schema import COMPLETION, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +58,12 @@ def call_key(spec: AgentSpec, messages: Sequence[Message], context: CallContext)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _completion_from(data: Mapping[str, Any]) -> Completion:
+def _completion_from(raw: Any, where: str) -> Completion:
     """A journaled completion, exactly as it was returned (not marked cached: it was paid
     for once, in this episode, and the episode's record must say so)."""
+    data = COMPLETION.validate(raw, where, prefix="completion.")
     return Completion(
-        agent=str(data["agent"]),
+        agent=str(data.get("agent") or ""),
         text=str(data["text"]),
         prompt_tokens=int(data["prompt_tokens"]),
         completion_tokens=int(data["completion_tokens"]),
@@ -192,13 +194,14 @@ class CallJournal:
         for n, raw in enumerate(lines, 1):
             if not raw.strip():
                 continue
+            where = f"{path} line {n}"
             try:
-                row = json.loads(raw)
+                row = parse_json(raw, where)
                 key = row["key"]
                 if not isinstance(key, str):
                     raise TypeError("key is not a string")
-                completion = _completion_from(row["completion"])
-            except (ValueError, KeyError, TypeError, RecursionError) as exc:
+                completion = _completion_from(row["completion"], where)
+            except (OrchEnvError, ValueError, KeyError, TypeError) as exc:
                 # a torn last line after a kill; anything else means the file was edited
                 logger.warning("%s line %d is unreadable (%s): ignored", path, n, exc)
                 continue
