@@ -17,7 +17,12 @@ strongest agent (0.25) the reward-optimal policy escalates to it on ~40% of
 problems, above its 0.25 usage constraint. A multiplier of 1.0 makes escalation
 to the strongest agent pay only on the hardest problems (~17% at the optimum), so
 the learned policy itself keeps under the cap; nothing enforces budgets at
-evaluation time.
+evaluation time. ``reward="outcome"`` (docs/mathroute.md) removes the profit of
+rejecting right drafts, but a policy that cannot verify drafts still escalates
+whenever a draft is likely wrong. With Table 9's multiplier (0.25) PPO calls the
+strongest agent 0.54 times per episode (accuracy 0.886; 30k steps, seed 0). With
+1.0 a call to it costs as much as a right answer earns, so PPO never calls it
+(accuracy 0.770). The multiplier must be tuned for each reward.
 """
 
 from __future__ import annotations

@@ -78,6 +78,89 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from orchenv.audit import audit
+    from orchenv.controllers import parse_kwargs
+
+    report = audit(
+        args.env_id,
+        tasks=args.tasks,
+        split=args.split,
+        seed=args.seed,
+        env_kwargs=parse_kwargs(args.env_kwarg),
+        tolerance=args.tolerance,
+        method=args.method,
+        budget=args.budget,
+        time_limit_s=args.time_limit if args.time_limit > 0 else None,
+        progress=not args.no_progress,
+    )
+    text = report.to_json() if args.json else report.to_markdown()
+    if args.out:
+        Path(args.out).write_text(report.to_json() + "\n", encoding="utf-8")
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def _add_audit(sub: argparse._SubParsersAction) -> None:
+    from orchenv.audit import (
+        DEFAULT_BUDGET,
+        DEFAULT_TASKS,
+        DEFAULT_TIME_LIMIT_S,
+        DEFAULT_TOLERANCE,
+        METHODS,
+    )
+
+    p = sub.add_parser(
+        "audit",
+        help="best response vs shortcut strategies of an env (is the skill what scores?)",
+        description=(
+            "Search a best response over the env's discrete choices with fork() on sampled "
+            "tasks, play shortcut strategies from the same states, and flag each strategy "
+            "whose mean return is within the tolerance of the best (docs/audit.md)."
+        ),
+    )
+    p.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
+    p.add_argument(
+        "--tasks", type=int, default=DEFAULT_TASKS, help="tasks sampled (default: %(default)s)"
+    )
+    p.add_argument("--split", help="task split (default: test when the env has one)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help="flag strategies within this of the best mean return (default: %(default)s)",
+    )
+    p.add_argument("--method", choices=METHODS, default="auto", help="search (default: auto)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_BUDGET,
+        help="env steps of search per task (default: %(default)s)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=DEFAULT_TIME_LIMIT_S,
+        metavar="SECONDS",
+        help="audit fewer tasks rather than run past this; 0: no limit (default: %(default)s)",
+    )
+    p.add_argument(
+        "--env-kwarg",
+        "-e",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment argument, repeatable (values parsed as JSON when possible)",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=_cmd_audit)
+
+
 def _default_pool(env_id: str) -> str:
     """The pool preset an env id is registered with (for --record / --replay without --pool)."""
     try:
@@ -121,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p_run.set_defaults(func=_cmd_run)
     add_subcommands(sub)  # eval, leaderboard (orchenv.eval.cli)
+    _add_audit(sub)
     from orchenv.registry import CLI_COMMANDS
 
     for name in CLI_COMMANDS:  # plug-ins, e.g. `train grpo` from orchenv.agents (parser only)

@@ -30,6 +30,14 @@ an env whose paper makes the last turn itself terminal (a fixed-horizon MDP whos
 state is graded as the answer, e.g. seed 000's three turns) reports ``terminated`` at
 ``max_turns``, so learners do not bootstrap a value past a horizon that is part of the task.
 
+A failed step
+-------------
+When a step raises (a live backend failed, a server timed out), the episode is marked failed:
+``failure`` says why, later ``step()`` calls raise ``EnvStateError``, and the caller retries
+the episode whole from ``reset()`` (the eval harness does, serving the calls that already
+succeeded from the episode's journal: ``orchenv.eval.journal``). Resuming mid-step is not
+offered: a half-applied action has no well-defined state to resume from.
+
 Format penalty
 --------------
 An action the env cannot use (``Outcome.error``) uses up its turn, changes nothing, and
@@ -85,17 +93,39 @@ class Outcome:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def normalize_action(action: Any) -> str:
-    """The controller's action as a clean ``str``: any other type becomes a short marker,
-    lone surrogates (which no encoder accepts) become U+FFFD. Done once, before any state
-    changes, so nothing downstream has to guard against either."""
+#: the longest action (in characters) an env reads; a longer one is refused unparsed, so no
+#: parser ever sees more. 256 Ki characters is about 64k tokens: room for a long reasoning
+#: trace, far below what a hostile controller could send. Envs override ``max_action_chars``.
+MAX_ACTION_CHARS = 262_144
+
+
+def normalize_action(action: Any, max_chars: int = MAX_ACTION_CHARS) -> tuple[str, str | None]:
+    """``(text, refusal)``: the controller's action as a clean ``str`` for the env, and why it
+    cannot be used at all (``None`` when it can be parsed).
+
+    Done once, before any state changes, so nothing downstream has to guard against odd
+    input: lone surrogates (which no encoder accepts; a valid pair is joined) and NUL
+    characters (which C libraries, file names and subprocess arguments reject) become
+    U+FFFD. A non-``str`` action, or one longer than ``max_chars``, is refused: the env then
+    sees only a short marker (so its parsers never scan megabytes) and the step reports the
+    refusal as its ``parse_error``.
+    """
     if not isinstance(action, str):
-        return "" if action is None else f"<non-text action of type {type(action).__name__}>"
+        marker = "" if action is None else f"<non-text action of type {type(action).__name__}>"
+        return marker, f"the action must be a str, got {type(action).__name__}"
+    if len(action) > max_chars:
+        return (
+            f"<action of {len(action):,} characters, not read>",
+            f"action longer than {max_chars:,} characters ({len(action):,}); it was not read. "
+            "Reply with a shorter action.",
+        )
     try:
         action.encode("utf-8")
     except UnicodeEncodeError:
-        action = action.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return action
+        action = action.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if "\x00" in action:
+        action = action.replace("\x00", "\ufffd")
+    return str.__str__(action), None  # a plain str, also for str subclasses
 
 
 def arguments_for(function: Callable[..., Any], values: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,6 +207,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self._task_source: TaskSource | None = None
         self._started = False
         self._done = False
+        #: why the episode failed (an exception out of a step, e.g. a backend error), else None
+        self.failure: str | None = None
         self.turn = 0
         self.transcript: list[dict[str, Any]] = []
         self.notice = ""
@@ -210,6 +242,30 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         Used by the shared test suite (determinism, ``fork()``), by docs, by the
         ``env-random`` controller and by smoke tests of new envs.
         """
+
+    # -- optional: a discrete view for classical RL and the audit (orchenv.discrete) -------
+    def action_choices(self) -> list[str | None]:
+        """The discrete action set in the current state: the canonical text of each choice.
+
+        The list has the same length in every state of an env instance; ``None`` marks a
+        choice unavailable now (masked). Computed without privileged information: it is what
+        a learned policy picks from (``orchenv.discrete.ChoiceActions``) and what
+        ``orchenv audit`` searches over.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no discrete action set (action_choices); "
+            "see docs/adding-an-env.md"
+        )
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Named shortcut strategies ``orchenv audit`` must find clearly worse than the best
+        response (never call an agent, always the same agent, reject everything, ...). Each
+        maps the current state to an action text without privileged information."""
+        return {}
+
+    def observation_features(self) -> np.ndarray:
+        """Env-specific numbers for ``orchenv.discrete.ObservationFeatures`` (empty: none)."""
+        return np.zeros(0, dtype=np.float32)
 
     def _observation_info(self) -> dict[str, Any]:
         """Env-specific info that describes the next observation (e.g. its phase)."""
@@ -264,6 +320,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self._started, self._done = True, False
+        self.failure = None
         self.turn = 0
         self.transcript = []
         self.notice = ""
@@ -280,11 +337,17 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if not self._started:
             raise EnvStateError("step() called before reset(); call env.reset() first")
+        if self.failure is not None:
+            raise EnvStateError(
+                f"step() called after the episode failed ({self.failure[:200]}); call reset() "
+                "to start it again"
+            )
         if self._done:
             raise EnvStateError(
                 "step() called after the episode ended (terminated or truncated); call reset()"
             )
-        action = normalize_action(action)
+        max_chars = getattr(self, "max_action_chars", MAX_ACTION_CHARS)
+        action, refused = normalize_action(action, max_chars)
         self._step_meter = UsageMeter()
         self._step_calls = []
         for completion in self._consulted:  # calls the controller made since the last step
@@ -293,7 +356,14 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self._consulted = []
         self.turn += 1
         self.transcript.append({"turn": self.turn, "role": "controller", "text": action})
-        outcome = self._apply(action)
+        try:
+            outcome = self._apply(action)
+        except BaseException as exc:  # a backend failed mid-step: the episode cannot go on
+            self._done = True
+            self.failure = f"{type(exc).__name__}: {exc}"
+            raise
+        if refused is not None:  # the env saw a marker; the step reports why
+            outcome.error = refused
         reward = float(outcome.reward)
         if outcome.error is not None:
             reward += self.format_penalty

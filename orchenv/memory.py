@@ -41,6 +41,7 @@ import logging
 import math
 import re
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
@@ -106,11 +107,18 @@ class EstimateCounter:
 
 
 class TokenizerCounter:
-    """Exact counts from a ``tokenizers.Tokenizer`` or a transformers tokenizer."""
+    """Exact counts from a ``tokenizers.Tokenizer`` or a transformers tokenizer.
+
+    The last ``cache_size`` counts are kept: env forks (tree search, the audit) share the
+    counter and re-count the same prompts many times.
+    """
+
+    cache_size = 4096
 
     def __init__(self, tokenizer: Any, name: str) -> None:
         self.name = name
         self._tokenizer = tokenizer
+        self._counts: OrderedDict[str, int] = OrderedDict()
         if hasattr(tokenizer, "no_padding"):  # a raw tokenizers.Tokenizer: count every token
             tokenizer.no_padding()
             tokenizer.no_truncation()
@@ -118,9 +126,18 @@ class TokenizerCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
+        known = self._counts.get(text)
+        if known is not None:
+            self._counts.move_to_end(text)
+            return known
         if hasattr(self._tokenizer, "encode_batch"):  # tokenizers.Tokenizer
-            return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
-        return len(self._tokenizer.encode(text, add_special_tokens=False))
+            n = len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        else:
+            n = len(self._tokenizer.encode(text, add_special_tokens=False))
+        self._counts[text] = n
+        if len(self._counts) > self.cache_size:
+            self._counts.popitem(last=False)
+        return n
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TokenizerCounter:
         return self  # read-only; env forks share it
@@ -560,6 +577,8 @@ def render_context(items: Sequence[MemoryItem]) -> str:
 
 # -- routing settings -----------------------------------------------------------
 SELECTORS = ("greedy", "exact")
+#: what greedy selection does with the first item that does not fit (``RCRRouter``)
+OVERFLOW_MODES = ("skip", "stop")
 
 
 def _check_novelty(threshold: float) -> None:
@@ -578,6 +597,8 @@ class RoutingSettings:
         weights: appendix E's (w1, w2, w3) for role relevance, stage priority and recency.
         decay: lambda of the recency term ``exp(-lambda (t - t_m))``.
         selector: ``"greedy"`` (Algorithm 1) or ``"exact"`` (the 0/1 knapsack of eq. 3).
+        on_overflow: what greedy does with an item that does not fit: ``"skip"`` it and
+            keep scanning, or ``"stop"`` there (Algorithm 1 line 18); see ``RCRRouter``.
         novelty_threshold: the memory's duplicate test (``SharedMemory``).
 
     All but ``novelty_threshold`` matter only to the ``"rcr"`` router. A role game starts
@@ -594,6 +615,7 @@ class RoutingSettings:
     weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
     decay: float = 0.5
     selector: str = "greedy"
+    on_overflow: str = "skip"
     novelty_threshold: float = 0.9
 
     def __post_init__(self) -> None:
@@ -618,6 +640,8 @@ class RoutingSettings:
             raise ConfigError(f"decay (lambda) must be a finite number >= 0, got {decay!r}")
         if self.selector not in SELECTORS:
             raise UnknownNameError("selector", self.selector, SELECTORS)
+        if self.on_overflow not in OVERFLOW_MODES:
+            raise UnknownNameError("on_overflow mode", self.on_overflow, OVERFLOW_MODES)
         if not isinstance(self.budget_offsets, Mapping) or not all(
             isinstance(v, (int, np.integer)) and not isinstance(v, bool)
             for v in self.budget_offsets.values()
@@ -769,8 +793,14 @@ class RCRRouter(Router):
         decay: lambda of the recency term ``exp(-lambda (t - t_m))``.
         selector: ``"greedy"`` (Algorithm 1) or ``"exact"`` (0/1 knapsack by DP).
         on_overflow: what greedy does with an item that no longer fits: ``"skip"``
-            it and keep scanning (the default, so one oversized item cannot
-            starve a role), or ``"stop"`` as Algorithm 1 line 18 does.
+            it and keep scanning (first-fit: one oversized item cannot starve a role),
+            or ``"stop"`` the scan there, as Algorithm 1 line 18 does. ``RoutingSettings``
+            defaults to ``"skip"``; a game picks its own (``MultihopQAGame``: ``"stop"``).
+
+    Every role's budget ``beta_base + budget_offset`` must be at least one token: a
+    configuration that would leave a role a budget of 0 or less is refused with a
+    ``ConfigError`` rather than clamped, since a role routed nothing is a broken team,
+    not a cheaper one.
     """
 
     name = "rcr"
@@ -787,11 +817,25 @@ class RCRRouter(Router):
         on_overflow: str = "skip",
     ) -> None:
         super().__init__(roles)
-        if on_overflow not in ("skip", "stop"):
-            raise UnknownNameError("on_overflow mode", on_overflow, ("skip", "stop"))
         checked = RoutingSettings(
-            beta_base=beta_base, weights=weights, decay=decay, selector=selector
+            beta_base=beta_base,
+            weights=weights,
+            decay=decay,
+            selector=selector,
+            on_overflow=on_overflow,
         )
+        starved = {
+            name: checked.beta_base + spec.budget_offset
+            for name, spec in self.roles.items()
+            if checked.beta_base + spec.budget_offset < 1
+        }
+        if starved:
+            shown = ", ".join(f"{name}: {budget}" for name, budget in starved.items())
+            raise ConfigError(
+                f"RCR budgets B_i = beta_base + beta_role (eq. 4) must be >= 1 token; with "
+                f"beta_base={checked.beta_base} they would be {shown}. Raise beta_base or the "
+                "offset (budget_offsets) of those roles"
+            )
         self.stage_types = {k: tuple(v) for k, v in (stage_types or {}).items()}
         for stage, types in self.stage_types.items():
             _check_types(types, f"stage_types[{stage!r}]")
@@ -802,8 +846,8 @@ class RCRRouter(Router):
         self.on_overflow = on_overflow
 
     def budget(self, role: str) -> int:
-        """Eq. (4): ``B_i = beta_base + beta_role(R_i)`` (never below 0)."""
-        return max(0, self.beta_base + self.role(role).budget_offset)
+        """Eq. (4): ``B_i = beta_base + beta_role(R_i)`` (at least 1: checked when built)."""
+        return self.beta_base + self.role(role).budget_offset
 
     def scores(
         self,
@@ -1008,4 +1052,5 @@ def make_role_router(
         weights=settings.weights,
         decay=settings.decay,
         selector=settings.selector,
+        on_overflow=settings.on_overflow,
     )

@@ -11,21 +11,57 @@ Rules shared by every parser here (documented because controllers rely on them):
   after it.
 - When a decision tag occurs more than once, the LAST complete occurrence wins
   (the controller's final word). A tag opened but never closed does not count.
-- Non-string input, empty strings and megabyte strings are handled; the
-  scan is linear in the input length.
+- Non-string input, empty strings and megabyte strings are handled.
+
+Linear time
+-----------
+An action is written by a model that may be hostile, so every scan here is linear in
+the input: each pattern is simple (no repeat can run past the next ``<``), and every
+scan starts where the previous one stopped instead of rescanning from each candidate
+position. The scans go through ``counted_search`` / ``counted_finditer``, which add the
+characters they cover to a counter (``scanned_chars``): the tests bound the work of a
+parser on 10 MB adversarial inputs by that count, not by a clock.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from difflib import get_close_matches
 from functools import lru_cache
 
 _REASONING_TAGS = ("think", "thinking")
 _TRUE_WORDS = {"true", "yes", "correct", "accept", "accepted"}
 _FALSE_WORDS = {"false", "no", "incorrect", "wrong", "reject", "rejected"}
+#: names longer than this are not compared for a "did you mean" hint (difflib is quadratic)
+_MAX_HINT_CHARS = 200
+
+_scanned = 0  # characters covered by the scans below (see ``scanned_chars``)
+
+
+def scanned_chars() -> int:
+    """Characters covered by this module's scans since the process started.
+
+    A test hook: the difference around a call measures its work without a clock, so a
+    test can assert that a parser stays linear (e.g. at most ``8 * len(text)``).
+    """
+    return _scanned
+
+
+def counted_search(pattern: re.Pattern[str], text: str, pos: int = 0) -> re.Match[str] | None:
+    """``pattern.search(text, pos)``, counting the characters it covered."""
+    global _scanned
+    match = pattern.search(text, pos)
+    _scanned += (match.end() if match else len(text)) - pos
+    return match
+
+
+def counted_finditer(pattern: re.Pattern[str], text: str, pos: int = 0) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text, pos)``, counting one pass over the rest of the text."""
+    global _scanned
+    _scanned += len(text) - pos
+    return pattern.finditer(text, pos)
 
 
 @lru_cache(maxsize=64)
@@ -47,13 +83,13 @@ def strip_reasoning(text: str) -> str:
     for tag in _REASONING_TAGS:
         opener, closer = _open_pattern(tag), _close_pattern(tag)
         kept, pos = [], 0
-        while True:  # one forward scan: linear even on megabyte inputs full of tags
-            start = opener.search(text, pos)
+        while True:  # one forward scan: each search starts where the last one ended
+            start = counted_search(opener, text, pos)
             if start is None:
                 kept.append(text[pos:])
                 break
             kept.append(text[pos : start.start()])
-            end = closer.search(text, start.end())
+            end = counted_search(closer, text, start.end())
             if end is None:
                 break
             kept.append(" ")
@@ -72,10 +108,10 @@ def extract_tag(text: object, tag: str, *, keep_reasoning: bool = False) -> str 
         text = strip_reasoning(text)
     # Pair the last closing tag with the nearest opening tag before it; scanning the
     # opens and closes separately keeps this linear (a lazy regex would be quadratic).
-    opens = [m.end() for m in _open_pattern(tag).finditer(text)]
+    opens = [m.end() for m in counted_finditer(_open_pattern(tag), text)]
     if not opens:
         return None
-    closes = [(m.start(), m.end()) for m in _close_pattern(tag).finditer(text)]
+    closes = [(m.start(), m.end()) for m in counted_finditer(_close_pattern(tag), text)]
     for j in range(len(closes) - 1, -1, -1):
         i = bisect.bisect_right(opens, closes[j][0]) - 1
         # a close with another close between it and its opener is a stray one
@@ -84,9 +120,55 @@ def extract_tag(text: object, tag: str, *, keep_reasoning: bool = False) -> str 
     return None
 
 
+def find_tag(text: object, tag: str) -> int | None:
+    """Where the first ``<tag>`` starts (whitespace and case tolerated), or None."""
+    if not isinstance(text, str):
+        return None
+    match = counted_search(_open_pattern(tag), text)
+    return None if match is None else match.start()
+
+
+def remove_blocks(
+    text: str,
+    opener: re.Pattern[str],
+    closers: Mapping[str, re.Pattern[str]],
+    replacement: str = "",
+) -> str:
+    """``text`` with every complete block replaced by ``replacement``.
+
+    A block is an ``opener`` match (its group ``tag``, lowercased, picks the pattern in
+    ``closers``) through the nearest following match of that closer. Blocks are taken
+    leftmost first and never overlap, which is what ``re.sub`` of the lazy alternation
+    ``<a>.*?</a>|<b>.*?</b>`` does; that regex rescans the rest of the text from every
+    unclosed opener (quadratic), while this scans each pattern once and pairs the matches
+    by binary search. ``opener`` must not match across a ``<`` after its first character
+    (then its matches cannot hide one another).
+    """
+    opens = [(m.start(), m.end(), m.group("tag").lower()) for m in counted_finditer(opener, text)]
+    if not opens:
+        return text
+    ends: dict[str, list[tuple[int, int]]] = {}
+    for tag in {tag for _, _, tag in opens}:
+        closer = closers.get(tag)
+        ends[tag] = [] if closer is None else [m.span() for m in counted_finditer(closer, text)]
+    starts = {tag: [start for start, _ in spans] for tag, spans in ends.items()}
+    kept, pos = [], 0
+    for start, end, tag in opens:
+        if start < pos:  # inside a block already removed
+            continue
+        j = bisect.bisect_left(starts[tag], end)
+        if j == len(starts[tag]):  # never closed: the text stays
+            continue
+        kept.append(text[pos:start])
+        kept.append(replacement)
+        pos = ends[tag][j][1]
+    kept.append(text[pos:])
+    return "".join(kept)
+
+
 def has_open_tag(text: object, tag: str) -> bool:
     """True if ``<tag>`` appears at all (used to tell 'unclosed' from 'absent' in errors)."""
-    return isinstance(text, str) and _open_pattern(tag).search(text) is not None
+    return isinstance(text, str) and counted_search(_open_pattern(tag), text) is not None
 
 
 def parse_bool(value: str | None) -> bool | None:
@@ -119,6 +201,8 @@ def match_agent(name: str | None, agents: Sequence[str]) -> str | None:
 
 
 def suggest_agent(name: str, agents: Sequence[str]) -> str:
-    """A ' Did you mean X?' hint, or ''."""
+    """A ' Did you mean X?' hint, or '' (also for names too long to be a typo)."""
+    if len(name) > _MAX_HINT_CHARS:
+        return ""
     close = get_close_matches(name, list(agents), n=1, cutoff=0.5)
     return f" Did you mean {close[0]!r}?" if close else ""

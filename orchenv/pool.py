@@ -223,6 +223,11 @@ class CallContext:
     turn: int = 0
     draft: str | None = None
     feedback: str | None = None
+    #: how much the controller's request helps the agent, as a logit the env judged from the
+    #: request's text (a sub-query that carries the key step, a critique that names the wrong
+    #: step: > 0; an empty or unrelated one: < 0). Simulated agents add it to their margin;
+    #: live agents ignore it (they read the request itself).
+    guidance: float = 0.0
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ can be shared by any number of envs and forks.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +26,15 @@ from orchenv.error import DependencyError
 #: longer queries are cut: BM25 over a megabyte of text is noise, and slow
 MAX_QUERY_CHARS = 20_000
 _SPLIT = r"(?u)\b\w\w+\b"  # bm25s's default: words of two or more letters or digits
+
+
+def quiet_library_logger(name: str) -> None:
+    """bm25s sets its own logger to DEBUG on import, so every index build would print under
+    any root handler (the CLI's included); keep it at WARNING unless the user chose a level
+    for it after that import."""
+    log = logging.getLogger(name)
+    if log.level == logging.DEBUG:
+        log.setLevel(logging.WARNING)
 
 
 class BM25Index:
@@ -53,6 +63,7 @@ class BM25Index:
             from bm25s.tokenization import Tokenizer
         except ImportError as exc:
             raise DependencyError("bm25s", "retrieval", "BM25 search") from exc
+        quiet_library_logger("bm25s")
         self.size = len(texts)
         self.unique_terms = unique_terms
         self.max_query_chars = max_query_chars

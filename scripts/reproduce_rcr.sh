@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ORCHENV_EXTRAS="${ORCHENV_EXTRAS:-embed}" scripts/setup.sh
 if [ "$#" -eq 0 ]; then
-  set -- --episodes 300 --seed 0 --out docs/rcr
+  set -- --episodes 300 --seeds 0 1 2 --out docs/rcr
 fi
 exec .venv/bin/python scripts/reproduce_rcr.py "$@"

@@ -172,11 +172,137 @@ def test_enforced_usage_budget_reroutes_to_next_best(tiny_tasks):
     assert env.ledger == {}
 
 
-def test_enforcement_needs_a_budget_size(tiny_tasks):
+def test_enforcement_per_query_needs_a_budget_size(tiny_tasks):
     from orchenv.error import ConfigError
 
     with pytest.raises(ConfigError, match="usage_budget_queries"):
-        MathRouteEnv(task_source=tiny_tasks, enforce_usage_constraints=True)
+        MathRouteEnv(
+            task_source=tiny_tasks, enforce_usage_constraints=True, usage_denominator="queries"
+        )
+    with pytest.raises(ConfigError, match="usage_denominator"):
+        MathRouteEnv(task_source=tiny_tasks, usage_denominator="episodes")
+
+
+def test_enforced_share_of_calls_is_eq2_by_default(tiny_tasks):
+    """Without usage_budget_queries the budget is eq. (2)'s: an agent serves a call only if
+    its share of all routed calls, this one included, stays within c_i."""
+    pool = scripted_pool({WEAK: WRONG, MID: RIGHT, STRONG: RIGHT})
+    env = MathRouteEnv(pool=pool, task_source=tiny_tasks, enforce_usage_constraints=True)
+    assert env.usage_denominator == "calls"
+    env.reset(seed=0)
+    served = []
+    for _ in range(8):
+        _, _, _, _, info = env.step(route_text(STRONG))
+        served.append(info["called_agent"])
+        total = sum(env.ledger.values())
+        for agent, limit in env.usage_constraints.items():
+            assert env.ledger.get(agent, 0) <= limit * total + 1e-9
+        env.reset()
+    # share 1/1 > 0.25 and > 0.5: weak; then mid at 1/2; weak; strong at 1/4; ...
+    assert served == [WEAK, MID, WEAK, STRONG, MID, MID, WEAK, STRONG]
+    assert env.lifetime_state() == {"ledger": {WEAK: 3, MID: 3, STRONG: 2}, "episodes": 9}
+
+
+def test_usage_is_reported_per_episode_and_as_share_of_calls(tiny_tasks):
+    env = make_env(tiny_tasks)
+    env.step(route_text(WEAK))
+    _, _, _, _, info = env.step(verdict_text(False, MID))
+    env.consult(STRONG, [{"role": "user", "content": "second opinion"}])
+    _, _, term, _, info = env.step(verdict_text(True))
+    assert term
+    metrics = info["metrics"]
+    assert metrics["calls/weak"] == metrics["calls/mid"] == metrics["calls/strong"] == 1.0
+    assert metrics["calls/total"] == 3.0  # consulted calls are usage too
+    usage = info["lifetime_usage"]  # routed calls over the env's lifetime: what budgets bind
+    assert usage["denominator"] == "calls" and usage["episodes"] == 1
+    assert usage["share_of_calls"] == {WEAK: 0.5, MID: 0.5, STRONG: 0.0}
+    assert usage["calls_per_episode"] == {WEAK: 1.0, MID: 1.0, STRONG: 0.0}
+    env.reset()
+    env.step(route_text(MID))
+    _, _, _, _, info = env.step(verdict_text(True))
+    usage = info["lifetime_usage"]
+    assert usage["share_of_calls"][MID] == pytest.approx(2 / 3)
+    assert usage["calls_per_episode"][MID] == 1.0
+
+
+# -- reward="outcome" ---------------------------------------------------------------------
+def episode_return(env: MathRouteEnv, *actions: str) -> float:
+    total, done = 0.0, False
+    for action in actions:
+        assert not done
+        _, reward, done, _, _ = env.step(action)
+        total += reward
+    assert done
+    return total
+
+
+@pytest.mark.parametrize(
+    "actions, expected_return",
+    [
+        ((route_text(MID), verdict_text(True)), 1 - 0.125),
+        ((route_text(WEAK), verdict_text(True)), 0.0),  # a wrong final answer
+        ((route_text(WEAK), verdict_text(False, STRONG), verdict_text(True)), 1 - 0.25),
+        # a false rejection only costs: lambda of the agent it calls
+        ((route_text(MID), verdict_text(False, STRONG), verdict_text(True)), 1 - 0.125 - 0.25),
+        ((route_text(STRONG), verdict_text(False)), 1 - 0.25),  # the draft stands
+    ],
+)
+def test_outcome_reward(tiny_tasks, actions, expected_return):
+    env = make_env(tiny_tasks, reward="outcome")
+    assert episode_return(env, *actions) == pytest.approx(expected_return)
+
+
+def test_outcome_reward_is_paid_at_the_horizon(tiny_tasks):
+    env = make_env(tiny_tasks, reward="outcome", max_turns=2)
+    _, r1, *_ = env.step(route_text(WEAK))
+    _, r2, term, _, info = env.step(verdict_text(False, MID))
+    assert r1 == 0.0 and term and r2 == pytest.approx(1 - 0.125)
+    assert info["reward_components"]["outcome"] == 1.0
+    assert info["reward_components"]["usage_penalty"] == 0.125
+    env = make_env(tiny_tasks, reward="outcome", max_turns=2)
+    env.step(route_text(MID))
+    _, r2, term, _, _ = env.step("no verdict")  # malformed on the last turn: the draft stands
+    assert term and r2 == pytest.approx(1.0 - 1.0)  # outcome 1 plus the format penalty -1
+
+
+def test_reward_must_be_known(tiny_tasks):
+    from orchenv.error import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="outcome"):
+        MathRouteEnv(task_source=tiny_tasks, reward="final")
+
+
+# -- the critique's effect on the next solver ------------------------------------------------
+@pytest.mark.parametrize(
+    "mode, note, guidance, kind",
+    [
+        ("judged", "Step 1 is wrong: 2 + 3 is 5.", 0.5, "pointed"),
+        ("judged", "Please recheck the arithmetic.", 0.0, "generic"),
+        ("judged", "", 0.0, "empty"),
+        ("judged", "Step 3 is wrong.", -0.25, "misleading"),
+        ("fixed", "Please recheck the arithmetic.", 0.25, None),
+        ("fixed", "", 0.0, None),
+        ("off", "Step 1 is wrong.", 0.0, None),
+    ],
+)
+def test_critique_guidance(tiny_tasks, mode, note, guidance, kind):
+    env = make_env(tiny_tasks, critique_bonus=mode)
+    env.step(route_text(WEAK))
+    _, _, _, _, info = env.step(verdict_text(False, MID, note=note))
+    _, _, context = env.pool.backend_for(MID).calls[-1]
+    assert context.guidance == pytest.approx(guidance) and context.draft == WRONG
+    assert info["privileged"].get("critique") == kind
+
+
+def test_critique_logits_can_be_set(tiny_tasks):
+    from orchenv.error import UnknownNameError
+
+    env = make_env(tiny_tasks, critique_logits={"generic": -0.5})
+    env.step(route_text(WEAK))
+    env.step(verdict_text(False, MID, note="recheck"))
+    assert env.pool.backend_for(MID).calls[-1][2].guidance == -0.5
+    with pytest.raises(UnknownNameError):
+        MathRouteEnv(task_source=tiny_tasks, critique_logits={"helpful": 1.0})
 
 
 def test_consulted_calls_are_charged_to_the_episode(tiny_tasks):

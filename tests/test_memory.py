@@ -22,11 +22,13 @@ from orchenv.memory import (
     EstimateCounter,
     RCRRouter,
     RoleSpec,
+    RoutingSettings,
     SharedMemory,
     TokenizerCounter,
     extract_drafts,
     greedy_select,
     knapsack_select,
+    make_role_router,
     make_router,
     make_token_counter,
     render_context,
@@ -35,7 +37,7 @@ from orchenv.memory import (
 ROLES = {
     "planner": RoleSpec("planner", ("plan", "subquestion"), budget_offset=100),
     "searcher": RoleSpec("searcher", ("search",), budget_offset=-50, static_types=("query",)),
-    "answerer": RoleSpec("answerer", ("answer",), budget_offset=-5000),
+    "answerer": RoleSpec("answerer", ("answer",), budget_offset=-2000),
 }
 
 
@@ -433,18 +435,30 @@ def test_deepcopied_memory_is_independent_and_routes_correctly():
 
 
 # -- routers: budget allocator (eq. 4) ---------------------------------------------------------
-def test_budget_is_base_plus_role_offset_never_below_zero():
-    router = RCRRouter(ROLES, beta_base=1000)
-    assert router.budget("planner") == 1100
-    assert router.budget("searcher") == 950
-    assert router.budget("answerer") == 0
+def test_budget_is_base_plus_role_offset():
+    router = RCRRouter(ROLES, beta_base=2100)
+    assert router.budget("planner") == 2200
+    assert router.budget("searcher") == 2050
+    assert router.budget("answerer") == 100
     mem = memory()
     mem.write("a", "note", "some text here", round=0)
-    assert router.route(mem, "planner", "any").budget == 1100
-    assert router.route(mem, "answerer", "any").items == []
+    assert router.route(mem, "planner", "any").budget == 2200
     assert router.route(mem, "answerer", "any", budget=500).budget == 500  # explicit override
     with pytest.raises(ConfigError, match="token budget must be >= 0"):
         router.route(mem, "planner", "any", budget=-1)
+
+
+@pytest.mark.parametrize("beta_base", [2000, 1999, 1000])
+def test_a_budget_that_would_be_zero_or_less_is_refused_not_clamped(beta_base):
+    # eq. (4) with answerer offset -2000: beta_base 2000 leaves it 0 tokens, less below
+    with pytest.raises(ConfigError, match=r"answerer: -?\d+.*budget_offsets"):
+        RCRRouter(ROLES, beta_base=beta_base)
+    settings = RoutingSettings(beta_base=beta_base, budget_offsets={"answerer": -2000})
+    with pytest.raises(ConfigError, match="must be >= 1 token"):
+        make_role_router("rcr", list(ROLES.values()), settings)
+    # budgets matter only to RCR: the other routers accept the same settings
+    assert make_role_router("full", list(ROLES.values()), settings).name == "full"
+    assert RCRRouter(ROLES, beta_base=2001).budget("answerer") == 1
 
 
 # -- routers: importance scorer (appendix E) ---------------------------------------------------
@@ -679,6 +693,14 @@ def test_oversized_items_are_skipped_in_skip_mode_and_stop_the_scan_in_stop_mode
     skip = RCRRouter(ROLES).select(mem, "planner", "plan", budget=budget)
     assert [m.text for m in skip] == ["small one", "small two"]
     assert RCRRouter(ROLES, on_overflow="stop").select(mem, "planner", "plan", budget=budget) == []
+    # the routing settings a role game builds its router from carry the mode
+    for mode, expected in (("skip", ["small one", "small two"]), ("stop", [])):
+        offsets = dict.fromkeys(ROLES, 0)
+        settings = RoutingSettings(beta_base=budget, budget_offsets=offsets, on_overflow=mode)
+        router = make_role_router("rcr", list(ROLES.values()), settings)
+        assert [m.text for m in router.select(mem, "planner", "plan")] == expected
+    with pytest.raises(UnknownNameError, match="on_overflow"):
+        RoutingSettings(on_overflow="halt")
 
 
 def test_router_configuration_errors():

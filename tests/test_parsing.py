@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scenario import NEAR_MISS_FRAGMENTS
 
 from orchenv.envs.mathroute.protocol import parse_route, parse_verify
-from orchenv.parsing import extract_tag, match_agent, parse_bool, strip_reasoning
+from orchenv.parsing import (
+    extract_tag,
+    find_tag,
+    match_agent,
+    parse_bool,
+    remove_blocks,
+    scanned_chars,
+    strip_reasoning,
+    suggest_agent,
+)
 
 AGENTS = ["Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct", "Qwen3-30B-A3B-Instruct"]
 
@@ -97,3 +108,42 @@ def test_parsers_never_raise(text):
         assert decision.ok or (isinstance(decision.error, str) and decision.error)
         if decision.ok and decision.agent is not None:
             assert decision.agent in AGENTS
+
+
+# -- remove_blocks: the lazy-regex result in linear time ----------------------------------------
+LAZY = re.compile(r"<think\s*>.*?</think\s*>|<answer\s*>.*?</answer\s*>", re.S | re.I)
+OPENER = re.compile(r"<(?P<tag>think|answer)\s*>", re.I)
+CLOSERS = {tag: re.compile(rf"</{tag}\s*>", re.I) for tag in ("think", "answer")}
+tag_soup = st.lists(
+    st.sampled_from(
+        ["<think>", "</think>", "<answer>", "</answer>", "<THINK >", "</answer  >", "<", "x", " "]
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(tag_soup, st.text(max_size=60)))
+def test_remove_blocks_matches_the_lazy_regex(text):
+    assert remove_blocks(text, OPENER, CLOSERS) == LAZY.sub("", text)
+    assert remove_blocks(text, OPENER, CLOSERS, " ") == LAZY.sub(" ", text)
+
+
+def test_remove_blocks_examples():
+    text = "a<think>b</think>c<answer>d</answer>e<think>never closed"
+    assert remove_blocks(text, OPENER, CLOSERS) == "ace<think>never closed"
+    assert remove_blocks("<answer>1</answer>" + "<think>" * 5, OPENER, CLOSERS) == "<think>" * 5
+
+
+def test_find_tag_and_long_hint_names():
+    assert find_tag("x < ANSWER > y", "answer") == 2
+    assert find_tag("no tag", "answer") is None and find_tag(None, "answer") is None
+    assert suggest_agent("Qwen2.5-7B", AGENTS) != ""
+    assert suggest_agent("Qwen2.5-7B" * 1000, AGENTS) == "", "difflib is quadratic: no hint"
+
+
+def test_scans_are_counted():
+    text = "<model>" * 1000
+    before = scanned_chars()
+    extract_tag(text, "model")
+    assert 0 < scanned_chars() - before <= 4 * len(text)

@@ -31,3 +31,11 @@ def test_composite_rewards():
     assert R.composite_reward(1.0, 0.0, alpha=0.25) == 0.25
     assert R.modified_composite_reward(1.0, 1.0, "strong", LAMBDA) == pytest.approx(0.875)
     assert R.modified_composite_reward(0.0, 1.0, "weak", LAMBDA) == pytest.approx(0.5)
+
+
+def test_outcome_reward():
+    assert R.REWARDS == ("paper", "outcome")
+    assert R.outcome_reward(None, "strong", LAMBDA) == -0.25, "a call mid-episode only costs"
+    assert R.outcome_reward(True, "mid", LAMBDA) == pytest.approx(0.875), "last call, right"
+    assert R.outcome_reward(False, "weak", LAMBDA) == 0.0
+    assert R.outcome_reward(True, None, LAMBDA, value=2.0) == 2.0, "accepting ends it"

@@ -8,6 +8,7 @@ its wrong answers really are wrong when graded like a live model's.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import pickle
 import sys
@@ -239,11 +240,12 @@ def test_refinement_raises_accuracy_monotonically(preset, tasks):
     draft = np.array(
         [backend.is_correct(spec, t, CallContext(task=t, draft="x = 1")) for t in tasks]
     )
+    pointed = CallContext(task=tasks[0], draft="x = 1", feedback="Step 2 is wrong.", guidance=0.5)
     full = np.array(
         [
-            backend.complete(
-                spec, _messages(t), CallContext(task=t, draft="x = 1", feedback="Step 2 is wrong.")
-            ).meta["correct"]
+            backend.complete(spec, _messages(t), dataclasses.replace(pointed, task=t)).meta[
+                "correct"
+            ]
             for t in tasks
         ]
     )
@@ -252,8 +254,26 @@ def test_refinement_raises_accuracy_monotonically(preset, tasks):
     # model probabilities move the same way
     t = tasks[7]
     assert backend.p_correct(spec, t) < backend.p_correct(
-        spec, t, CallContext(task=t, draft="d", feedback="f")
+        spec, t, CallContext(task=t, draft="d", feedback="f", guidance=0.5)
     )
+
+
+def test_critique_text_alone_adds_nothing_the_env_judges_it(tasks):
+    """A critique's worth comes from the env (``guidance``): by default the backend gives
+    none for merely being there; ``feedback_logit`` restores the old content-blind bonus."""
+    spec = _spec("system1", "weakest")
+    t = tasks[11]
+    blind, old = SimulatedBackend(), SimulatedBackend(feedback_logit=0.25)
+    shown = CallContext(task=t, draft="d")
+    critiqued = CallContext(task=t, draft="d", feedback="recheck everything")
+    assert blind.p_correct(spec, t, critiqued) == blind.p_correct(spec, t, shown)
+    assert old.p_correct(spec, t, critiqued) > old.p_correct(spec, t, shown)
+    judged = CallContext(task=t, draft="d", feedback="recheck", guidance=0.25)
+    assert blind.p_correct(spec, t, judged) == pytest.approx(old.p_correct(spec, t, critiqued))
+    misled = CallContext(task=t, draft="d", feedback="step 9", guidance=-0.25)
+    assert blind.p_correct(spec, t, misled) < blind.p_correct(spec, t, shown)
+    # guidance applies to first calls too (a sub-query that carries the key step)
+    assert blind.p_correct(spec, t, CallContext(task=t, guidance=1.0)) > blind.p_correct(spec, t)
 
 
 # -- metering --------------------------------------------------------------------------

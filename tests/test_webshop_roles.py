@@ -90,7 +90,7 @@ def test_pages_become_evidence_routed_by_role():
 
 
 def test_rcr_keeps_each_role_within_its_budget():
-    routing = {"beta_base": 300, "budget_offsets": {"searcher": -200}}
+    routing = {"beta_base": 300, "budget_offsets": {"planner": 0, "searcher": -200}}
     game = WebShopRoleGame(router="rcr", routing=routing, env_kwargs=SHOP)
     game.reset(seed=2)
     for _ in range(3):

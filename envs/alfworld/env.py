@@ -12,12 +12,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.envs.alfworld.choices import DEFAULT_SLOTS, command_choices, command_shortcuts
 from orchenv.envs.alfworld.engine import EXPERTS, ALFWorldEngine, EngineState
 from orchenv.envs.alfworld.games import (
     GameCatalog,
@@ -128,7 +129,18 @@ class ALFWorldEnv(OrchestrationEnv):
     - ``max_command_chars``: longer commands never reach the engine (default 1,000).
     - ``format_penalty``: added to the reward of a step whose command was not
       admissible (default 0.0, as in ALFWorld).
+    - ``choice_slots``: the size of the discrete action set (default 20; see below).
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+
+    ## Discrete actions
+    ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``):
+    ``choice_slots`` slots holding the admissible commands grouped by verb (take, move,
+    put, open, close, heat, cool, clean, slice, use, toggle, then go, examine, look,
+    inventory; the engine's order within a verb; ``help`` left out), ``None`` past the
+    last. The bundled games never have more than 14 such commands; a room with more than
+    ``choice_slots`` loses its last ones (raise it for the full ALFWorld data).
+    ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
+    best response.
 
     ``reset(options={"task_id": ...})`` plays that game (from any split),
     ``{"task_type": ...}`` draws a game of that type, ``{"task_index": i}`` the i-th
@@ -163,10 +175,14 @@ class ALFWorldEnv(OrchestrationEnv):
         history: int = 0,
         max_command_chars: int = 1000,
         format_penalty: float = 0.0,
+        choice_slots: int = DEFAULT_SLOTS,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
         super().__init__(**arguments_for(super().__init__, locals()))
+        if choice_slots < 1:
+            raise ConfigError(f"choice_slots must be >= 1, got {choice_slots}")
+        self.choice_slots = int(choice_slots)
         if expert is not None and expert not in EXPERTS:
             raise UnknownNameError("ALFWorld expert", str(expert), EXPERTS)
         if history < 0 or max_command_chars < 1:
@@ -304,6 +320,17 @@ class ALFWorldEnv(OrchestrationEnv):
             f"{command[:80]!r} is not an admissible command now (the engine answers "
             f"{NOTHING_HAPPENS!r}); copy one from the list, e.g. {admissible[0]!r}.{hint}"
         )
+
+    # -- discrete actions (orchenv.discrete, orchenv audit) -------------------------------
+    def action_choices(self) -> list[str | None]:
+        """The admissible commands in fixed slots (see "Discrete actions" above)."""
+        if self.state is None:
+            return [None] * self.choice_slots
+        return command_choices(self.state.admissible_commands, self.choice_slots)
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Shortcuts that must score clearly below the best response (``choices.py``)."""
+        return command_shortcuts()
 
     # -- helpers --------------------------------------------------------------------------
     def demo_action(self, rng: np.random.Generator) -> str:

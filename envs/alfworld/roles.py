@@ -35,19 +35,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role
+from orchenv.envs.alfworld.choices import role_choices, role_shortcuts
 from orchenv.envs.alfworld.env import ALFWorldEnv, normalize_command
 from orchenv.error import ConfigError
 from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter, render_context
 from orchenv.parsing import extract_tag, strip_reasoning
 from orchenv.pool import AgentPool, CallContext, Message
-from orchenv.tasks import Task
+from orchenv.tasks import Task, TaskSource
 from orchenv.teams import (
     RoleAECEnv,
     RoleGame,
@@ -378,6 +379,12 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     - ``backend``, ``backend_kwargs``: override the backends of a named pool.
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
+    ## Discrete actions
+    ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``): one
+    ``<role>NAME</role>`` per role in ``ROLES`` order, all available in every state.
+    ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
+    best response (``choices.py``).
+
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
       ``max_turns`` (it was ``max_steps``), an invalid action's next observation
@@ -430,6 +437,11 @@ class ALFWorldControllerEnv(OrchestrationEnv):
             return alfworld_role_pool(seed=self.backend_seed, token_counter=self.game.counter)
         return super()._build_pool()
 
+    def _build_task_source(self) -> TaskSource:
+        """The household's games, so ``task_source.size`` and ``task_index`` work here too
+        (the audit plans distinct games with them); episodes still draw through the game."""
+        return self.game.house.task_source
+
     @property
     def role_agents(self) -> dict[str, str]:
         """Role -> the pool agent that plays it."""
@@ -443,6 +455,15 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     def demo_action(self, rng: np.random.Generator) -> str:
         """A random well-formed coordinator reply: one role in a ``<role>`` tag."""
         return f"<role>{ROLES[int(rng.integers(len(ROLES)))]}</role>"
+
+    # -- discrete actions (orchenv.discrete, orchenv audit) -------------------------------
+    def action_choices(self) -> list[str | None]:
+        """One choice per role (see "Discrete actions" above)."""
+        return role_choices()
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Shortcuts that must score clearly below the best response (``choices.py``)."""
+        return role_shortcuts()
 
     # -- episode ------------------------------------------------------------------------
     def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:

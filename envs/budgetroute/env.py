@@ -7,28 +7,42 @@ rewards, budgets and defaults follow the paper.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from orchenv.backends.simulated import SimulatedBackend, estimate_prompt_tokens
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.envs.budgetroute.experts import (
+    KeyStepReply,
+    canonical_requests,
+    finish_request,
+    judge,
+    partial_work,
+    task_key_step,
+)
 from orchenv.envs.budgetroute.protocol import (
     CONTROLLER_SYSTEM,
     EXPERT_SYSTEM,
     FORMAT_REMINDER,
     GENERIC_GUIDANCE,
     MODE_GUIDANCE,
-    grade_answer,
+    answer_verdict,
     parse_action,
 )
+from orchenv.envs.budgetroute.strategies import shortcuts
 from orchenv.error import ConfigError, UnknownNameError
-from orchenv.grading import check_math_solution, math_answer
-from orchenv.pool import AgentPool, Message
+from orchenv.grading import check_math_solution, extract_boxed, math_answer
+from orchenv.pool import AgentPool, AgentSpec, CallContext, Message
 from orchenv.tasks import TaskSource
 
 #: Appendix A: per-query cost budgets (USD) of the multi-expert study
 DEFAULT_BUDGETS: dict[str, float] = {"low": 0.001, "medium": 0.006, "high": 1000.0}
+#: Table 2: the controller (Qwen2.5-7B-Instruct) alone solves 70.8% of MATH500
+CONTROLLER_ACCURACY = 0.708
+#: the discrete choices per expert, after the two answer choices (``action_choices``)
+REQUEST_KINDS = ("whole", "pointed", "key-step", "finish")
 
 
 class BudgetRouteEnv(OrchestrationEnv):
@@ -40,9 +54,22 @@ class BudgetRouteEnv(OrchestrationEnv):
     in its prompt) it either sends a sub-query to one expert of the pool (its
     reply joins the context of the next turn) or gives its own final answer,
     which ends the episode. The controller is the policy: the environment never
-    solves the problem for it. In the simulated pools an expert's correctness
-    depends on the task, not on the wording of the sub-query, and the expert
-    answers the original problem.
+    solves the problem for it.
+
+    Experts answer the sub-query they are sent (``experts.py``): with a simulated
+    pool the env judges the sub-query against the task (privileged: the task's key
+    step, its reference solution, which earlier replies were right) and passes the
+    verdict to the expert as ``CallContext.guidance``, a logit added to its margin.
+    A sub-query that names the problem's key step helps (+1); one that asks for
+    the key step alone (+1.75) gets back the work up to that step, without a
+    final answer; one that hands such work to an expert to finish helps if that
+    step was right (+1.75) and misleads if it was wrong (-1.75); one that names a
+    wrong method misleads (-1), one that names many at once buries the problem
+    (-3), one that leaves out part of the problem's data hurts (-3), and an
+    empty, generic or unrelated one is answered as something else (-12). So
+    decomposing a problem into two cheap calls (key step, then finish) can beat
+    one expensive call. Live experts ignore the guidance (they read the sub-query
+    itself).
 
     ## Action format
     One of (the first tag that appears wins; ``<think>...</think>`` blocks are
@@ -60,21 +87,27 @@ class BudgetRouteEnv(OrchestrationEnv):
 
     ## Observation
     The controller prompt as one string: the system instructions with the
-    budget mode and the experts with their prices, the problem, the turns
+    budget mode and the experts with their prices and the expected cost of one
+    call on this problem (from each expert's calibrated mean completion length,
+    where the pool has one), the problem, the turns
     used, and the transcript so far (sub-queries and expert replies);
     ``info["messages"]`` holds the same as chat messages. ``info["phase"]``
     is always ``"act"``; ``info["valid_agents"]`` lists the experts.
 
     ## Rewards
     Only at the episode's end (eq. 5-7 of seed 001): ``R = r_perf * r_cost``
-    with ``r_perf`` = 1 if the final answer is correct else 0 and
+    with ``r_perf`` = 1 if the final answer is correct else 0 (an answer too large
+    to check, or whose check runs out of time, is wrong; ``info["grading"]`` then
+    says ``"too-large"`` or ``"timeout"``) and
     ``r_cost`` = 1 if the episode's dollar cost (the sum of the expert calls'
     ``cost_usd``; the controller is free) is at most the budget of the
     episode's mode, else 0. Intermediate steps give 0. A malformed action
     adds ``format_penalty`` (default 0.0: the paper uses no format reward) to
     that step's reward. ``info["budget_mode"]`` and ``info["budget_usd"]`` are
     reported at every step. The per-step expert-call vector is
-    ``info["constraint_costs"]``.
+    ``info["constraint_costs"]``. ``info["privileged"]`` (for oracles, never for
+    controllers) says whether an expert's reply was right (``expert_correct``), how
+    the sub-query was judged (``request``) and the logit it earned (``guidance``).
 
     ## Episode end
     ``terminated`` when the controller answers; ``truncated`` when ``max_turns``
@@ -98,15 +131,34 @@ class BudgetRouteEnv(OrchestrationEnv):
       from the env's ``np_random``; a mode name fixes it;
       ``reset(options={"budget_mode": ...})`` overrides both.
     - ``format_penalty``: added to a step whose action cannot be parsed (default 0).
+    - ``controller_accuracy``: how often the controller model solves a problem on
+      its own (default 0.708, Table 2's Qwen2.5-7B-Instruct on MATH500); it only
+      drives the discrete "answer yourself" choice with a simulated pool (``None``:
+      no such choice).
     - ``backend``, ``backend_kwargs``: override the pool's backends.
     - ``max_reply_chars``: how much of each expert reply the controller sees
       (default 4000).
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
+    ## Discrete actions
+    ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``), built from
+    the problem text and the transcript, never from the gold answer: 0 answer with
+    the controller model's own solution (simulated pools only: a free simulated
+    call at ``controller_accuracy``); 1 answer with the latest final answer an
+    expert gave; then, per expert (weakest first), ask it the whole problem, the
+    problem with its key step named, the key step alone, or to finish from the
+    latest key step worked out (``REQUEST_KINDS``). The key step is read from the
+    problem text (``experts.key_step_for``; ``None`` where it knows none); asking
+    is masked on the last turn. ``audit_strategies()`` names the shortcuts the audit
+    must find clearly worse than the best response.
+
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
       ``max_turns`` (it was ``max_rounds``), and reaching it without an answer is
-      ``truncated`` (it was ``terminated``); ``info["metrics"]`` is new.
+      ``truncated`` (it was ``terminated``); ``info["metrics"]`` is new. Since issue
+      14 experts answer the sub-query they are sent (before, a simulated expert
+      answered the original problem whatever it was asked), the prompt shows each
+      expert's expected cost per call, and the env has a discrete action set.
     """
 
     format_reminder = FORMAT_REMINDER
@@ -122,6 +174,7 @@ class BudgetRouteEnv(OrchestrationEnv):
         budgets: Mapping[str, float] | None = None,
         budget_mode: str | None = None,
         format_penalty: float = 0.0,
+        controller_accuracy: float | None = CONTROLLER_ACCURACY,
         backend: str | None = None,
         backend_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = 4000,
@@ -139,11 +192,18 @@ class BudgetRouteEnv(OrchestrationEnv):
             raise UnknownNameError("budget mode", budget_mode, self.budgets)
         self.fixed_budget_mode = budget_mode
         self.max_reply_chars = max_reply_chars
+        if controller_accuracy is not None and not 0.0 < controller_accuracy < 1.0:
+            raise ConfigError(
+                f"controller_accuracy must lie strictly between 0 and 1, got {controller_accuracy!r}"
+            )
+        self.controller_accuracy = controller_accuracy
         # episode state
         self.budget_mode: str | None = None
         self.history: list[tuple[str, str, str]] = []  # (expert, sub-query, reply)
         self.answer: str | None = None  # the controller's final answer, once given
         self.correct = False  # whether that answer is right
+        self.key_step_replies: list[KeyStepReply] = []  # replies to key-step requests
+        self._own_answer: str | None = None  # the controller model's own answer, once drawn
 
     @property
     def budget_usd(self) -> float | None:
@@ -158,19 +218,106 @@ class BudgetRouteEnv(OrchestrationEnv):
             return f"<search>{expert}: {problem}</search>"
         return "<answer>0</answer>"
 
+    # -- discrete actions (orchenv.discrete, orchenv audit) -------------------------------
+    def own_answer(self) -> str | None:
+        """The controller model's own final answer to this problem, or ``None``.
+
+        The discrete stand-in for a controller that answers by itself: with a simulated
+        pool, a free (unmetered) simulated call of a "controller" agent calibrated to
+        ``controller_accuracy``, drawn once per episode. Like every simulated agent it is
+        right or wrong by the calibrated outcome model (which knows the task); the env's
+        choice code itself never reads the gold answer. ``None`` with other pools (a live
+        controller writes its own answer).
+        """
+        if self.task is None or self.controller_accuracy is None:
+            return None
+        if self._own_answer is None:
+            backend = self.pool.backend_for(self.pool.weakest())
+            if not isinstance(backend, SimulatedBackend):
+                return None
+            spec = AgentSpec(
+                name="controller",
+                model="controller",
+                tier=0,
+                calibration={"accuracy": float(self.controller_accuracy)},
+            )
+            context = CallContext(task=self.task, turn=self.turn)
+            text = backend.complete(spec, self._expert_messages(self.task.prompt), context).text
+            self._own_answer = extract_boxed(text) or ""
+        return self._own_answer or None
+
+    def last_answer(self) -> str | None:
+        """The latest final answer (``\\boxed``) an expert's reply shows, or ``None``."""
+        for _, _, reply in reversed(self.history):
+            boxed = extract_boxed(reply)
+            if boxed:
+                return boxed
+        return None
+
+    def action_choices(self) -> list[str | None]:
+        """Answer with the own solution; answer with the latest expert answer; then per
+        expert (weakest first) each of ``REQUEST_KINDS``. See "Discrete actions" above."""
+        size = 2 + len(REQUEST_KINDS) * len(self.pool.names)
+        if self.task is None:
+            return [None] * size
+        own, last = self.own_answer(), self.last_answer()
+        choices: list[str | None] = [
+            None if own is None else f"<answer>{own}</answer>",
+            None if last is None else f"<answer>{last}</answer>",
+        ]
+        requests = canonical_requests(self.task.prompt)
+        if self.key_step_replies:
+            requests["finish"] = finish_request(self.task.prompt, self.key_step_replies[-1].shown)
+        can_ask = not self.is_last_turn
+        for name in self.pool.names:
+            for kind in REQUEST_KINDS:
+                query = requests.get(kind)
+                choices.append(f"<search>{name}: {query}</search>" if can_ask and query else None)
+        return choices
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Shortcuts that must score clearly below the best response (``strategies.py``)."""
+        return shortcuts(self.pool.weakest(), self.pool.strongest())
+
+    def observation_features(self) -> np.ndarray:
+        """The budget mode (one-hot over ``budgets``), the share of the budget spent
+        (clipped to 2), and whether a key step has been worked out."""
+        modes = [1.0 if mode == self.budget_mode else 0.0 for mode in self.budgets]
+        budget = self.budget_usd or 0.0
+        spent = min(2.0, self.meter.cost_usd / budget) if budget > 0 else 0.0
+        return np.array([*modes, spent, float(bool(self.key_step_replies))], dtype=np.float32)
+
     # -- prompts ----------------------------------------------------------------------
     def _system_prompt(self) -> str:
         assert self.budget_mode is not None
         lines = []
         for name in reversed(self.pool.names):  # strongest first
             spec = self.pool.spec(name)
-            lines.append(f"- {name}: ${spec.price_prompt:g} / ${spec.price_completion:g}")
+            line = f"- {name}: ${spec.price_prompt:g} / ${spec.price_completion:g}"
+            expected = self.expected_call_cost(name)
+            if expected is not None:
+                line += f"; about ${expected:.4f} per call"
+            lines.append(line)
         return CONTROLLER_SYSTEM.format(
             mode=self.budget_mode,
             guidance=MODE_GUIDANCE.get(self.budget_mode, GENERIC_GUIDANCE),
             experts="\n".join(lines),
             max_turns=self.max_turns,
         )
+
+    def expected_call_cost(self, expert: str) -> float | None:
+        """The expected dollar cost of asking ``expert`` this problem: its calibrated mean
+        completion length at its prices (``None`` for an expert without one, e.g. live)."""
+        spec = self.pool.spec(expert)
+        mean = spec.calibration.get("mean_completion_tokens")
+        if mean is None or self.task is None:
+            return None
+        prompt = estimate_prompt_tokens(self._expert_messages(self.task.prompt))
+        return spec.cost(prompt, round(float(mean)))
+
+    @staticmethod
+    def _expert_messages(query: str) -> list[Message]:
+        return [{"role": "system", "content": EXPERT_SYSTEM}, {"role": "user", "content": query}]
 
     def _messages(self) -> list[Message]:
         assert self.task is not None
@@ -206,6 +353,8 @@ class BudgetRouteEnv(OrchestrationEnv):
         self.budget_mode = self._pick_mode(options)
         self.history = []
         self.answer, self.correct = None, False
+        self.key_step_replies = []
+        self._own_answer = None
         return {}
 
     def _rewards(self) -> tuple[float, float]:
@@ -224,21 +373,35 @@ class BudgetRouteEnv(OrchestrationEnv):
             return Outcome(error=error, info=info)
         if parsed.kind == "answer":
             self.answer = parsed.text
-            self.correct = grade_answer(parsed.text, self.task.answers)
+            verdict = answer_verdict(parsed.text, self.task.answers)
+            self.correct = verdict.equal
+            if verdict.status != "ok":  # refused or timed out: counted wrong, and said so
+                info["grading"] = verdict.status
             r_perf, r_cost = self._rewards()
             return Outcome(reward=r_perf * r_cost, done=True, info=info)
         assert parsed.expert is not None
         if self.turn >= self.max_turns:
             info["unexecuted_search"] = parsed.expert  # no turn left to read the reply
             return Outcome(info=info)
-        messages: list[Message] = [
-            {"role": "system", "content": EXPERT_SYSTEM},
-            {"role": "user", "content": parsed.text},
-        ]
-        completion = self.call_agent(parsed.expert, messages)
-        self.history.append((parsed.expert, parsed.text, completion.text[: self.max_reply_chars]))
+        meta = self.task.meta
+        step = task_key_step(self.task.prompt, meta.get("family"), meta.get("solution"))
+        judged = judge(parsed.text, self.task.prompt, step, self.key_step_replies)
+        context = CallContext(task=self.task, turn=self.turn, guidance=judged.guidance)
+        completion = self.call_agent(parsed.expert, self._expert_messages(parsed.text), context)
+        reply = completion.text
+        if judged.kind == "key-step":
+            right = completion.meta.get("correct")  # a simulated expert's (privileged) outcome
+            if right is not None:  # it wrote the whole solution: show the work up to the step
+                reply = partial_work(reply)
+            shown = reply[: self.max_reply_chars]
+            self.key_step_replies.append(
+                KeyStepReply(shown, None if right is None else bool(right))
+            )
+        self.history.append((parsed.expert, parsed.text, reply[: self.max_reply_chars]))
         info["called_agent"] = parsed.expert
         privileged["expert_correct"] = check_math_solution(completion.text, self.task.answers)
+        privileged["request"] = judged.kind
+        privileged["guidance"] = judged.guidance
         return Outcome(info=info)
 
     def _summary(self) -> dict[str, Any]:

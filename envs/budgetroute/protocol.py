@@ -7,24 +7,26 @@ paper builds on (``<search>`` / ``<answer>``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from orchenv.grading import check_math_solution, extract_boxed, math_equal
-from orchenv.parsing import extract_tag, match_agent, strip_reasoning, suggest_agent
+from orchenv.grading import Verdict, extract_boxed, match_any, solution_verdict
+from orchenv.parsing import extract_tag, find_tag, match_agent, strip_reasoning, suggest_agent
 
 CONTROLLER_SYSTEM = """\
 You solve math problems and may consult paid expert models. Budget mode: {mode}.
 {guidance}
 
-Experts (name, price in USD per 1M prompt / completion tokens), strongest first:
+Experts (name, price in USD per 1M prompt / completion tokens, expected cost of one call \
+on this problem), strongest first:
 {experts}
 
 Each round, do exactly one of the following:
 - Ask one expert a question: <search>EXPERT NAME: your question</search>
-  The expert's reply is shown to you in the next round.
+  The expert's reply is shown to you in the next round. Experts answer what you ask: \
+naming the key step helps, and you may split the problem (ask for only the key step, then \
+pass that work to an expert to finish).
 - Give your final answer and stop: <answer>FINAL ANSWER</answer>
 You may think first inside <think>...</think>. You have {max_turns} rounds in total; \
 without an answer by then the problem counts as unsolved."""
@@ -69,9 +71,9 @@ def parse_action(text: str, experts: Sequence[str]) -> tuple[Action | None, str 
     visible = strip_reasoning(text)
     positions = {}
     for tag in ("search", "answer"):
-        match = re.search(rf"<\s*{tag}\s*>", visible, re.IGNORECASE)
-        if match is not None:
-            positions[tag] = match.start()
+        where = find_tag(visible, tag)
+        if where is not None:
+            positions[tag] = where
     if not positions:
         return None, "no <search> or <answer> tag found."
     kind = min(positions, key=lambda t: positions[t])
@@ -105,9 +107,17 @@ def grade_answer(answer: str, references: Sequence[str]) -> bool:
 
     Never raises: the ``orchenv.grading`` helpers it uses never do.
     """
+    return answer_verdict(answer, references).equal
+
+
+def answer_verdict(answer: str, references: Sequence[str]) -> Verdict:
+    """``grade_answer`` with the grading status (``orchenv.grading.Verdict``): a check refused
+    as too large or cut off by the time budget counts as wrong and says so."""
     if extract_boxed(answer) is not None:
-        return check_math_solution(answer, tuple(references))
+        return solution_verdict(answer, tuple(references))
     bare = answer.strip().strip("$").strip()
-    if check_math_solution(f"\\boxed{{{bare}}}", tuple(references)):
-        return True
-    return any(math_equal(ref, bare) for ref in references)
+    verdict = solution_verdict(f"\\boxed{{{bare}}}", tuple(references))
+    if verdict.equal:
+        return verdict
+    again = match_any(references, bare)
+    return again if again.equal or again.status != "ok" else verdict

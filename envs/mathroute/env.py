@@ -8,12 +8,19 @@ follow the paper.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.envs.mathroute.critique import (
+    CRITIQUE_LOGITS,
+    CRITIQUE_MODES,
+    FIXED_FEEDBACK_LOGIT,
+    judge_critique,
+    locate_error,
+)
 from orchenv.envs.mathroute.protocol import (
     ROUTER_SYSTEM,
     SOLVER_SYSTEM,
@@ -21,10 +28,14 @@ from orchenv.envs.mathroute.protocol import (
     Decision,
     parse_route,
     parse_verify,
+    route_text,
+    verdict_text,
 )
 from orchenv.envs.mathroute.rewards import (
+    REWARDS,
     composite_reward,
     modified_composite_reward,
+    outcome_reward,
     routing_reward,
     usage_penalty,
     verification_reward,
@@ -61,13 +72,16 @@ class MathRouteEnv(OrchestrationEnv):
     as chat messages.
 
     ## Rewards
-    Per turn, eq. (1)/(3) of seed 000 with ``alpha`` (default 0.5):
-    ``alpha * (r^R - lambda_a) + (1 - alpha) * r^V`` where r^V rewards a verdict
-    that matches the draft's correctness (0 at turn 1) and r^R rewards routing
-    to a solver that answers correctly (0 when the controller stops); lambda_a
-    is the Lagrange multiplier of the solver called (Table 9: 0.25 / 0.125 / 0
-    strongest to weakest; ``use_lagrangian=False`` sets them to 0). The
-    per-step agent-call vector is ``info["constraint_costs"]`` for constrained-RL
+    ``reward="paper"`` (default): per turn, eq. (1)/(3) of seed 000 with ``alpha``
+    (default 0.5): ``alpha * (r^R - lambda_a) + (1 - alpha) * r^V`` where r^V rewards
+    a verdict that matches the draft's correctness (0 at turn 1) and r^R rewards
+    routing to a solver that answers correctly (0 when the controller stops);
+    lambda_a is the Lagrange multiplier of the solver called (Table 9: 0.25 / 0.125 / 0
+    strongest to weakest; ``use_lagrangian=False`` sets them to 0). As written it pays
+    to reject a correct draft (the best response does so 0.54 times per episode);
+    ``reward="outcome"`` (1 for a correct final answer, minus lambda_a per call) does
+    not (``orchenv.envs.mathroute.rewards``, docs/mathroute.md).
+    The per-step agent-call vector is ``info["constraint_costs"]`` for constrained-RL
     methods that learn the multipliers themselves.
 
     ## Episode end
@@ -78,7 +92,11 @@ class MathRouteEnv(OrchestrationEnv):
     ``horizon_is_terminal``: reaching it is ``terminated``, never ``truncated``.
     The final answer is the last solver response and ``info`` carries ``task_id``, ``final_answer``,
     ``correct``, ``turns``, usage figures and ``metrics`` (``false_rejections``,
-    ``false_acceptances``: verdicts that contradict the draft's correctness).
+    ``false_acceptances``: verdicts that contradict the draft's correctness;
+    ``calls/AGENT`` and ``calls/total``: this episode's calls, so their means are calls
+    per episode and ``mean(calls/AGENT) / mean(calls/total)`` is eq. (2)'s share).
+    ``info["lifetime_usage"]`` has the env-lifetime share of routed calls (eq. 2) and
+    calls per episode.
 
     ## Arguments
     - ``pool``: preset name (``"system1"``, ``"system2"``), pool file or ``AgentPool``.
@@ -91,10 +109,20 @@ class MathRouteEnv(OrchestrationEnv):
       (default: the preset's Table 9 values; ``use_lagrangian=False`` zeroes them).
     - ``usage_constraints``: the per-agent usage shares c_i (default: the preset's
       0.25 / 0.5 / 1, strongest first).
-    - ``enforce_usage_constraints``, ``usage_budget_queries``: with the first True
-      (the evaluation protocol of section 4.2) each solver may be called at most
-      ``c_i * usage_budget_queries`` times over the env's lifetime and calls beyond
-      that go to the next-best solver with budget left (default: reported only).
+    - ``reward``: ``"paper"`` (default) or ``"outcome"`` (see Rewards).
+    - ``enforce_usage_constraints``, ``usage_denominator``, ``usage_budget_queries``:
+      with the first True (the evaluation protocol of section 4.2) a call beyond an
+      agent's budget goes to the next-best solver with budget left (default: usage is
+      reported only). The budget's denominator: ``"calls"`` (eq. 2: the agent's share of
+      all routed calls over the env's lifetime, this call included, stays <= c_i) or
+      ``"queries"`` (at most ``floor(c_i * usage_budget_queries)`` calls). Default:
+      ``"queries"`` when ``usage_budget_queries`` is given, else ``"calls"``.
+    - ``critique_bonus``: how the critique changes the next solver's chance (simulated
+      agents only, via ``CallContext.guidance``): ``"judged"`` (default; a critique that
+      names the draft's wrong step helps, a wrong pointer hurts, an empty or generic one
+      does nothing: ``orchenv.envs.mathroute.critique``), ``"fixed"`` (+0.25 for any
+      non-empty critique, orchenv's earlier model) or ``"off"``. ``critique_logits``
+      overrides the judged values.
     - ``require_stronger``: a rejection must name a stronger solver (default True).
     - ``format_penalty``: added to a step whose action cannot be parsed (default -1).
     - ``backend``, ``backend_kwargs``: override the pool's backends.
@@ -105,6 +133,10 @@ class MathRouteEnv(OrchestrationEnv):
     - v0: initial version. Since the one-shape refactor the format penalty is
       *added* to the step's reward (it replaced it; the same number, since an
       unusable action earns nothing else), and ``info["metrics"]`` is new.
+      Since the soundness audit: ``reward``, ``critique_bonus`` (default ``"judged"``;
+      the earlier model is ``"fixed"``), ``usage_denominator`` (enforcement without
+      ``usage_budget_queries`` now uses eq. 2's share instead of refusing),
+      ``action_choices()``, ``audit_strategies()``, ``calls/*`` metrics.
     """
 
     #: seed 000's three turns are the MDP's horizon: the last turn is terminal
@@ -128,6 +160,10 @@ class MathRouteEnv(OrchestrationEnv):
         format_penalty: float = -1.0,
         enforce_usage_constraints: bool = False,
         usage_budget_queries: int | None = None,
+        reward: str = "paper",
+        usage_denominator: str | None = None,
+        critique_bonus: str = "judged",
+        critique_logits: Mapping[str, float] | None = None,
         backend: str | None = None,
         backend_kwargs: Mapping[str, Any] | None = None,
         max_feedback_chars: int = 4000,
@@ -137,11 +173,35 @@ class MathRouteEnv(OrchestrationEnv):
         super().__init__(**arguments_for(super().__init__, locals()))
         if not 0.0 <= alpha <= 1.0:
             raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
-        if enforce_usage_constraints and (usage_budget_queries is None or usage_budget_queries < 1):
+        if reward not in REWARDS:
+            raise UnknownNameError("reward", reward, REWARDS)
+        if critique_bonus not in CRITIQUE_MODES:
+            raise UnknownNameError("critique_bonus", critique_bonus, CRITIQUE_MODES)
+        logits = dict(CRITIQUE_LOGITS)
+        for kind, value in (critique_logits or {}).items():
+            if kind not in CRITIQUE_LOGITS:
+                raise UnknownNameError("critique kind", kind, tuple(CRITIQUE_LOGITS))
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise ConfigError(f"critique_logits[{kind!r}] must be a finite number")
+            logits[kind] = float(value)
+        if usage_denominator is None:
+            usage_denominator = "calls" if usage_budget_queries is None else "queries"
+        if usage_denominator not in ("calls", "queries"):
+            raise UnknownNameError("usage_denominator", usage_denominator, ("calls", "queries"))
+        if (
+            enforce_usage_constraints
+            and usage_denominator == "queries"
+            and (usage_budget_queries is None or usage_budget_queries < 1)
+        ):
             raise ConfigError(
-                "enforce_usage_constraints=True needs usage_budget_queries (the number of "
-                "queries the budgets are shares of, e.g. the evaluation set size)"
+                "enforce_usage_constraints=True with usage_denominator='queries' needs "
+                "usage_budget_queries (the number of queries the budgets are shares of, e.g. "
+                "the evaluation set size); usage_denominator='calls' needs none"
             )
+        self.reward_variant = reward
+        self.usage_denominator = usage_denominator
+        self.critique_bonus = critique_bonus
+        self.critique_logits = logits
         self.alpha = alpha
         self.route_value = route_reward
         self.verify_value = verify_reward
@@ -158,7 +218,8 @@ class MathRouteEnv(OrchestrationEnv):
         self.draft_correct: bool | None = None
         self.verdict_errors = {"false_rejections": 0, "false_acceptances": 0}
         self._system_cache: dict[str | None, str] = {}
-        self.ledger: dict[str, int] = {}  # calls per agent over the env's lifetime (enforcement)
+        self.ledger: dict[str, int] = {}  # routed calls per agent over the env's lifetime
+        self.episodes = 0  # episodes started over the env's lifetime (usage per episode)
 
     def _build_pool(self) -> AgentPool:
         pool = super()._build_pool()
@@ -192,10 +253,43 @@ class MathRouteEnv(OrchestrationEnv):
 
     def lifetime_state(self) -> dict[str, Any] | None:
         """The usage ledger, when budgets are enforced (it binds across episodes)."""
-        return {"ledger": dict(self.ledger)} if self.enforce_usage_constraints else None
+        if not self.enforce_usage_constraints:
+            return None
+        return {"ledger": dict(self.ledger), "episodes": self.episodes}
 
     def load_lifetime_state(self, state: Mapping[str, Any] | None) -> None:
         self.ledger = {str(k): int(v) for k, v in dict((state or {}).get("ledger") or {}).items()}
+        self.episodes = int((state or {}).get("episodes") or 0)
+
+    # -- discrete view (orchenv.discrete, orchenv audit) -----------------------------------
+    def action_choices(self, *, include_unavailable: bool = False) -> list[str | None]:
+        """One choice per agent (weakest first), then accept: at a route turn choice i routes
+        to agent i; at a verify turn it rejects the draft and routes to agent i. ``None``
+        marks what cannot be done now (accept at a route turn, an agent not in
+        ``valid_agents()``); ``include_unavailable=True`` gives their text anyway (the env
+        flags it invalid, or, with nobody stronger left, reads a rejection as a bare False).
+        """
+        names = list(self.pool.names)
+        valid = set(self.valid_agents())
+        routing = self.draft_agent is None
+        texts = [route_text(a) if routing else verdict_text(False, a) for a in names]
+        texts.append(verdict_text(True))
+        if include_unavailable:
+            return list(texts)
+        available = [a in valid for a in names] + [not routing]
+        return [text if ok else None for text, ok in zip(texts, available, strict=True)]
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Fixed strategies a sound reward must rank well below the best response: one agent
+        then accept (``always-*``: never reject), weakest then reject every draft
+        (``always-reject``), weakest then reject once and accept (``reject-once``)."""
+        return {
+            "always-weakest": _route_then_accept("weakest"),
+            "always-middle": _route_then_accept("middle"),
+            "always-strongest": _route_then_accept("strongest"),
+            "always-reject": _always_reject,
+            "reject-once": _reject_once,
+        }
 
     def demo_action(self, rng: np.random.Generator) -> str:
         """Route to a random agent, or give a random verdict (rejecting to a random stronger one)."""
@@ -267,7 +361,9 @@ class MathRouteEnv(OrchestrationEnv):
     def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
         if options.get("reset_usage_ledger"):
             self.ledger = {}
+            self.episodes = 0
         self.task = self.pick_task(options)
+        self.episodes += 1
         self.draft = self.draft_agent = self.draft_correct = None
         self.verdict_errors = {"false_rejections": 0, "false_acceptances": 0}
         return {"privileged": {"draft_correct": None}}
@@ -276,13 +372,17 @@ class MathRouteEnv(OrchestrationEnv):
         """The agent that actually serves a call to ``agent`` under enforced usage budgets."""
         if not self.enforce_usage_constraints:
             return agent
-        assert self.usage_budget_queries is not None
         limits, queries = self.usage_constraints, self.usage_budget_queries
+        total = sum(self.ledger.values())
 
         def has_budget(name: str) -> bool:
             if name not in limits:
                 return True
-            return self.ledger.get(name, 0) < math.floor(limits[name] * queries)
+            used = self.ledger.get(name, 0)
+            if self.usage_denominator == "calls":  # eq. 2: the share after this call <= c_i
+                return used + 1 <= limits[name] * (total + 1) + 1e-9
+            assert queries is not None
+            return used < math.floor(limits[name] * queries)
 
         if has_budget(agent):
             return agent
@@ -297,12 +397,32 @@ class MathRouteEnv(OrchestrationEnv):
                 return name
         return agent  # every budget is spent: serve the request and flag it in info
 
-    def _call(self, requested: str, feedback: str) -> tuple[str, bool, dict[str, Any]]:
+    def _guidance(self, feedback: str, privileged: dict[str, Any]) -> float:
+        """What the critique is worth to the next solver (``CallContext.guidance``; simulated
+        agents add it to their margin). Judged against the draft's actual error, which is
+        privileged: it reaches the simulation and ``info["privileged"]`` only."""
+        if self.draft is None or self.critique_bonus == "off":
+            return 0.0
+        if self.critique_bonus == "fixed":
+            return FIXED_FEEDBACK_LOGIT if feedback else 0.0
+        assert self.task is not None
+        site = None if self.draft_correct else locate_error(self.task, self.draft)
+        kind = judge_critique(feedback, site)
+        privileged["critique"] = kind
+        return self.critique_logits[kind]
+
+    def _call(
+        self, requested: str, feedback: str, privileged: dict[str, Any]
+    ) -> tuple[str, bool, dict[str, Any]]:
         assert self.task is not None
         agent = self._resolve_budget(requested)
         messages = self._solver_messages(feedback)
         context = CallContext(
-            task=self.task, turn=self.turn, draft=self.draft, feedback=feedback or None
+            task=self.task,
+            turn=self.turn,
+            draft=self.draft,
+            feedback=feedback or None,
+            guidance=self._guidance(feedback, privileged),
         )
         completion = self.call_agent(agent, messages, context)
         self.ledger[agent] = self.ledger.get(agent, 0) + 1
@@ -332,7 +452,11 @@ class MathRouteEnv(OrchestrationEnv):
             error = None
         else:
             reward, done, error = 0.0, False, decision.error or "malformed reply."
-            components = {"route": 0.0, "verify": 0.0, "usage_penalty": 0.0}
+            components = {"route": 0.0, "verify": 0.0, "usage_penalty": 0.0, "outcome": 0.0}
+            if self.reward_variant == "outcome" and self.turn >= self.max_turns:
+                reward = components["outcome"] = outcome_reward(  # the draft stands as final
+                    self.draft_correct, None, {}, value=self.route_value
+                )
         components["format"] = 0.0 if error is None else self.format_penalty
         info["reward_components"] = components
         privileged["draft_correct"] = self.draft_correct  # the draft the next turn reviews
@@ -352,28 +476,101 @@ class MathRouteEnv(OrchestrationEnv):
             decision.verdict, self.draft_correct, value=self.verify_value
         )
         extra["verdict"] = decision.verdict
+        outcome = self.reward_variant == "outcome"
         if decision.agent is None:  # accept, or reject with nobody stronger left: stop
-            components = {"route": 0.0, "verify": r_verify, "usage_penalty": 0.0}
+            if outcome:  # the draft stands as the final answer
+                final = outcome_reward(self.draft_correct, None, {}, value=self.route_value)
+                components = {"route": 0.0, "verify": 0.0, "usage_penalty": 0.0, "outcome": final}
+                return final, components, True
+            components = {"route": 0.0, "verify": r_verify, "usage_penalty": 0.0, "outcome": 0.0}
             return composite_reward(0.0, r_verify, alpha=self.alpha), components, True
-        agent, correct, call_extra = self._call(decision.agent, decision.feedback)
+        agent, correct, call_extra = self._call(decision.agent, decision.feedback, privileged)
         extra.update(call_extra)
         privileged["response_correct"] = correct
-        r_route = routing_reward(correct, value=self.route_value)
         penalty = usage_penalty(agent, self.multipliers)
+        if outcome:
+            ending = correct if self.turn >= self.max_turns else None  # the horizon: final
+            reward = outcome_reward(ending, agent, self.multipliers, value=self.route_value)
+            components = {
+                "route": 0.0,
+                "verify": 0.0,
+                "usage_penalty": penalty,
+                "outcome": reward + penalty,
+            }
+            return reward, components, False
+        r_route = routing_reward(correct, value=self.route_value)
         reward = modified_composite_reward(
             r_route, r_verify, agent, self.multipliers, alpha=self.alpha
         )
-        components = {"route": r_route, "verify": r_verify, "usage_penalty": penalty}
+        components = {
+            "route": r_route,
+            "verify": r_verify,
+            "usage_penalty": penalty,
+            "outcome": 0.0,
+        }
         return reward, components, False
 
     def _summary(self) -> dict[str, Any]:
         assert self.task is not None
         final = self.draft
+        metrics = {k: float(v) for k, v in self.verdict_errors.items()}
+        calls = self.meter.calls
+        metrics.update({f"calls/{a}": float(calls.get(a, 0)) for a in self.pool.names})
+        metrics["calls/total"] = float(self.meter.total_calls)
         return {
             "final_response": final,
             "final_answer": math_answer(final) if final else None,
             "correct": bool(self.draft_correct),
             "usage_constraints": self.usage_constraints,
+            "lifetime_usage": self._lifetime_usage(),
             "level": self.task.level,
-            "metrics": {k: float(v) for k, v in self.verdict_errors.items()},
+            "metrics": metrics,
         }
+
+    def _lifetime_usage(self) -> dict[str, Any]:
+        """Routed calls over the env's lifetime as eq. (2)'s share of all calls and per
+        episode (the ledger enforcement reads; consulted calls are not in it)."""
+        names = self.pool.names
+        total = sum(self.ledger.get(a, 0) for a in names)
+        return {
+            "denominator": self.usage_denominator,
+            "episodes": self.episodes,
+            "share_of_calls": {a: self.ledger.get(a, 0) / max(total, 1) for a in names},
+            "calls_per_episode": {a: self.ledger.get(a, 0) / max(self.episodes, 1) for a in names},
+        }
+
+
+def _route_then_accept(rank: str) -> Callable[[OrchestrationEnv], str]:
+    """Route to the weakest / middle / strongest agent, then accept whatever it wrote."""
+
+    def policy(env: OrchestrationEnv) -> str:
+        assert isinstance(env, MathRouteEnv)
+        if env.draft_agent is not None:
+            return verdict_text(True)
+        names = env.pool.names
+        index = {"weakest": 0, "middle": len(names) // 2, "strongest": len(names) - 1}[rank]
+        return route_text(names[index])
+
+    policy.__doc__ = f"Route to the {rank} agent, then accept its draft (never reject)."
+    return policy
+
+
+def _always_reject(env: OrchestrationEnv) -> str:
+    """Route to the weakest agent, then reject every draft for the next agent up (a bare
+    False once nobody is left)."""
+    assert isinstance(env, MathRouteEnv)
+    if env.draft_agent is None:
+        return route_text(env.pool.names[0])
+    agents = list(env.pool.stronger_than(env.draft_agent)) or env.valid_agents()
+    return verdict_text(False, agents[0] if agents else None)
+
+
+def _reject_once(env: OrchestrationEnv) -> str:
+    """Route to the weakest agent, reject its draft for the next agent up, accept that one."""
+    assert isinstance(env, MathRouteEnv)
+    if env.draft_agent is None:
+        return route_text(env.pool.names[0])
+    stronger = list(env.pool.stronger_than(env.draft_agent))
+    if env.turn == 1 and stronger:  # the first draft
+        return verdict_text(False, stronger[0])
+    return verdict_text(True)

@@ -31,6 +31,7 @@ __all__ = [
     "load_math_hf",
     "load_math_records",
     "load_math_splits",
+    "spread_levels",
 ]
 
 PathLike = str | os.PathLike
@@ -191,7 +192,40 @@ def _math_tasks(
         )
     if not tasks:
         raise DataError(f"{origin}: no usable records ({skipped} of {total} had no answer)")
-    return tasks
+    return spread_levels(tasks)
+
+
+def spread_levels(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks with ``meta["difficulty"]`` set from the split's own level mix.
+
+    Simulated agents are calibrated so that their accuracy over difficulty quantiles
+    ``z ~ U(0, 1)`` is the preset's; the default mapping gives each level a fifth of
+    [0, 1), which is uniform only when levels are. Here level L spans its share of the
+    split, ``[F(L-1), F(L))`` with F the split's cumulative level frequencies (a stable
+    hash of the id places a task within it), so the split's z is uniform whatever its
+    mix and each agent keeps its calibrated accuracy on it (e.g. the MATH test split's
+    9/18/23/24/26% mix). Tasks without a level keep the hash-uniform default.
+    """
+    counts: dict[int, int] = {}
+    for task in tasks:
+        if task.level is not None:
+            counts[task.level] = counts.get(task.level, 0) + 1
+    n = sum(counts.values())
+    start: dict[int, float] = {}
+    below = 0
+    for level in sorted(counts):
+        start[level] = below / n
+        below += counts[level]
+    out = []
+    for task in tasks:
+        found = task.level
+        if found is None:
+            out.append(task)
+            continue
+        u = stable_uniform("difficulty", task.id)
+        z = start[found] + u * counts[found] / n
+        out.append(Task(task.id, task.prompt, task.answers, {**task.meta, "difficulty": z}))
+    return out
 
 
 def _records_of(

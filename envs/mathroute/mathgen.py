@@ -35,7 +35,7 @@ from typing import Any, cast
 import numpy as np
 
 from orchenv.error import ConfigError, UnknownNameError
-from orchenv.grading import extract_boxed, math_equal
+from orchenv.grading import extract_boxed, last_boxed_span, math_equal
 from orchenv.seeding import stable_int, stable_uniform
 from orchenv.tasks import GeneratedTaskSource, Task
 
@@ -2224,18 +2224,8 @@ def _generic_solution(answer: str, sty: _Style) -> str:
 
 def _last_boxed_span(text: str) -> tuple[int, int] | None:
     """(start, end) of the last complete ``\\boxed{...}``/``\\fbox{...}`` in ``text``."""
-    best = None
-    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth = 1
-        for i in range(match.end(), len(text)):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    best = (match.start(), i + 1)
-                    break
-    return best
+    span = last_boxed_span(text)
+    return None if span is None else (span[0], span[2])
 
 
 def _perturb_tail(head: str, ref: str, wrong: str, d: _Draw) -> str:

@@ -19,11 +19,39 @@ Seed 000 (iterative critique-and-routing controller), section 3.2-3.3:
 
 The reward scale (Table 9's "routing / verification reward" of 1) is the
 ``value`` argument of the two component functions.
+
+Reward variants (``MathRouteEnv(reward=...)``)
+----------------------------------------------
+``"paper"`` (default) is eq. (1)/(3) per turn, as written. Summed with gamma = 1
+it pays for rejecting a *correct* draft: the rejection loses (1 - alpha) of
+verification reward but the re-routed call earns alpha * (1 - lambda) and
+accepting its draft earns (1 - alpha) again (0.9375 > 0.5 for the middle agent
+with Table 9's values). The exact best response on the simulated pools routes
+every task to the weakest agent and falsely rejects about 0.54 (System 1) /
+0.27 (System 2) times per episode (docs/mathroute.md, "Audit").
+
+``"outcome"`` (recommended) is the objective of problem (2) itself, relaxed the
+same way: ``value * 1[final answer correct]`` when the episode ends, minus
+``lambda_a`` for every call at the step that makes it. No verdict is paid for, so
+a false rejection can only cost (lambda of the next agent) and never earn; and
+since r~^R = r^R - lambda already puts lambda on the scale of a routing reward of
+1, the multipliers keep Table 9's values. Verification still matters: it is how a
+policy that cannot see the answer finds out when to escalate.
+
+Why not keep eq. (1)/(3) and only withhold the routing reward of a call made after
+rejecting a correct draft? Tried: any per-turn verification reward still pays for
+*creating* a wrong draft to catch. With that gate the best response falsely rejects
+a right draft of the weakest agent to reach an agent it knows will be wrong, then
+collects (1 - alpha) for rejecting that one plus the next routing reward (2.4% of
+System 1 episodes). A reward on the final outcome has nothing of the kind to harvest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+#: the reward variants MathRouteEnv accepts (see the module docstring)
+REWARDS = ("paper", "outcome")
 
 
 def verification_reward(
@@ -73,3 +101,18 @@ def modified_composite_reward(
     return composite_reward(
         modified_routing_reward(r_route, agent, multipliers), r_verify, alpha=alpha
     )
+
+
+def outcome_reward(
+    final_correct: bool | None,
+    agent: str | None,
+    multipliers: Mapping[str, float],
+    *,
+    value: float = 1.0,
+) -> float:
+    """``"outcome"``: minus lambda of the agent called at this step, plus ``value`` at the
+    episode's end when its final answer is correct (``final_correct`` None: not the end)."""
+    reward = -usage_penalty(agent, multipliers)
+    if final_correct:
+        reward += value
+    return reward

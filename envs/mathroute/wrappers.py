@@ -4,10 +4,10 @@ orchenv environments speak text: the observation is the controller prompt and
 the action is the controller's reply. Libraries such as stable-baselines3 need
 vectors and discrete actions, so:
 
-* :class:`DiscreteActions` maps ``Discrete(n_agents + 1)`` to the canonical
-  controller text (:func:`orchenv.envs.mathroute.baselines.route_text` /
-  :func:`~orchenv.envs.mathroute.baselines.verdict_text`) and exposes action masks
-  (sb3-contrib ``MaskablePPO`` convention);
+* :class:`DiscreteActions` maps ``Discrete(n_agents + 1)`` to the env's
+  canonical controller text (``MathRouteEnv.action_choices``, the one source of
+  the discrete action set, which ``orchenv audit`` searches too) and exposes
+  action masks (sb3-contrib ``MaskablePPO`` convention);
 * :class:`TextFeatures` turns the text observation into a fixed-size float32
   vector: hashed n-grams of the problem and of the draft under review, numeric
   text statistics that carry difficulty, and the episode / usage state;
@@ -15,7 +15,8 @@ vectors and discrete actions, so:
 
 Both wrappers work with environments in the ``orch/MathRoute`` family (any
 env whose info carries ``phase`` and ``valid_agents`` and whose unwrapped env
-exposes ``pool``, ``task`` and ``draft``).
+exposes ``pool``, ``task``, ``draft`` and, for :class:`DiscreteActions`,
+``action_choices``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import numpy as np
 from gymnasium import spaces
 
 from orchenv.core import OrchestrationEnv
-from orchenv.envs.mathroute.protocol import route_text, verdict_text
 from orchenv.error import ConfigError, DependencyError
 from orchenv.grading import extract_boxed
 
@@ -87,9 +87,11 @@ def _check_info(info: dict[str, Any]) -> None:
 class DiscreteActions(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
     """``Discrete(n_agents + 1)`` actions mapped to canonical controller text.
 
-    Agents are indexed weakest first (the pool order). Action ``i < n_agents``
-    routes to agent ``i`` at a route turn, and at a verify turn rejects the
-    draft and routes to agent ``i``. Action ``n_agents`` accepts the draft.
+    The texts and masks are the env's ``action_choices()`` (one source of truth
+    with ``orchenv audit``). Agents are indexed weakest first (the pool order).
+    Action ``i < n_agents`` routes to agent ``i`` at a route turn, and at a
+    verify turn rejects the draft and routes to agent ``i``. Action
+    ``n_agents`` accepts the draft.
     Accept at a route turn maps to a verdict text that the env rejects as
     malformed (format penalty, ``info["invalid_action"]``); routing to an agent
     outside ``valid_agents`` at a verify turn (not stronger than the draft's
@@ -109,34 +111,32 @@ class DiscreteActions(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
         self.agents: tuple[str, ...] = _agent_names(env)
         self.accept_action = len(self.agents)
         self.action_space = spaces.Discrete(len(self.agents) + 1)
-        self._phase = "route"
-        self._valid: list[str] = list(self.agents)
         self._done = False
+        choices = getattr(env.unwrapped, "action_choices", None)
+        if choices is None or len(choices(include_unavailable=True)) != len(self.agents) + 1:
+            raise ConfigError(
+                f"{type(env.unwrapped).__name__} has no MathRoute-style action_choices() "
+                "(one choice per agent, then accept); DiscreteActions needs it"
+            )
+        self._choices = choices
 
     def action(self, action: Any) -> str:
-        """The controller text for discrete ``action`` in the current phase."""
+        """The controller text for discrete ``action`` in the current phase (an unavailable
+        choice maps to text the env flags invalid: it is masked)."""
         index = int(np.asarray(action).item())
         if not 0 <= index <= self.accept_action:
             raise ConfigError(f"action must be in [0, {self.accept_action}], got {index}")
-        if index == self.accept_action:
-            return verdict_text(True)  # malformed at a route turn (no <model> tag): masked there
-        if self._phase == "route":
-            return route_text(self.agents[index])
-        return verdict_text(False, self.agents[index])
+        return str(self._choices(include_unavailable=True)[index])
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now (bool, one per action), in sb3-contrib MaskablePPO's convention."""
-        mask = np.zeros(self.accept_action + 1, dtype=bool)
-        valid = set(self._valid)
-        mask[: self.accept_action] = [name in valid for name in self.agents]
-        if self._phase != "route" or self._done:
+        mask = np.array([text is not None for text in self._choices()], dtype=bool)
+        if self._done:  # an ended episode: any action; keep one available for the learner
             mask[self.accept_action] = True
         return mask
 
     def _remember(self, info: dict[str, Any], done: bool) -> None:
         _check_info(info)
-        self._phase = str(info["phase"])
-        self._valid = list(info["valid_agents"])
         self._done = done
         info["action_mask"] = self.action_masks()
 

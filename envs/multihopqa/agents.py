@@ -12,8 +12,9 @@ used only to recognise which gold facts the prompt holds:
   probability ``1 - accuracy`` it asks the whole question instead (a vague
   query; distracted like the recommender, see below); once every hop is known and an answer is in memory it sends
   ``<finish/>``;
-* the **searcher** passes the newest planner query in its context to the
-  search tool (``<query>``); with no query in sight it searches the question;
+* the **searcher** passes the newest sub-question in its context to the search
+  tool (``<query>``): the last query item, or the ``Next:`` / ``First:`` line of a
+  plan when that comes later; with neither in sight it searches the question;
 * the **recommender** (answerer) answers correctly only when every hop is
   known, with probability ``sigmoid(logit(accuracy) - distraction * noise_k)``
   where ``noise_k`` is the prompt's tokens outside gold sentences, in
@@ -53,9 +54,13 @@ from orchenv.teams import role_agent_pool
 BACKEND_NAME = "multihop-roles"
 ROLES = ("planner", "searcher", "recommender", "verifier", "judge")
 
-_QUERY_ITEM_RE = re.compile(r"type: query\n(?:  [a-z_]+: .*\n)*  text: \|\n((?:    .*(?:\n|$))+)")
 _QUESTION_RE = re.compile(r"^Question: (.*)$", re.MULTILINE)
 _ANSWER_ITEM_RE = re.compile(r"type: answer\n(?:  [a-z_]+: .*\n)*  text: \|\n((?:    .*(?:\n|$))+)")
+#: a query item, or a plan's "Next: ..." / "First: ..." sub-question (its first line)
+_SUBQUESTION_RE = re.compile(
+    r"type: query\n(?:  [a-z_]+: .*\n)*  text: \|\n((?:    .*(?:\n|$))+)"
+    r"|type: plan\n(?:  [a-z_]+: .*\n)*  text: \|\n(?:    .*\n)*?    .*?\b(?:Next|First): (.+)"
+)
 
 
 def _sigmoid(x: float) -> float:
@@ -99,10 +104,14 @@ def _block_text(match: re.Match[str]) -> str:
     return "\n".join(line[4:] for line in match.group(1).splitlines()).strip()
 
 
-def latest_query(prompt: str) -> str | None:
-    """The text of the last ``type: query`` memory item in a rendered context."""
-    matches = list(_QUERY_ITEM_RE.finditer(prompt))
-    return _block_text(matches[-1]) if matches else None
+def latest_subquestion(prompt: str) -> str | None:
+    """The newest sub-question in a rendered context: the last query item, or the
+    ``Next:`` / ``First:`` part of a plan, whichever comes later in memory order."""
+    matches = list(_SUBQUESTION_RE.finditer(prompt))
+    if not matches:
+        return None
+    last = matches[-1]
+    return _block_text(last) if last.group(1) is not None else last.group(2).strip()
 
 
 def latest_answer(prompt: str) -> str | None:
@@ -188,7 +197,7 @@ class MultihopRoleBackend:
         return f"<plan>{plan}</plan>\n<query>{hop['question']}</query>", {"hop": missing[0]}
 
     def _searcher(self, task: Task, prompt: str, accuracy: float, luck: float) -> tuple[str, dict]:
-        query = latest_query(prompt) or question_of(prompt)
+        query = latest_subquestion(prompt) or question_of(prompt)
         return f"<query>{query}</query>", {}
 
     def _noise_k(self, task: Task, prompt: str) -> float:

@@ -17,7 +17,7 @@ it sees. ``MultihopQAGame`` holds the rules once; three views drive it:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -27,11 +27,18 @@ from orchenv.envs.multihopqa.metrics import (
     METRIC_NAMES,
     RoundUsage,
     episode_metrics,
-    judge_answer,
+    judge_metrics,
 )
 from orchenv.envs.multihopqa.search import paragraph_index
 from orchenv.error import ConfigError, UnknownNameError
-from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter
+from orchenv.memory import (
+    AgentOutput,
+    MemoryItem,
+    Routing,
+    RoutingSettings,
+    TokenCounter,
+    render_context,
+)
 from orchenv.parsing import extract_tag
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
@@ -50,6 +57,29 @@ _NOT_NAMES = frozenset(
 _FINISH_RE = re.compile(r"<finish\s*/?>", re.IGNORECASE)
 
 
+def names_in(text: str) -> list[str]:
+    """The names (capitalised spans of more than 3 characters) in ``text``, in order."""
+    found = (n for n in _NAME_RE.findall(text) if len(n) > 3 and n.lower() not in _NOT_NAMES)
+    return list(dict.fromkeys(found))
+
+
+#: appendix E's task stages S_t, in the order an episode goes through them
+STAGES = ("planning", "retrieval", "decision")
+
+
+def round_stage(round_index: int, max_turns: int) -> str:
+    """S_t of round ``round_index`` (0-based) of ``max_turns``: the first round plans, the
+    last one decides, the rounds between retrieve (a one-round episode only plans).
+
+    Seed 004 conditions the importance score on the task stage of the round (appendix E:
+    "context planning, candidate filtering, final decision"), the same for every role
+    acting in it; the role enters through its keywords K_i and its budget B_i.
+    """
+    if round_index <= 0:
+        return STAGES[0]
+    return STAGES[2] if round_index >= max_turns - 1 else STAGES[1]
+
+
 class MultihopQAGame(RoleGame):
     """The multihop QA rules: roles, routed observations, memory updates, metrics.
 
@@ -66,8 +96,16 @@ class MultihopQAGame(RoleGame):
         router: ``"full"``, ``"static"`` or ``"rcr"``.
         routing: changes to ``default_routing`` (``RoutingSettings``: eq. (4) budgets,
             RCR's scorer and selection, the memory's duplicate test), as a
-            ``RoutingSettings`` or a mapping of the fields to change.
+            ``RoutingSettings`` or a mapping of the fields to change. A budget
+            ``beta_base + beta_role`` below 1 token is a ``ConfigError`` (never clamped).
+        on_overflow: shorthand for ``routing={"on_overflow": ...}``: ``"stop"`` (the
+            default, Algorithm 1 line 18) or ``"skip"`` (first-fit).
         token_counter: how memory items and prompts are counted.
+
+    Every role of round t is routed for the round's task stage S_t (``round_stage``:
+    planning, retrieval, decision), which selects the preferred item types of
+    appendix E's stage term (``stage_types``); the role itself enters the score through
+    its keywords K_i and its budget B_i.
 
     ``done`` when the Planner finishes (``<finish/>`` or its own ``<answer>``);
     ``truncated`` after ``max_turns`` rounds without that. Either way every role
@@ -75,32 +113,37 @@ class MultihopQAGame(RoleGame):
     """
 
     name = "multihopqa"
-    #: the roles in acting order: stage, appendix E's keywords K_i (the names the team tracks
-    #: are added per episode) and the static baseline's slice (item types)
+    #: the roles in acting order: appendix E's keywords K_i (roles in ``NAMED_ROLES`` also
+    #: get the names the team tracks, per episode) and the static baseline's slice (item
+    #: types). Their ``stage`` is not used: every role of a round routes with the round's
+    #: stage (``round_stage``).
     team = (
         TeamRole(
             "planner",
-            stage="plan",
+            stage="round",
             keywords=("unsupported", "missing", "resolved"),
             static_types=("task", "plan", "evidence", "answer", "feedback"),
         ),
         TeamRole(
             "searcher",
-            stage="search",
+            stage="round",
             keywords=("next:", "first:"),
             static_types=("task", "query"),
         ),
         TeamRole(
             "recommender",
-            stage="answer",
+            stage="round",
             static_types=("task", "evidence", "answer"),
         ),
         TeamRole(
             "verifier",
-            stage="verify",
+            stage="round",
             static_types=("task", "evidence", "answer"),
         ),
     )
+    #: roles whose K_i include the names in the question, plans and queries (the roles that
+    #: reason over evidence about those entities)
+    NAMED_ROLES: ClassVar[frozenset[str]] = frozenset({"planner", "recommender", "verifier"})
     #: each role's instructions (its system prompt)
     role_prompts: ClassVar[Mapping[str, str]] = {
         "planner": (
@@ -123,25 +166,33 @@ class MultihopQAGame(RoleGame):
             "with <feedback>supported: why</feedback> or <feedback>unsupported: what is missing</feedback>."
         ),
     }
-    #: preferred item types per stage (the sets T_t of appendix E)
+    #: preferred item types per stage (the sets T_t of appendix E): the question and the
+    #: plan while planning, the query history and search results while retrieving, the
+    #: evidence, plans and answers when deciding
     stage_types: ClassVar[Mapping[str, Sequence[str]]] = {
-        "plan": ("plan", "feedback", "answer", "evidence"),
-        "search": ("query",),
-        "answer": ("plan", "evidence"),
-        "verify": ("answer", "evidence"),
+        "planning": ("task", "plan", "query"),
+        "retrieval": ("query", "evidence"),
+        "decision": ("evidence", "plan", "answer", "feedback"),
     }
-    #: eq. (4)'s budgets in tokens, beta_base 256 plus beta_role: planner 384, searcher 96,
-    #: recommender 384, verifier 256. Seed 004 uses B_i = 2048 on HotpotQA, whose contexts are
-    #: several times longer than the generator's ~100-token paragraphs; the defaults keep the
-    #: same ratio of budget to memory size (``scripts/reproduce_rcr.py`` sweeps beta_base).
+    #: eq. (4)'s budgets in tokens, beta_base 256 plus beta_role: planner 384, searcher 128,
+    #: recommender 384, verifier 256 (every role keeps at least 128 tokens, room for the
+    #: newest plan and query). Seed 004 uses B_i = 2048 on HotpotQA, whose contexts are
+    #: several times longer than the generator's ~100-token paragraphs; the defaults keep
+    #: the same ratio of budget to memory size (``scripts/reproduce_rcr.py`` sweeps the
+    #: per-agent budget as the paper's Table 3 does).
     #: Appendix E's (w1, w2, w3): the paper's example sets all to 1; here the role-keyword
     #: indicator weighs 0.5 so that a fresh item of the preferred type outranks an old item
     #: that merely names a tracked entity (measured in docs/rcr/results.md).
+    #: ``on_overflow="stop"``: Algorithm 1 as written (line 18 ends the scan at the first
+    #: item that does not fit). Measured against first-fit ``"skip"`` in docs/rcr/results.md:
+    #: filling the leftover budget with low-scored items adds tokens and distraction, not
+    #: evidence.
     default_routing: ClassVar[RoutingSettings] = RoutingSettings(
         beta_base=256,
-        budget_offsets={"planner": 128, "searcher": -160, "recommender": 128},
+        budget_offsets={"planner": 128, "searcher": -128, "recommender": 128},
         weights=(0.5, 1.0, 1.0),
         decay=1.0,
+        on_overflow="stop",
     )
 
     def __init__(
@@ -155,8 +206,10 @@ class MultihopQAGame(RoleGame):
         split: str = "test",
         router: str = "rcr",
         routing: RoutingSettings | Mapping[str, Any] | None = None,
+        on_overflow: str | None = None,
         token_counter: str | TokenCounter | None = "auto",
     ) -> None:
+        routing = with_overflow(self.default_routing, routing, on_overflow)
         super().__init__(
             roles=None if verifier else ROLE_ORDER[:3], **arguments_for(super().__init__, locals())
         )
@@ -209,8 +262,36 @@ class MultihopQAGame(RoleGame):
         entities the team is tracking counts as role-relevant."""
         assert self.task is not None
         texts = [self.task.prompt] + [m.text for m in self.memory if m.type in ("plan", "query")]
-        names = (n for text in texts for n in _NAME_RE.findall(text))
-        return tuple(dict.fromkeys(n for n in names if len(n) > 3 and n.lower() not in _NOT_NAMES))
+        return tuple(dict.fromkeys(n for text in texts for n in names_in(text)))
+
+    def stage(self) -> str:
+        """S_t of the current round (``round_stage``): what every role's router scores for."""
+        return round_stage(self.round, self.max_turns)
+
+    def route(self, role: str) -> Routing:
+        """The memory the router gives ``role`` now: scored for the round's stage S_t (not
+        the role's), with the tracked names in K_i of ``NAMED_ROLES`` only."""
+        self.check_role(role)
+        kwargs: dict[str, Any] = {}
+        if self.router_mode == "rcr":
+            names = self._keywords() if role in self.NAMED_ROLES else ()
+            kwargs = {"keywords": names, "now": self.round + 1}
+        return self.router.route(self.memory, role, self.stage(), **kwargs)
+
+    def role_messages(self, role: str) -> list[Message]:
+        """``RoleGame.role_messages`` with the routing of ``route`` (the round's stage)."""
+        routing = self.route(role)
+        self.context_tokens[role] = routing.tokens
+        lines = [
+            self._task_line(),
+            f"Round {self.round + 1} of {self.max_turns}; stage: {self.stage()}.",
+            *self._role_lines(role),
+            "Shared memory routed to you:\n" + render_context(routing.items),
+        ]
+        return [
+            {"role": "system", "content": self.role_prompts[role]},
+            {"role": "user", "content": "\n".join(lines)},
+        ]
 
     def observe(self, role: str) -> str:
         text = super().observe(role)
@@ -353,6 +434,24 @@ class MultihopQAGame(RoleGame):
         return {**self.metrics(), "task_id": self.task.id, "final_answer": self.answer}
 
 
+def with_overflow(
+    defaults: RoutingSettings,
+    routing: RoutingSettings | Mapping[str, Any] | None,
+    on_overflow: str | None,
+) -> RoutingSettings | Mapping[str, Any] | None:
+    """``routing`` with the ``on_overflow=`` shorthand folded in (None: unchanged; it also
+    overrides a ``RoutingSettings``); ``ConfigError`` when a ``routing`` mapping names
+    another mode."""
+    if on_overflow is None:
+        return routing
+    given = routing.get("on_overflow") if isinstance(routing, Mapping) else None
+    if given is not None and given != on_overflow:
+        raise ConfigError(
+            f"on_overflow={on_overflow!r} contradicts routing's on_overflow={given!r}; give it once"
+        )
+    return defaults.updated(routing).updated({"on_overflow": on_overflow})
+
+
 #: every role of the game, in acting order
 ROLE_ORDER = tuple(role.name for role in MultihopQAGame.team)
 
@@ -392,7 +491,7 @@ def run_team(
         game.end_round()
     assert game.task is not None
     metrics = game.metrics()
-    metrics["answer_quality"] = judge_answer(pool, judge, game.task, game.answer) if judge else None
+    metrics.update(judge_metrics(pool, judge, game.task, game.answer))
     metrics["task_id"] = game.task.id
     return metrics
 
@@ -421,8 +520,9 @@ class MultihopQAEnv(OrchestrationEnv):
     the error.
 
     ## Observation
-    The Planner's prompt: its role instructions, the question, the round and
-    the routed memory items as YAML-like blocks. ``info["messages"]`` has the
+    The Planner's prompt: its role instructions, the question, the round and its
+    stage (planning, retrieval, decision) and the routed memory items as YAML-like
+    blocks. ``info["messages"]`` has the
     same as chat messages; ``info["round"]`` and ``info["router"]`` say where the
     team is and how it routes.
 
@@ -438,11 +538,22 @@ class MultihopQAEnv(OrchestrationEnv):
     answer is graded either way). The final info holds ``task_id``,
     ``final_answer``, ``score`` (F1), ``correct`` (EM), ``em``, ``f1``,
     ``precision``, ``recall``, ``tokens_total`` (eq. 10), ``latency_parallel_s``
-    (eq. 7), ``latency_serial_s`` (eq. 8), ``answer_quality`` (1-5 from the judge
-    agent, or None without one; the judge is evaluation, so its call is not
-    charged to the episode), ``rounds``, ``memory_items``, ``memory_tokens`` and
-    ``turns``; ``info["metrics"]`` holds EM, F1, precision, recall, the judge's
-    score (when there is one), total tokens and both latencies.
+    (eq. 7), ``latency_serial_s`` (eq. 8), the judge's 1-5 score (the judge is
+    evaluation, so its call is not charged to the episode) as ``answer_quality``
+    when the judge is a real agent, or as ``answer_quality_from_f1`` when it is the
+    simulated judge (which buckets the answer's F1; the other key is None),
+    ``rounds``, ``memory_items``, ``memory_tokens`` and ``turns``;
+    ``info["metrics"]`` holds EM, F1, precision, recall, the judge's score under
+    its key (when there is one), total tokens and both latencies.
+
+    ## Discrete actions
+    ``action_choices()`` (``orchenv.discrete``, ``orchenv audit``): the ``CHOICES``
+    in order, built from the question and the memory routed to the Planner only:
+    look up the question, its first or second name, the Recommender's latest
+    answer, one of three names in the routed evidence no search has covered, or
+    ``<finish/>``. ``audit_strategies()``: answer at once, finish without
+    searching, the same query every round, chatter around a bare tag, the
+    question's first name every round.
 
     ## Arguments
     - ``pool``: ``"multihop"`` (default: the simulated roles and judge), or a pool
@@ -456,10 +567,12 @@ class MultihopQAEnv(OrchestrationEnv):
     - ``routing``: changes to ``MultihopQAGame.default_routing``, a
       ``RoutingSettings`` or a mapping of its fields (e.g. ``{"beta_base": 512}``):
       RCR's per-role token budgets (``beta_base``, ``budget_offsets``; eq. 4, default
-      256 plus planner +128, searcher -160, recommender +128), importance score
-      (``weights``, default (0.5, 1, 1), and ``decay``, default 1.0; appendix E),
-      selection (``selector``: ``"greedy"``, Algorithm 1, or ``"exact"``) and the
-      memory's duplicate test (``novelty_threshold``, default 0.9).
+      256 plus planner +128, searcher -128, recommender +128; a budget below 1 token
+      is a ``ConfigError``), importance score (``weights``, default (0.5, 1, 1), and
+      ``decay``, default 1.0; appendix E), selection (``selector``: ``"greedy"``,
+      Algorithm 1, or ``"exact"``; ``on_overflow``: ``"stop"``, the default, or
+      ``"skip"``) and the memory's duplicate test (``novelty_threshold``, default 0.9).
+    - ``on_overflow``: shorthand for ``routing={"on_overflow": ...}``.
     - ``max_turns``: T, rounds per episode (default 3, the paper's best).
     - ``verifier``: add the Verifier role (default False).
     - ``search_k``: paragraphs per search (default 2).
@@ -479,7 +592,23 @@ class MultihopQAEnv(OrchestrationEnv):
       ``backend`` / ``backend_kwargs`` are accepted, and RCR's ``beta_base``,
       ``budget_offsets``, ``weights``, ``decay`` and ``selector`` arguments are the
       fields of one ``routing`` argument. Rewards are unchanged.
+      Issue 14: every role of a round is routed for the round's stage (planning,
+      retrieval, decision) instead of a stage fixed per role; greedy selection stops
+      at the first item that does not fit (``on_overflow="stop"``, Algorithm 1 line
+      18; it used to skip it); the Searcher's budget is 128 tokens (was 96) and a
+      budget below 1 token is refused (it used to be clamped to 0); the simulated
+      judge's score is ``answer_quality_from_f1`` (it was ``answer_quality``); the
+      simulated Searcher also reads a plan's ``Next:`` sub-question; HotpotQA and
+      2Wiki files without decompositions get hop chains from their supporting facts.
     """
+
+    #: also shared by ``fork()``: the episode's task (read-only) and the text spaces
+    _shared_attrs: ClassVar[tuple[str, ...]] = (
+        *OrchestrationEnv._shared_attrs,
+        "task",
+        "observation_space",
+        "action_space",
+    )
 
     def __init__(
         self,
@@ -492,6 +621,7 @@ class MultihopQAEnv(OrchestrationEnv):
         split: str = "test",
         router: str = "rcr",
         routing: RoutingSettings | Mapping[str, Any] | None = None,
+        on_overflow: str | None = None,
         max_turns: int = 3,
         verifier: bool = False,
         search_k: int = 2,
@@ -551,6 +681,66 @@ class MultihopQAEnv(OrchestrationEnv):
         query = " ".join(words[i] for i in sorted(picked))
         return f"<plan>look up part of the question</plan><query>{query}</query>"
 
+    # -- the discrete view (orchenv.discrete, orchenv audit) ----------------------------
+    #: what each discrete choice does, in index order (``action_choices``)
+    CHOICES = (
+        "query the question",
+        "query the question's 1st name",
+        "query the question's 2nd name",
+        "query the Recommender's current answer",
+        "query the 1st new name in the evidence",
+        "query the 2nd new name in the evidence",
+        "query the 3rd new name in the evidence",
+        "finish with the Recommender's answer",
+    )
+
+    def action_choices(self) -> list[str | None]:
+        """The Planner's canonical replies, one per ``CHOICES`` entry, built only from what
+        its prompt shows (the question and the memory routed to it): look up the question,
+        a name in it, the Recommender's latest answer (after a partial chain it names the
+        entity the next hop is about), or a name in the routed evidence that no search
+        has covered yet; or finish. A choice with nothing to fill in, or that repeats an
+        earlier choice's text, is ``None``."""
+        assert self.task is not None, "reset() first"
+        items = self.game.route("planner").items if not self.game.done else []
+        asked = names_in(self.task.prompt)
+        answers = [m.text for m in items if m.type == "answer"]
+        answer = answers[-1].strip() if answers else None
+        found = evidence_names(items, exclude=asked)
+        targets: list[str | None] = [
+            self.task.prompt,
+            *(asked[i] if i < len(asked) else None for i in range(2)),
+            answer,
+            *(found[i] if i < len(found) else None for i in range(3)),
+        ]
+        choices: list[str | None] = []
+        for target in targets:
+            text = None if not target else query_action(target)
+            choices.append(None if text in choices else text)
+        choices.append("<finish/>")
+        return choices
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Shortcuts the best response must beat clearly (``orchenv audit``)."""
+        return dict(_AUDIT_STRATEGIES)
+
+    def observation_features(self) -> np.ndarray:
+        """Round fraction, and what the Planner sees: an answer, evidence items, new names."""
+        if self.task is None:
+            return np.zeros(4, dtype=np.float32)
+        items = self.game.route("planner").items if not self.game.done else []
+        n_evidence = sum(m.type == "evidence" for m in items)
+        found = evidence_names(items, exclude=names_in(self.task.prompt))
+        return np.asarray(
+            [
+                self.game.round / self.game.max_turns,
+                float(any(m.type == "answer" for m in items)),
+                n_evidence / 10.0,
+                min(len(found), 3) / 3.0,
+            ],
+            dtype=np.float32,
+        )
+
     # -- episode ---------------------------------------------------------------------
     def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
         self.task = self.pick_task(options)
@@ -579,9 +769,7 @@ class MultihopQAEnv(OrchestrationEnv):
         if game.done or game.truncated:
             assert self.task is not None
             self._final = game.metrics()
-            self._final["answer_quality"] = (
-                judge_answer(self.pool, self.judge, self.task, game.answer) if self.judge else None
-            )
+            self._final.update(judge_metrics(self.pool, self.judge, self.task, game.answer))
             if error is None:  # malformed text is never rewarded, even on the last round
                 reward = self._final["f1"] - self.token_penalty * self._final["tokens_total"] / 1000
         return Outcome(reward=reward, done=game.done, error=error)
@@ -595,6 +783,71 @@ class MultihopQAEnv(OrchestrationEnv):
             "correct": bool(final["em"]),
             "metrics": {k: float(final[k]) for k in METRIC_NAMES if final[k] is not None},
         }
+
+
+# -- the Planner's discrete choices and the audit's shortcuts -----------------------------------
+def query_action(target: str) -> str:
+    """The Planner reply that has the Searcher look ``target`` up."""
+    target = " ".join(target.split())[:300]
+    return f"<plan>Next: look up {target}</plan><query>{target}</query>"
+
+
+def evidence_names(items: Sequence[MemoryItem], exclude: Sequence[str] = ()) -> list[str]:
+    """Names in the routed evidence that no search has covered: not the title of a
+    retrieved paragraph, not in a query yet, not in ``exclude``; newest evidence first."""
+    titles = {m.key for m in items if m.type == "evidence" and m.key}
+    queried = " ".join(m.text for m in items if m.type == "query").lower()
+    skip = {n.lower() for n in (*titles, *exclude)}
+    out: list[str] = []
+    for item in reversed([m for m in items if m.type == "evidence"]):
+        for name in names_in(item.text):
+            low = name.lower()
+            if low in skip or low in queried or any(low in t.lower() for t in titles):
+                continue
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def _question_of(env: OrchestrationEnv) -> str:
+    task = env.task
+    return task.prompt if task is not None else ""
+
+
+def _answer_now(env: OrchestrationEnv) -> str:
+    """Answers at once with the question's first name (no agent has seen anything)."""
+    names = names_in(_question_of(env))
+    return f"<answer>{names[0] if names else 'yes'}</answer>"
+
+
+def _finish_now(env: OrchestrationEnv) -> str:
+    """Finishes on the first turn, before any search."""
+    return "<finish/>"
+
+
+def _same_query(env: OrchestrationEnv) -> str:
+    """Asks the whole question every round and never finishes."""
+    return query_action(_question_of(env))
+
+
+def _garbage_around_tag(env: OrchestrationEnv) -> str:
+    """Wraps the whole question in chatter around a bare ``<query>`` tag, every round."""
+    return f"Sure! Let me think step by step. <query>{_question_of(env)}</query> Hope this helps!"
+
+
+def _first_name_always(env: OrchestrationEnv) -> str:
+    """Looks up the question's first name every round (one hop, repeated)."""
+    names = names_in(_question_of(env))
+    return query_action(names[0] if names else _question_of(env))
+
+
+_AUDIT_STRATEGIES = {
+    "answer-immediately": _answer_now,
+    "finish-without-searching": _finish_now,
+    "same-query-every-round": _same_query,
+    "garbage-around-tag": _garbage_around_tag,
+    "first-name-every-round": _first_name_always,
+}
 
 
 # -- PettingZoo views ----------------------------------------------------------------------

@@ -5,6 +5,11 @@ online, into tasks with the same ``meta`` keys as ``SyntheticMultihopSource``
 (``type``, ``hops``, ``level``, ``difficulty``, ``context``, ``supporting_facts``,
 ``chain``, ``dataset``). ``to_hotpot_record`` writes any multihop task back as a
 HotpotQA record.
+
+Every task gets a hop ``chain``, which the simulated pool needs to tell which facts a
+prompt holds: MuSiQue's from its question decomposition, 2WikiMultihopQA's from its
+evidence triples, HotpotQA's (and a 2Wiki file without triples) from the supporting facts
+(``support_chain``).
 """
 
 from __future__ import annotations
@@ -251,6 +256,88 @@ def _answers(rec: _Record, answer_field: str = "answer") -> tuple[str, ...]:
     return tuple(dict.fromkeys([answer, *(str(a) for a in aliases)]))
 
 
+_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)$")
+
+
+def _bare(title: str) -> str:
+    """A Wikipedia title without its disambiguation: "Jaws (film)" -> "Jaws"."""
+    return _DISAMBIGUATION.sub("", title).strip() or title
+
+
+def _mentions(sentences: Sequence[str], name: str) -> bool:
+    """Whether a sentence names ``name`` (or its bare title), case-insensitively."""
+    names = {name.lower().strip(), _bare(name).lower()} - {""}
+    return any(n in s.lower() for s in sentences for n in names)
+
+
+def support_chain(
+    question: str,
+    answer: str,
+    qtype: str,
+    context: Sequence[Sequence[Any]],
+    support: Sequence[Sequence[Any]],
+) -> list[dict[str, Any]]:
+    """A hop chain (``question``, ``entity``, ``answer``, ``title``, ``sent``) built from
+    HotpotQA-style supporting facts, for records that ship no decomposition.
+
+    One hop per supporting paragraph. A comparison keeps the facts' order: each hop is
+    about its paragraph's title, and its "answer" is the supporting sentence (the fact to
+    compare). A bridge question orders the paragraphs so that each one's supporting
+    sentence names the next paragraph's title (the bridge entity, the hop's answer), with
+    the paragraph that holds the answer last. The first hop asks the question itself; a
+    later hop asks it about the entity just found. The simulated pool uses the chain to
+    tell which facts a prompt holds; nothing here reads the answer into the question.
+    """
+    paragraphs = {str(t): list(sents) for t, sents in context}
+    titles = list(dict.fromkeys(str(t) for t, _ in support if str(t) in paragraphs))
+    facts = {
+        t: [i for tt, i in support if tt == t and 0 <= int(i) < len(paragraphs[t])] or [0]
+        for t in titles
+    }
+
+    def text(title: str) -> list[str]:
+        return [paragraphs[title][i] for i in facts[title]]
+
+    def sentence_naming(title: str, name: str) -> int:
+        return next(
+            (i for i in facts[title] if _mentions([paragraphs[title][i]], name)), facts[title][0]
+        )
+
+    if qtype == "comparison":
+        return [
+            {
+                "question": f"About {_bare(t)}: {question}",
+                "entity": _bare(t),
+                "answer": paragraphs[t][facts[t][0]].strip(),
+                "title": t,
+                "sent": facts[t][0],
+            }
+            for t in titles
+        ]
+    order: list[str] = []
+    remaining = list(titles)
+    while remaining:
+        free = [t for t in remaining if not any(_mentions(text(o), t) for o in remaining if o != t)]
+        candidates = free or remaining
+        pick = next((t for t in candidates if not _mentions(text(t), answer)), candidates[0])
+        order.append(pick)
+        remaining.remove(pick)
+    chain = []
+    for k, title in enumerate(order):
+        last = k == len(order) - 1
+        target = answer if last else _bare(order[k + 1])
+        chain.append(
+            {
+                "question": question if k == 0 else f"About {_bare(title)}: {question}",
+                "entity": None if k == 0 else _bare(title),
+                "answer": target,
+                "title": title,
+                "sent": sentence_naming(title, target),
+            }
+        )
+    return chain
+
+
 def _hotpot_tasks(records: Iterable[tuple[str, Any]], origin: str, limit: int | None) -> list[Task]:
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -268,12 +355,14 @@ def _hotpot_tasks(records: Iterable[tuple[str, Any]], origin: str, limit: int | 
             level: int | None = min(max(level_raw, 1), 5)
         else:
             level = _LEVEL_OF_NAME.get(str(level_raw).lower()) if level_raw is not None else None
+        qtype = str(rec.get("type") or "bridge")
+        chain = support_chain(str(question), answers[0], qtype, context, support)
         meta = {
-            "type": str(rec.get("type") or "bridge"),
-            "hops": max(len({t for t, _ in support}), 1) if support else 2,
+            "type": qtype,
+            "hops": len(chain) or 2,
             "context": context,
             "supporting_facts": support,
-            "chain": [],
+            "chain": chain,
             "dataset": "hotpotqa",
         }
         _finish(
@@ -395,6 +484,28 @@ def _evidences(rec: _Record, raw: Any) -> list[tuple[str, str, str]]:
     return out
 
 
+def _locate_fact(
+    context: Sequence[Sequence[Any]], support: Sequence[Sequence[Any]], subject: str, obj: str
+) -> tuple[str | None, int | None]:
+    """(title, sentence index) of the sentence stating ``subject`` -> ``obj``: a supporting
+    fact of the subject's paragraph (the one naming ``obj`` first), else any supporting
+    fact naming ``obj``, else the subject's paragraph in the context; (None, None) if none."""
+    sentences = {str(t): list(s) for t, s in context}
+
+    def names_obj(title: str, i: int) -> bool:
+        return 0 <= i < len(sentences.get(title, ())) and _mentions([sentences[title][i]], obj)
+
+    own = [(t, i) for t, i in support if subject in (t, _bare(t))]
+    found = next(((t, i) for t, i in own if names_obj(t, i)), None) or (own[0] if own else None)
+    found = found or next(((t, i) for t, i in support if names_obj(t, i)), None)
+    if found is not None:
+        return found[0], found[1]
+    for title, sents in sentences.items():
+        if subject in (title, _bare(title)):
+            return title, next((i for i in range(len(sents)) if names_obj(title, i)), 0)
+    return None, None
+
+
 def _2wiki_tasks(records: Iterable[tuple[str, Any]], origin: str, limit: int | None) -> list[Task]:
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -406,21 +517,17 @@ def _2wiki_tasks(records: Iterable[tuple[str, Any]], origin: str, limit: int | N
         answers = _answers(rec)
         context = _context(rec, rec.get("context"))
         support = _supporting(rec, rec.get("supporting_facts"))
-        sentences = {t: s for t, s in context}
         chain = []
         for subj, relation, obj in _evidences(rec, rec.get("evidences")):
-            title, sent = None, None
-            for t, i in support:
-                if t == subj or (title is None and 0 <= i < len(sentences.get(t, ())) and
-                                 obj.lower() in sentences[t][i].lower()):  # fmt: skip
-                    title, sent = t, i
-                    if t == subj:
-                        break
+            title, sent = _locate_fact(context, support, subj, obj)
             chain.append(
                 {"question": f"What is the {relation.replace('_', ' ')} of {subj}?",
                  "entity": subj, "answer": obj, "title": title, "sent": sent}
             )  # fmt: skip
         subtype = str(rec.get("type") or "compositional")
+        if not chain:  # a file without evidence triples: build the hops from the facts
+            kind = _2WIKI_TYPES.get(subtype, "bridge")
+            chain = support_chain(str(question), answers[0], kind, context, support)
         hops = len(chain) or len({t for t, _ in support}) or 2
         meta = {
             "type": _2WIKI_TYPES.get(subtype, "bridge"),
@@ -453,7 +560,8 @@ def load_hotpotqa(
     path: PathLike, *, split: str = "validation", limit: int | None = None
 ) -> ListTaskSource:
     """HotpotQA distractor-setting file (a JSON list of ``{_id, question, answer, type,
-    level, supporting_facts, context}``) as one split; ``level`` easy/medium/hard -> 1/3/5."""
+    level, supporting_facts, context}``) as one split; ``level`` easy/medium/hard -> 1/3/5.
+    The hop chain comes from the supporting facts (``support_chain``)."""
     _check_limit(limit)
     tasks = _hotpot_tasks(_read_records(path, "HotpotQA"), str(path), limit)
     return _source("hotpotqa", split, tasks, str(path))
@@ -482,7 +590,9 @@ def load_2wiki(
     evidences``) as one split; each evidence triple becomes a chain hop.
 
     ``type`` comparison / bridge_comparison -> "comparison", compositional / inference
-    -> "bridge"; the original is kept in ``meta["subtype"]``.
+    -> "bridge"; the original is kept in ``meta["subtype"]``. A hop's sentence is the
+    supporting fact of its subject's paragraph that names its object (``_locate_fact``);
+    a record without evidence triples gets its chain from the supporting facts.
     """
     _check_limit(limit)
     tasks = _2wiki_tasks(_read_records(path, "2WikiMultihopQA"), str(path), limit)

@@ -1,6 +1,12 @@
 """Seed 004's evaluation metrics (appendix A): answer EM / F1 / precision / recall, total
 tokens (eq. 10), latency (eq. 7 parallel, eq. 8 serial) and the judge's Answer Quality
-Score (1-5, appendix A.4)."""
+Score (1-5, appendix A.4).
+
+The simulated pool's judge does not read the answer the way an LLM judge would: it buckets
+the answer's token F1 (``agents.py``). Its score is therefore reported under its own name,
+``answer_quality_from_f1``, and ``answer_quality`` is kept for a real judge (any judge agent
+not served by the simulated backend), so no table mistakes one for the other.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from orchenv.envs.multihopqa.agents import BACKEND_NAME
 from orchenv.grading import best_answer_prf, exact_match
 from orchenv.pool import AgentPool, CallContext
 from orchenv.tasks import Task
@@ -26,6 +33,7 @@ METRIC_NAMES = (
     "precision",
     "recall",
     "answer_quality",
+    "answer_quality_from_f1",
     "tokens_total",
     "latency_parallel_s",
     "latency_serial_s",
@@ -76,6 +84,24 @@ def parse_judge_score(text: str) -> float | None:
     if score is None or not 1.0 <= score <= 5.0:
         return None
     return score
+
+
+def judge_is_simulated(pool: AgentPool, judge: str) -> bool:
+    """Whether ``judge`` is the simulated pool's judge (its score is derived from F1)."""
+    return pool.spec(judge).backend == BACKEND_NAME
+
+
+def judge_metrics(
+    pool: AgentPool, judge: str | None, task: Task, answer: str | None
+) -> dict[str, float | None]:
+    """``answer_quality`` (a real judge's 1-5 score) and ``answer_quality_from_f1`` (the
+    simulated judge's): the one that does not apply, or both without a judge, is None."""
+    score = judge_answer(pool, judge, task, answer) if judge is not None else None
+    simulated = judge is not None and judge_is_simulated(pool, judge)
+    return {
+        "answer_quality": None if simulated else score,
+        "answer_quality_from_f1": score if simulated else None,
+    }
 
 
 def judge_answer(pool: AgentPool, judge: str, task: Task, answer: str | None) -> float | None:

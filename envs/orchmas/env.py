@@ -10,12 +10,13 @@ reconstruction is documented in ``OrchMASEnv`` (## Rewards).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.envs.orchmas.choices import CHOICE_ROLES, canonical_choices, shortcuts
 from orchenv.envs.orchmas.executor import orchmas_pool, task_domain
 from orchenv.envs.orchmas.protocol import (
     CONTROLLER_SYSTEM,
@@ -25,7 +26,7 @@ from orchenv.envs.orchmas.protocol import (
     parse_call,
 )
 from orchenv.error import ConfigError, UnknownNameError
-from orchenv.grading import exact_match, extract_boxed, f1_score, math_equal
+from orchenv.grading import exact_match, extract_boxed, f1_score, match_any
 from orchenv.parsing import extract_tag
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import TaskSource
@@ -87,7 +88,9 @@ class OrchMASEnv(OrchestrationEnv):
     balanced ``<think>`` and one ``<answer>`` block (no interaction tag); B_v =
     the answer is non-empty; I_c = non-empty think and no text outside the tags.
     Precision ``R_prec = max_ref F1(Std(answer), Std(ref))`` (token F1 after
-    ``normalize_text``; for math tasks 1/0 by ``math_equal``). Gated aggregate
+    ``normalize_text``; for math tasks 1/0 by ``math_equal``; an answer too large to
+    check, or whose check runs out of time, is wrong and ``info["grading"]`` says
+    ``"too-large"`` or ``"timeout"``). Gated aggregate
     ``R = -kappa + R_fmt + [R_fmt == kappa] * R_prec``. Defaults (assumptions;
     the paper gives no values): kappa = 0.4, alpha = beta = gamma = delta = 0.1,
     so full format credit needs at least one well-formed executor call and a
@@ -130,6 +133,15 @@ class OrchMASEnv(OrchestrationEnv):
     - ``max_reply_chars``: how much of each executor reply the orchestrator
       sees (default 4000).
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+
+    ## Discrete actions
+    ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``),
+    built from the question and the executor's replies, never from the reference: 0 answer
+    with the executor's last boxed answer (``"unknown"`` before any); then a call with each
+    role of ``CHOICE_ROLES`` (generic, math, geography, economics, linguistics) asking it to
+    solve the question; then the same roles asking it to verify its previous answer (masked
+    until it has replied). Calls are masked on the last turn. ``audit_strategies()`` names
+    the shortcuts the audit must find clearly worse than the best response.
 
     ## Version history
     - v0: initial version. Since the one-shape refactor, reaching ``max_turns``
@@ -199,6 +211,32 @@ class OrchMASEnv(OrchestrationEnv):
 
     def valid_agents(self) -> list[str]:
         return [self.executor]
+
+    # -- discrete actions (orchenv.discrete, orchenv audit) -------------------------------
+    def executor_calls(self) -> int:
+        """Calls of the executor so far this episode."""
+        return sum(h["kind"] == "call" for h in self.history)
+
+    def last_executor_answer(self) -> str | None:
+        """The boxed answer of the executor's latest reply (None before one shows it)."""
+        last = self._last_reply()
+        return extract_boxed(last) if last else None
+
+    def action_choices(self) -> list[str | None]:
+        """Answer, then solve as each role, then verify as each role (see "Discrete
+        actions" above)."""
+        if self.task is None:
+            return [None] * (1 + 2 * len(CHOICE_ROLES))
+        return canonical_choices(
+            self.task.prompt,
+            self.last_executor_answer(),
+            has_reply=self._last_reply() is not None,
+            can_call=not self.is_last_turn,
+        )
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Shortcuts that must score clearly below the best response (``choices.py``)."""
+        return shortcuts(self.max_turns)
 
     def demo_action(self, rng: np.random.Generator) -> str:
         """A valid action for the current state: a call with a random role, or an answer.
@@ -283,7 +321,10 @@ class OrchMASEnv(OrchestrationEnv):
             self.format_sum += self.beta * b_m + self.gamma * b_v + self.delta * i_c
             info["format_checks"] = {"B_m": b_m, "B_v": b_v, "I_c": i_c}
             self.history.append({"kind": "answer", "answer": answer})
-            self.answer, self.grade = answer, self._grade(answer)
+            em, f1, grading = self._grade(answer)
+            self.answer, self.grade = answer, (em, f1)
+            if grading != "ok":  # refused or timed out: counted wrong, and said so
+                info["grading"] = grading
         else:
             call, error = parse_call(action)
             if call is None:
@@ -329,17 +370,18 @@ class OrchMASEnv(OrchestrationEnv):
             "latency_s": completion.latency_s,
         }
 
-    def _grade(self, answer: str | None) -> tuple[bool, float]:
-        """(exact match, precision F1) of an answer against the task's references."""
+    def _grade(self, answer: str | None) -> tuple[bool, float, str]:
+        """(exact match, precision F1, grading status) of an answer against the task's
+        references; the status is ``orchenv.grading.Verdict.status`` ("ok" for text)."""
         assert self.task is not None
         if answer is None:
-            return False, 0.0
+            return False, 0.0, "ok"
         if task_domain(self.task) == "math":
-            candidate = extract_boxed(answer) or answer
-            ok = any(math_equal(ref, candidate) for ref in self.task.answers)
-            return ok, float(ok)
+            verdict = match_any(self.task.answers, extract_boxed(answer) or answer)
+            return verdict.equal, float(verdict.equal), verdict.status
         em = any(exact_match(ref, answer) for ref in self.task.answers)
-        return em, max((f1_score(ref, answer) for ref in self.task.answers), default=0.0)
+        f1 = max((f1_score(ref, answer) for ref in self.task.answers), default=0.0)
+        return em, f1, "ok"
 
     def _summary(self) -> dict[str, Any]:
         em, f1 = self.grade

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 
 from orchenv.envs.orchmas.executor import ROLE_PREFIX
-from orchenv.parsing import extract_tag, has_open_tag
+from orchenv.parsing import extract_tag, has_open_tag, remove_blocks
 
 CONTROLLER_SYSTEM = """\
 You orchestrate an external language model (the executor) to answer a question. You never \
@@ -48,6 +49,11 @@ CALL_FORMAT = (
 )
 
 _TAG_RE = re.compile(r"<(/?)(think|interaction_prompt|answer)\s*>", re.IGNORECASE)
+#: the blocks a final turn may consist of (I_c): ``<think>...</think>``, ``<answer>...</answer>``
+_BLOCK_OPEN = re.compile(r"<(?P<tag>think|answer)\s*>", re.IGNORECASE)
+_BLOCK_CLOSE = {tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in ("think", "answer")}
+_short_repr = reprlib.Repr()
+_short_repr.maxstring = _short_repr.maxother = 60
 
 
 def call_action(role: str, prompt: str, think: str = "Ask the executor.") -> str:
@@ -75,7 +81,7 @@ def parse_call(text: str) -> tuple[dict[str, str] | None, str | None]:
     if data.get("name") != "prompt_dynamic":
         return (
             None,
-            f'"name" must be "prompt_dynamic", got {data.get("name")!r:.60}. '
+            f'"name" must be "prompt_dynamic", got {_short_repr.repr(data.get("name"))}. '
             f"Expected {CALL_FORMAT}.",
         )
     args = data.get("arguments")
@@ -103,8 +109,6 @@ def answer_format(text: str) -> tuple[bool, bool, bool]:
         and not any(n == "interaction_prompt" for _, n in tags)
     )
     b_v = answer is not None and bool(answer.strip()) and len(answer) <= 500
-    outside = re.sub(
-        r"<think\s*>.*?</think\s*>|<answer\s*>.*?</answer\s*>", "", text, flags=re.S | re.I
-    )
+    outside = remove_blocks(text, _BLOCK_OPEN, _BLOCK_CLOSE)  # linear; a lazy regex is not
     i_c = bool(think) and not outside.strip()
     return b_m, b_v, i_c

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,6 +19,7 @@ import numpy as np
 from orchenv.backends.simulated import estimate_tokens
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.puppeteer.agents import PRESETS, agent_messages, majority_vote, puppeteer_pool
+from orchenv.envs.puppeteer.choices import canonical_choices, shortcuts
 from orchenv.envs.puppeteer.protocol import (
     SEARCH_CORPUS,
     agent_names,
@@ -28,16 +27,20 @@ from orchenv.envs.puppeteer.protocol import (
     parse_action,
     random_action,
 )
+from orchenv.envs.puppeteer.sandbox import OwnedTempDir
 from orchenv.envs.puppeteer.tasks import (
     SPLITS,
     TASK_KINDS,
     PuppeteerTaskSource,
     extract_answer,
+    graded_score,
     score_answer,
 )
 from orchenv.envs.puppeteer.tools import (
+    SANDBOX_MODES,
     SearchIndex,
     ToolResult,
+    containment_mode,
     network_isolation_mode,
     read_file,
     run_python,
@@ -95,7 +98,10 @@ class PuppeteerEnv(OrchestrationEnv):
     The controller prompt: agents, action format, task, trajectory (each step's agent and its
     output, truncated to ``max_reply_chars``), current answer. ``info["phase"]`` is ``"act"``;
     ``info["valid_agents"]`` lists every agent name (``MODEL:PATTERN``, ``tool:...``,
-    ``terminate``); ``info["network_mode"]`` says how ``run_python`` blocks the network.
+    ``terminate``); ``info["sandbox"]`` names the containment ``tool:run_python`` gets here
+    (``"bwrap+cgroup"``, ``"bwrap+rlimit"``, ``"unsafe-no-isolation"`` or ``"refused"``) and
+    ``info["network_mode"]`` is ``"netns"`` under bwrap, else ``"none"``. A tool step's
+    ``info["tool_call"]["containment"]`` says which mode that call ran in.
 
     ## Rewards
     Eq. 6: ``R_T = r - lambda * C_T`` and ``R_t = gamma * R_{t+1} - lambda * C_t`` with
@@ -133,11 +139,23 @@ class PuppeteerEnv(OrchestrationEnv):
     - ``format_penalty``: added to a step whose action cannot be used (default -0.1).
     - ``width``: model calls per named model agent and step, majority-voted (default 1).
     - ``tool_timeout_s``: wall-clock limit of one ``run_python`` call (default 5 s).
+    - ``sandbox``: how ``tool:run_python`` contains the controller's code: ``"bwrap"``
+      (default: bubblewrap, see ``orchenv.envs.puppeteer.sandbox``; where it cannot run, the
+      call is refused with the fix and the step goes on) or ``"unsafe-no-isolation"`` (a plain
+      subprocess with rlimits, for machines without bwrap; only for trusted controllers).
     - ``max_reply_chars``: how much of each agent's or tool's output enters the trajectory
       (default 2,000).
     - ``backend``, ``backend_kwargs``: override the backends of a ``pool`` given by name or
       file (the presets are simulated and take none).
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+
+    ## Discrete actions
+    ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``):
+    every ``MODEL:PATTERN`` (models in pool order, then ``PATTERNS``), ``tool:read_file`` on
+    ``problem.txt``, ``tool:search`` with the task text as query, and ``terminate``; all
+    available in every state. ``tool:run_python`` is not among them: its code would be the
+    solution, which a fixed menu cannot write without the reference. ``audit_strategies()``
+    names the shortcuts the audit must find clearly worse than the best response.
 
     ## Version history
     - v0: initial version (web tools out of scope); later added ``tasks`` (multiple-choice,
@@ -146,10 +164,15 @@ class PuppeteerEnv(OrchestrationEnv):
       ``truncated`` (it was ``terminated``; the reward is unchanged, the final step is graded
       either way); ``info["metrics"]`` holds the episode's numbers; tasks come from a task
       source, so ``task_index`` must be below ``n_tasks`` and ``task_id`` selects a task;
-      ``pool`` may also be a preset name or pool file.
+      ``pool`` may also be a preset name or pool file. ``sandbox`` added: ``run_python`` runs
+      under bubblewrap or is refused (it was a subprocess with rlimits and Python-level hooks).
     """
 
-    _shared_attrs: ClassVar[tuple[str, ...]] = (*OrchestrationEnv._shared_attrs, "_search_index")
+    _shared_attrs: ClassVar[tuple[str, ...]] = (
+        *OrchestrationEnv._shared_attrs,
+        "_search_index",
+        "_task_folder",
+    )
 
     def __init__(
         self,
@@ -167,6 +190,7 @@ class PuppeteerEnv(OrchestrationEnv):
         format_penalty: float = -0.1,
         width: int = 1,
         tool_timeout_s: float = 5.0,
+        sandbox: str = "bwrap",
         max_reply_chars: int = 2000,
         backend: str | None = None,
         backend_kwargs: Mapping[str, Any] | None = None,
@@ -188,13 +212,16 @@ class PuppeteerEnv(OrchestrationEnv):
             raise ConfigError("backend / backend_kwargs need a pool given by name or file")
         if split not in SPLITS:
             raise UnknownNameError("split", split, SPLITS)
+        if sandbox not in SANDBOX_MODES:
+            raise UnknownNameError("run_python sandbox", sandbox, SANDBOX_MODES)
         self.preset, self.tasks, self.width = preset, tasks, int(width)
         self.lam, self.gamma, self.phi = lam, gamma, phi
         self.task_seed, self.n_tasks = task_seed, int(n_tasks)
-        self.tool_timeout_s = tool_timeout_s
+        self.tool_timeout_s, self.sandbox = tool_timeout_s, sandbox
         self.max_reply_chars = max_reply_chars
         self._search_index: SearchIndex | None = None
         self._sandbox_root: str | None = None
+        self._task_folder: OwnedTempDir | None = None  # removed at close, GC or exit
         # episode state
         self.history: list[tuple[str, str]] = []  # (agent, output)
         self.answer: str | None = None
@@ -225,9 +252,9 @@ class PuppeteerEnv(OrchestrationEnv):
         return path
 
     def close(self) -> None:
-        if self._sandbox_root is not None:
-            shutil.rmtree(self._sandbox_root, ignore_errors=True)
-            self._sandbox_root = None
+        if self._task_folder is not None:
+            self._task_folder.cleanup()
+        self._task_folder, self._sandbox_root = None, None
         super().close()
 
     def valid_agents(self) -> list[str]:
@@ -236,6 +263,15 @@ class PuppeteerEnv(OrchestrationEnv):
     def demo_action(self, rng: np.random.Generator) -> str:
         """A random valid action: mostly a model with a pattern, sometimes a tool or stop."""
         return random_action(rng, self.pool.names)
+
+    # -- discrete actions (orchenv.discrete, orchenv audit) -------------------------------
+    def action_choices(self) -> list[str | None]:
+        """Each model agent, two tools and terminate (see "Discrete actions" above)."""
+        return list(canonical_choices(self.pool.names, self.task.prompt if self.task else ""))
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Shortcuts that must score clearly below the best response (``choices.py``)."""
+        return shortcuts(self.pool.strongest())
 
     # -- observation ------------------------------------------------------------------------
     def _messages(self) -> list[Message]:
@@ -251,12 +287,17 @@ class PuppeteerEnv(OrchestrationEnv):
         return [{"role": "user", "content": prompt}]
 
     def _observation_info(self) -> dict[str, Any]:
-        return {"phase": "act", "network_mode": network_isolation_mode()}
+        return {
+            "phase": "act",
+            "network_mode": network_isolation_mode(self.sandbox),
+            "sandbox": containment_mode(self.sandbox),
+        }
 
     # -- episode ----------------------------------------------------------------------------
     def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        if self._sandbox_root is None:  # created before any fork, so forks share it
-            self._sandbox_root = tempfile.mkdtemp(prefix="orchenv-puppeteer-")
+        if self._task_folder is None:  # created before any fork, so forks share it
+            self._task_folder = OwnedTempDir("orchenv-puppeteer-")
+            self._sandbox_root = self._task_folder.path
         self.task = self.pick_task(options)
         self.history, self.answer = [], None
         self.totals = {"tokens": 0.0, "token_cost": 0.0, "tool_calls": 0.0, "agent_steps": 0.0}
@@ -281,7 +322,10 @@ class PuppeteerEnv(OrchestrationEnv):
         reward = 0.0 - self.lam * cost
         done = parsed.kind == "terminate"
         if done or self.turn >= self.max_turns:  # the final step: R_T = r - lambda * C_T
-            reward += self._score()
+            score, grading = graded_score(self.tasks, self.task, self.answer)
+            reward += score
+            if grading != "ok":  # refused or timed out: scored 0, and said so
+                info["grading"] = grading
         info.update(step_tokens=tokens, step_cost=cost, privileged={"reference": self.task.answer})
         return Outcome(reward=reward, done=done, error=parsed.error, info=info)
 
@@ -289,7 +333,7 @@ class PuppeteerEnv(OrchestrationEnv):
         """Run a tool, log its output in the trajectory; return its tokens (F_t * 1000)."""
         result: ToolResult
         if tool == "run_python":
-            result = run_python(argument, timeout_s=self.tool_timeout_s)
+            result = run_python(argument, timeout_s=self.tool_timeout_s, sandbox=self.sandbox)
             if result.ok:
                 last = [ln for ln in result.output.splitlines() if ln.strip()]
                 if last:
@@ -300,7 +344,7 @@ class PuppeteerEnv(OrchestrationEnv):
             result = search(argument, self._index())
         output = result.text()[: self.max_reply_chars]
         meta = {"tool": tool, "ok": result.ok, "error": result.error}
-        for key in ("network", "timed_out", "returncode"):
+        for key in ("containment", "network", "timed_out", "returncode"):
             if key in result.meta:
                 meta[key] = result.meta[key]
         info["tool_call"] = meta

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from orchenv.error import UnknownNameError
-from orchenv.grading import extract_boxed, math_equal
+from orchenv.grading import extract_boxed, math_verdict
 from orchenv.tasks import GeneratedTaskSource, Task
 
 TASK_KINDS: tuple[str, ...] = ("gsm-hard", "multiple-choice", "commongen")
@@ -211,7 +211,8 @@ def extract_choice(text: str | None) -> str | None:
         m = re.fullmatch(r"\s*\(?([A-Da-d])\)?\s*(?:[.:)].*)?", candidate, flags=re.S)
         if m:
             return m.group(1).upper()
-    m = re.search(r"answer\s*(?:is)?\s*[:=]?\s*\(?([A-D])\b", text, flags=re.I)
+    # each \s* is followed by a literal, so a run of spaces is read once (no backtracking)
+    m = re.search(r"answer\s*(?:is\s*)?(?:[:=]\s*)?\(?([A-D])\b", text, flags=re.I)
     return m.group(1).upper() if m else None
 
 
@@ -260,10 +261,17 @@ def score_answer(kind: str, task: Task, answer: str | None) -> float:
     """The final-answer score ``r`` in [0, 1]: concept coverage (commongen), else 1.0 for the
     right letter (multiple-choice) or a number equal to the reference (gsm-hard; commas,
     ``$`` and spaces ignored), 0.0 otherwise."""
+    return graded_score(kind, task, answer)[0]
+
+
+def graded_score(kind: str, task: Task, answer: str | None) -> tuple[float, str]:
+    """``score_answer`` and the grading status (``orchenv.grading.Verdict.status``): a number
+    too large to check, or whose check runs out of time, scores 0 and says so."""
     if kind == "commongen":
-        return concept_coverage(answer, task.meta["concepts"])
+        return concept_coverage(answer, task.meta["concepts"]), "ok"
     if not answer:
-        return 0.0
+        return 0.0, "ok"
     if kind == "multiple-choice":
-        return 1.0 if extract_choice(answer) == task.answer else 0.0
-    return 1.0 if math_equal(task.answer, re.sub(r"[,$\s]", "", answer)) else 0.0
+        return (1.0 if extract_choice(answer) == task.answer else 0.0), "ok"
+    verdict = math_verdict(task.answer, re.sub(r"[,$\s]", "", answer))
+    return float(verdict.equal), verdict.status

@@ -4,49 +4,59 @@ Plain functions that return a ``ToolResult`` and never raise on bad input (only 
 optional dependency raises, ``DependencyError``). Web tools (browsing, web search) are out of
 scope: every tool here works offline.
 
-``run_python`` containment (checked by ``tests/test_tools.py``):
+``run_python`` runs controller-written code under bubblewrap (``.sandbox``): a read-only
+root holding only ``/usr`` and the interpreter, no ``/proc``, ``/sys``, ``/etc`` secrets,
+home or project; size-capped tmpfs scratch space as the only writable place; no network,
+pids, ipc or user namespace shared; an unprivileged uid inside; an allow-listed environment;
+memory and process count capped for the whole process tree by a per-call cgroup where one
+can be made (else per-process rlimits, and ``meta`` says the tree is not bound); output read
+through capped pipes; a wall-clock timeout that kills the whole sandbox. Where bwrap cannot
+run, the call is refused with the fix, unless ``sandbox="unsafe-no-isolation"`` was chosen.
+``ToolResult.meta["containment"]`` names the mode that ran: ``"bwrap+cgroup"``,
+``"bwrap+rlimit"``, ``"unsafe-no-isolation"`` or ``"refused"``.
 
-* a child ``sys.executable -I`` process in a fresh scratch temp dir (its cwd, deleted after),
-  in its own process group (session); on timeout the whole group is killed with SIGKILL, and
-  the group is killed again after a normal exit, so background children never outlive a call;
-* ``resource.setrlimit`` in ``preexec_fn``: ``RLIMIT_AS`` (``memory_mb``, default 512 MB),
-  ``RLIMIT_CPU`` (timeout + 1 s), ``RLIMIT_NPROC`` (small), ``RLIMIT_FSIZE`` (16 MB), no core
-  files; when the caller runs as root (limits on process counts do not bind root) the child
-  also drops to the ``nobody`` user, so ``RLIMIT_NPROC`` binds and file permissions apply;
-* network: under ``unshare --net`` (with ``--map-root-user`` and a private PID namespace whose
-  init is killed with the call) when a probe (run once per process, cached) says this is
-  permitted; otherwise a prelude replaces ``socket.socket`` with a raising stub and an audit
-  hook refuses socket creation. ``ToolResult.meta["network"]`` says which (``"netns"`` or
-  ``"socket-stub"``);
-* writes: an audit-hook prelude refuses opening files for writing, and removing / renaming /
-  creating directories, outside the scratch dir (plus ordinary file permissions);
-* stdout / stderr go to files in the scratch dir and only the first ``max_output_chars``
-  characters of each come back.
-
-The audit hook and socket stub are Python-level and so a determined program (ctypes) could get
-past them; the OS-level limits (rlimits, process group kill, namespaces, uid drop) cannot be
-undone from inside.
+``read_file`` opens a path inside the task folder one component at a time relative to
+directory file descriptors, never following a symlink, refusing anything but a regular file
+with a single link, and never blocking on a FIFO.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import re
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
-import threading
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from orchenv.envs.puppeteer.sandbox import (
+    BWRAP,
+    SANDBOX_MODES,
+    UNSAFE,
+    Limits,
+    Outcome,
+    containment_mode,
+    run_sandboxed,
+    sandbox_problem,
+)
 from orchenv.search import BM25Index
 
-_NOBODY = 65534
+__all__ = [
+    "SANDBOX_MODES",
+    "SearchIndex",
+    "UNSAFE",
+    "ToolResult",
+    "containment_mode",
+    "network_isolation_mode",
+    "read_file",
+    "run_python",
+    "sandbox_problem",
+    "search",
+]
+
+MAX_CODE_CHARS = 1_000_000
 
 
 @dataclass
@@ -55,8 +65,8 @@ class ToolResult:
 
     ``ok`` is False when the tool refused or the program failed; ``output`` is what an agent
     sees (stdout, the file's text, the hits); ``error`` a short reason (``"timeout"``,
-    ``"memory"``, ``"process limit"``, ``"network blocked"``, ``"write refused"``,
-    ``"outside sandbox"``, ...); ``meta`` holds details (return code, containment modes).
+    ``"memory"``, ``"process limit"``, ``"network blocked"``, ``"outside sandbox"``, a
+    refusal naming its fix, ...); ``meta`` holds details (return code, containment mode).
     """
 
     ok: bool
@@ -71,156 +81,13 @@ class ToolResult:
         return f"{self.output}\n[tool error: {self.error}]".strip()
 
 
-# -- run_python ------------------------------------------------------------------------
-
-_PRELUDE = r"""
-import os as _os, sys as _sys
-_SB = _os.path.realpath(_os.getcwd())
-_NET = {block_net!r}
-def _inside(p):
-    try:
-        p = _os.path.realpath(_os.fsdecode(p))
-    except Exception:
-        return False
-    return p == _SB or p.startswith(_SB + _os.sep) or p in ("/dev/null",)
-def _hook(event, args):
-    if event == "open":
-        path, mode, flags = args
-        if path is None or isinstance(path, int):
-            return
-        writing = (mode and any(c in str(mode) for c in "wax+")) or (
-            isinstance(flags, int) and flags & (_os.O_WRONLY | _os.O_RDWR | _os.O_CREAT))
-        if writing and not _inside(path):
-            raise PermissionError("sandbox: write outside the scratch dir refused: %s" % (path,))
-    elif event in ("os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.chmod", "os.truncate",
-                   "shutil.rmtree", "os.symlink", "os.link"):
-        paths = [a for a in args[:2] if isinstance(a, (str, bytes, _os.PathLike))]
-        if any(not _inside(p) for p in paths):
-            raise PermissionError("sandbox: %s outside the scratch dir refused" % event)
-    elif _NET and event in ("socket.__new__", "socket.connect", "socket.getaddrinfo"):
-        raise PermissionError("sandbox: network access is blocked")
-if _NET:
-    import socket as _socket
-    class _NoSocket:
-        def __init__(self, *a, **k):
-            raise PermissionError("sandbox: network access is blocked")
-    _socket.socket = _NoSocket
-    _socket.create_connection = _NoSocket
-_sys.addaudithook(_hook)
-del _hook
-_src = open("main.py").read()
-_g = {{"__name__": "__main__", "__builtins__": __builtins__}}
-exec(compile(_src, "<run_python>", "exec"), _g)
-"""
-
-_mode_cache: dict[str, tuple[str, bool]] = {}
-_probe_lock = threading.Lock()
+# -- run_python ------------------------------------------------------------------------------------
 
 
-def _is_root() -> bool:
-    return os.name == "posix" and hasattr(os, "getuid") and os.getuid() == 0
-
-
-def _user_process_count(uid: int) -> int:
-    count = 0
-    try:
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if entry.stat().st_uid == uid:
-                        count += 1
-                except OSError:
-                    pass
-    except OSError:
-        return 0
-    return count
-
-
-def _preexec(memory_mb: int, cpu_s: int, nproc: int, fsize_mb: int, drop: bool):
-    """A ``preexec_fn`` setting the limits (computed in the parent; only syscalls here)."""
-    import resource
-
-    def apply() -> None:
-        mem = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_mb << 20, fsize_mb << 20))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if drop:
-            os.setgroups([])
-            os.setgid(_NOBODY)
-            os.setuid(_NOBODY)
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-
-    return apply
-
-
-def _netns_prefix() -> list[str]:
-    return ["unshare", "--net", "--map-root-user", "--pid", "--fork", "--kill-child"]
-
-
-def _probe(netns: bool, drop: bool) -> bool:
-    uid = _NOBODY if drop else os.getuid()
-    argv = [sys.executable, "-I", "-c", "print('probe-ok')"]
-    if netns:
-        argv = [*_netns_prefix(), *argv]
-    try:
-        proc = subprocess.run(  # noqa: S603
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            cwd="/",
-            preexec_fn=_preexec(512, 10, _user_process_count(uid) + 16, 1, drop),  # noqa: PLW1509
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return proc.returncode == 0 and "probe-ok" in proc.stdout
-
-
-def containment_mode() -> tuple[str, bool]:
-    """``(network_mode, drop_root)`` for ``run_python``; probed once per process, cached.
-
-    ``network_mode`` is ``"netns"`` when ``unshare --net`` works here for the limited child,
-    else ``"socket-stub"``; ``drop_root`` is True when the caller is root and the child can
-    still start Python as ``nobody`` (the interpreter must be readable by it).
-    """
-    with _probe_lock:
-        if "mode" not in _mode_cache:
-            can_unshare = bool(shutil.which("unshare")) and sys.platform.startswith("linux")
-            options = [(n, d) for n in (True, False) for d in (True, False)]
-            options = [
-                (n, d) for n, d in options if (can_unshare or not n) and (_is_root() or not d)
-            ]
-            chosen = (False, False)
-            for netns, drop in options:
-                if _probe(netns, drop):
-                    chosen = (netns, drop)
-                    break
-            _mode_cache["mode"] = ("netns" if chosen[0] else "socket-stub", chosen[1])
-        return _mode_cache["mode"]
-
-
-def network_isolation_mode() -> str:
-    """``"netns"`` or ``"socket-stub"``: how ``run_python`` blocks the network here."""
-    return containment_mode()[0]
-
-
-def _read_capped(path: Path, limit: int) -> tuple[str, bool]:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit * 4 + 4)
-    except OSError:
-        return "", False
-    text = data.decode("utf-8", errors="replace")
-    if len(text) > limit:
-        return text[:limit] + "\n[... output truncated ...]", True
-    return text, False
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(OSError):  # includes ProcessLookupError, PermissionError
-        os.killpg(pid, signal.SIGKILL)
+def network_isolation_mode(sandbox: str = BWRAP) -> str:
+    """``"netns"`` when ``run_python`` runs in its own network namespace (bwrap), else
+    ``"none"`` (the unsafe mode, or refused)."""
+    return "netns" if containment_mode(sandbox).startswith("bwrap") else "none"
 
 
 def run_python(
@@ -230,126 +97,234 @@ def run_python(
     memory_mb: int = 512,
     max_procs: int = 16,
     max_file_mb: int = 16,
+    disk_mb: int = 64,
     max_output_chars: int = 4000,
-    network: str = "auto",
+    sandbox: str = BWRAP,
 ) -> ToolResult:
-    """Run Python ``code`` in a contained child process and return its stdout.
+    """Run Python ``code`` contained (module docstring) and return its stdout.
 
-    See the module docstring for the containment. ``network="auto"`` uses a network
-    namespace when permitted, ``"socket-stub"`` forces the Python-level block. The result's
-    ``meta`` holds ``returncode``, ``timed_out``, ``stderr``, ``network`` (the mode used),
-    ``user`` (``"nobody"`` when the child dropped root) and ``truncated``. ``ok`` is True iff
-    the program exited with status 0 in time. Never raises for any ``code``.
+    Limits: ``timeout_s`` of wall clock; ``memory_mb`` for the whole tree (cgroup) and per
+    process (``RLIMIT_AS``); ``max_procs`` processes beyond the sandbox's own; ``max_file_mb``
+    per file; ``disk_mb`` of scratch tmpfs. Only the standard library is importable. The
+    result's ``meta`` holds ``containment``, ``network``, ``returncode``, ``timed_out``,
+    ``stderr``, ``truncated`` and the cgroup's figures when one was used. ``ok`` is True iff
+    the program exited with status 0 in time. Never raises for any input.
     """
+    if sandbox not in SANDBOX_MODES:
+        known = ", ".join(SANDBOX_MODES)
+        error = f"unknown sandbox {sandbox!r}; known: {known}"
+        return ToolResult(False, "", error, {"containment": "refused"})
     if not isinstance(code, str):
-        return ToolResult(False, "", "code must be a string")
-    mode, drop = containment_mode()
-    if network != "auto":
-        mode = "socket-stub"
-    uid = _NOBODY if drop else os.getuid()
-    nproc = _user_process_count(uid) + max(1, int(max_procs))
-    scratch = Path(tempfile.mkdtemp(prefix="orchenv-py-"))
-    meta: dict[str, Any] = {"network": mode, "user": "nobody" if drop else "caller"}
+        return ToolResult(False, "", "code must be a string", {"containment": "refused"})
+    if len(code) > MAX_CODE_CHARS:
+        error = f"code too long ({len(code):,} > {MAX_CODE_CHARS:,} characters)"
+        return ToolResult(False, "", error, {"containment": "refused"})
     try:
-        if drop:
-            os.chown(scratch, _NOBODY, _NOBODY)
-        (scratch / "main.py").write_text(code, encoding="utf-8", errors="replace")
-        prelude = _PRELUDE.format(block_net=mode != "netns")
-        argv = [sys.executable, "-I", "-c", prelude]
-        if mode == "netns":
-            argv = [*_netns_prefix(), *argv]
-        cpu_s = max(1, int(timeout_s) + 1)
-        out_path, err_path = scratch / ".stdout", scratch / ".stderr"
-        timed_out = False
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            if drop:
-                os.chown(out_path, _NOBODY, _NOBODY)
-                os.chown(err_path, _NOBODY, _NOBODY)
-            try:
-                proc = subprocess.Popen(  # noqa: S603
-                    argv,
-                    cwd=scratch,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "LANG": "C.UTF-8"},
-                    start_new_session=True,
-                    preexec_fn=_preexec(memory_mb, cpu_s, nproc, max_file_mb, drop),  # noqa: PLW1509
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                return ToolResult(False, "", f"could not start python: {exc}", meta)
-            try:
-                returncode = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc.pid)
-                returncode = proc.wait()
-            _kill_group(proc.pid)  # leftover background children
-        stdout, t1 = _read_capped(out_path, max_output_chars)
-        stderr, t2 = _read_capped(err_path, max_output_chars)
-        meta.update(returncode=returncode, timed_out=timed_out, stderr=stderr, truncated=t1 or t2)
-        error = _classify(returncode, timed_out, stderr)
-        return ToolResult(error is None, stdout, error, meta)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        chars = max(1, int(max_output_chars))
+        limits = Limits(
+            timeout_s=min(max(0.05, float(timeout_s)), 3600.0),
+            memory_mb=max(16, int(memory_mb)),
+            max_procs=max(1, int(max_procs)),
+            max_file_mb=max(1, int(max_file_mb)),
+            disk_mb=max(1, int(disk_mb)),
+            max_output_bytes=max(1 << 20, 8 * chars),
+            keep_bytes=4 * chars + 4,
+        )
+    except (TypeError, ValueError, OverflowError) as exc:
+        return ToolResult(False, "", f"invalid limits: {exc}", {"containment": "refused"})
+    outcome = run_sandboxed(code.encode("utf-8", "replace"), limits, sandbox)
+    return _result(outcome, chars)
 
 
-def _classify(returncode: int, timed_out: bool, stderr: str) -> str | None:
-    if timed_out:
+def _result(outcome: Outcome, chars: int) -> ToolResult:
+    stdout, cut_out = _decode(outcome.stdout, chars)
+    stderr, cut_err = _decode(outcome.stderr, chars)
+    network = "netns" if outcome.containment.startswith("bwrap") else "none"
+    meta: dict[str, Any] = {"containment": outcome.containment, "network": network}
+    meta.update(outcome.meta)
+    if outcome.error is not None:
+        return ToolResult(False, "", outcome.error, meta)
+    meta.update(
+        returncode=outcome.returncode,
+        timed_out=outcome.timed_out,
+        stderr=stderr,
+        truncated=outcome.truncated or cut_out or cut_err,
+        output_limit=outcome.output_limit,
+        memory_limit=outcome.memory_limit,
+    )
+    error = _classify(outcome, stderr)
+    return ToolResult(error is None, stdout, error, meta)
+
+
+def _decode(data: bytes, chars: int) -> tuple[str, bool]:
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > chars:
+        return text[:chars] + "\n[... output truncated ...]", True
+    return text, False
+
+
+_STDERR_REASONS = (
+    (("MemoryError", "Cannot allocate memory"), "memory"),
+    (("BlockingIOError", "Resource temporarily unavailable"), "process limit"),
+    (("No space left on device", "File too large"), "disk limit"),
+    (
+        ("Network is unreachable", "gaierror", "Temporary failure in name resolution"),
+        "network blocked",
+    ),
+    (("Read-only file system",), "write refused"),
+)
+
+
+def _classify(outcome: Outcome, stderr: str) -> str | None:
+    """A short reason for a failed run, or ``None`` when it succeeded."""
+    if outcome.timed_out:
         return "timeout"
-    if returncode == 0:
+    if outcome.output_limit:
+        return "output limit"
+    code = outcome.returncode
+    if code == 0:
         return None
-    tail = stderr[-1500:]
-    if "MemoryError" in tail or "Cannot allocate memory" in tail:
+    if outcome.memory_limit:
         return "memory"
-    if "BlockingIOError" in tail or "Resource temporarily unavailable" in tail:
-        return "process limit"
-    if "network access is blocked" in tail or "Network is unreachable" in tail:
-        return "network blocked"
-    if re.search(r"gaierror|Temporary failure in name resolution|Name or service", tail):
-        return "network blocked"
-    if "sandbox: write outside" in tail or ("sandbox:" in tail and "refused" in tail):
-        return "write refused"
-    if returncode == -signal.SIGXCPU or returncode == -signal.SIGKILL:
+    tail = stderr[-1500:]
+    for needles, reason in _STDERR_REASONS:
+        if any(n in tail for n in needles):
+            return reason
+    sig = -code if code is not None and code < 0 else (code - 128 if code and code > 128 else 0)
+    if sig == signal.SIGXCPU:
         return "cpu limit"
-    if returncode == -signal.SIGXFSZ:
+    if sig == signal.SIGXFSZ:
         return "file size limit"
-    return f"exit status {returncode}"
+    if sig:
+        return f"killed by signal {sig}"
+    return f"exit status {code}"
 
 
-# -- read_file ------------------------------------------------------------------------------
+# -- read_file -----------------------------------------------------------------------------------------
+
+_NAME_MAX = 255
+_PATH_MAX = 4096
+
+
+class _Refused(Exception):
+    """A read_file refusal carrying its short reason."""
 
 
 def read_file(
     path: str, sandbox_dir: str | os.PathLike[str], *, max_chars: int = 8000
 ) -> ToolResult:
-    """Read a text file inside ``sandbox_dir``; refuse anything that resolves outside it.
+    """Read a text file inside ``sandbox_dir`` (the task folder). Never raises.
 
-    ``path`` is relative to the sandbox (an absolute path must lie inside it). The path is
-    resolved (``..`` and symlinks followed) and refused unless the result is inside the
-    resolved sandbox, so traversal and symlinks pointing out are both refused. Never raises.
+    ``path`` is relative to the folder; absolute paths and ``..`` are refused (``"outside
+    sandbox"``). Each component is opened relative to its parent's directory fd with
+    ``O_NOFOLLOW``, so a symlink anywhere is refused (``"symlink refused"``) and swapping a
+    component for a symlink while this runs cannot lead outside; the file must be a regular
+    file on the folder's device with one link (``"hard link refused"`` otherwise), opened
+    with ``O_NONBLOCK`` so a FIFO cannot hang the call. At most ``max_chars`` come back.
     """
+    raw = path if isinstance(path, str) else ""
+    meta: dict[str, Any] = {"path": raw[:300]}
     try:
-        root = Path(sandbox_dir).resolve(strict=True)
-        raw = str(path).strip()
-        if not raw or "\x00" in raw:
-            return ToolResult(False, "", "invalid path")
-        target = (root / raw).resolve()
-    except (OSError, RuntimeError, ValueError) as exc:
-        return ToolResult(False, "", f"invalid path: {exc}")
-    if target != root and root not in target.parents:
-        return ToolResult(False, "", "outside sandbox", {"path": raw})
-    if not target.is_file():
-        return ToolResult(False, "", "no such file", {"path": raw})
-    try:
-        with open(target, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(max_chars + 1)
-    except OSError as exc:
-        return ToolResult(False, "", f"cannot read: {exc.strerror}", {"path": raw})
-    truncated = len(text) > max_chars
+        limit = max(1, int(max_chars))
+        parts = _components(path)
+        text = _read_beneath(sandbox_dir, parts, limit * 4 + 4)
+    except _Refused as refusal:
+        return ToolResult(False, "", str(refusal), meta)
+    except (OSError, ValueError, TypeError, OverflowError) as exc:
+        return ToolResult(False, "", f"cannot read: {exc}", meta)
+    truncated = len(text) > limit
     if truncated:
-        text = text[:max_chars] + "\n[... truncated ...]"
-    return ToolResult(True, text, None, {"path": raw, "truncated": truncated})
+        text = text[:limit] + "\n[... truncated ...]"
+    return ToolResult(True, text, None, {**meta, "truncated": truncated})
+
+
+def _components(path: object) -> list[bytes]:
+    """The path's components as bytes, or a refusal for anything not a plain relative path."""
+    if not isinstance(path, str):
+        raise _Refused("invalid path: not a string")
+    raw = path.strip()
+    if not raw or "\x00" in raw:
+        raise _Refused("invalid path: empty or contains NUL")
+    try:
+        encoded = os.fsencode(raw)
+    except UnicodeError:
+        raise _Refused("invalid path: not encodable") from None
+    if len(encoded) > _PATH_MAX:
+        raise _Refused("invalid path: too long")
+    if encoded.startswith(b"/"):
+        raise _Refused("outside sandbox")
+    parts = [p for p in encoded.split(b"/") if p not in (b"", b".")]
+    if b".." in parts:
+        raise _Refused("outside sandbox")
+    if not parts:
+        raise _Refused("not a regular file")
+    if any(len(p) > _NAME_MAX for p in parts):
+        raise _Refused("invalid path: a component is longer than 255 bytes")
+    return parts
+
+
+def _open_step(name: bytes, flags: int, dir_fd: int) -> int:
+    """``openat`` one component; a symlink (``ELOOP``) or a non-directory where a directory
+    was needed becomes a refusal, a missing one ``no such file``."""
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_DIRECTORY on a symlink: ENOTDIR
+            if _is_symlink(name, dir_fd):
+                raise _Refused("symlink refused") from None
+            raise _Refused("not a directory on the way") from None
+        if exc.errno == errno.ENOENT:
+            raise _Refused("no such file") from None
+        if exc.errno == errno.ENAMETOOLONG:
+            raise _Refused("invalid path: too long") from None
+        raise
+
+
+def _is_symlink(name: bytes, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _read_beneath(root: str | os.PathLike[str], parts: list[bytes], max_bytes: int) -> str:
+    fds: list[int] = []
+    try:
+        fds.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        device = os.fstat(fds[0]).st_dev
+        for name in parts[:-1]:
+            fds.append(_open_step(name, os.O_RDONLY | os.O_DIRECTORY, fds[-1]))
+        peek = _open_step(parts[-1], os.O_PATH, fds[-1])
+        fds.append(peek)
+        before = _check_file(os.fstat(peek), device)
+        handle = _open_step(parts[-1], os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY, fds[-2])
+        fds.append(handle)
+        after = _check_file(os.fstat(handle), device)
+        if (before.st_dev, before.st_ino) != (after.st_dev, after.st_ino):
+            raise _Refused("file changed while opening")
+        data = bytearray()
+        while len(data) < max_bytes:
+            chunk = os.read(handle, min(65536, max_bytes - len(data)))
+            if not chunk:
+                break
+            data += chunk
+        return data.decode("utf-8", errors="replace")
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _check_file(info: os.stat_result, device: int) -> os.stat_result:
+    if stat.S_ISLNK(info.st_mode):
+        raise _Refused("symlink refused")
+    if not stat.S_ISREG(info.st_mode):
+        raise _Refused("not a regular file")
+    if info.st_nlink != 1:
+        raise _Refused("hard link refused")
+    if info.st_dev != device:
+        raise _Refused("outside sandbox")
+    return info
 
 
 # -- search -----------------------------------------------------------------------------------

@@ -10,13 +10,14 @@ and buys. The website is ``orchenv.envs.webshop.site``, the reward
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, get_catalog
+from orchenv.envs.webshop.choices import canonical_choices, shortcuts, slot_count
 from orchenv.envs.webshop.products import Goal
 from orchenv.envs.webshop.reward import RewardBreakdown, webshop_reward
 from orchenv.envs.webshop.search import search_engine_for
@@ -149,6 +150,16 @@ class WebShopEnv(OrchestrationEnv):
     goal of the split, ``{"goal": Goal(...)}`` a custom goal. The catalog and its
     search index are built on first use and shared across envs, forks and copies in
     the process.
+
+    ## Discrete actions
+    ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``),
+    fixed slots read from the page and the instruction, never from the goal: 0
+    ``search[instruction]``; 1-3 ``back to search``, ``< prev``, ``next >``; 4-13 the
+    results page's products in listed order; 14-29 the item page's option values in the
+    product's order (16 slots); then ``description``, ``features``, ``reviews`` (and
+    ``attributes`` with ``show_attrs``) and ``buy now``. A slot the page lacks is ``None``.
+    ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
+    best response.
 
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
@@ -310,6 +321,17 @@ class WebShopEnv(OrchestrationEnv):
             "metrics": {"score": score, "success": float(success)},
             "privileged": {"goal": self.goal.as_dict()},
         }
+
+    # -- discrete actions (orchenv.discrete, orchenv audit) -------------------------------
+    def action_choices(self) -> list[str | None]:
+        """Fixed button slots of the current page (see "Discrete actions" above)."""
+        if self.goal is None:
+            return [None] * slot_count(self.site)
+        return canonical_choices(self.site, self.state, self.goal.instruction)
+
+    def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Shortcuts that must score clearly below the best response (``choices.py``)."""
+        return shortcuts()
 
     # -- helpers for tests and demos ------------------------------------------------------
     def demo_action(self, rng: np.random.Generator) -> str:

@@ -42,10 +42,13 @@ from orchenv.envs.webshop.site import (
     RESULTS,
 )
 from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter
-from orchenv.parsing import extract_tag, strip_reasoning
+from orchenv.parsing import extract_tag, remove_blocks, strip_reasoning
 from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, TeamRole, inner_env_kwargs
 
-_TAGS = re.compile(r"<(plan|query|answer|note)\b[^>]*>.*?</\1\s*>", re.I | re.S)
+#: the tagged blocks around a browser's command (removed in linear time by ``remove_blocks``;
+#: an opening tag's attributes may not contain ``<``)
+_TAG_OPEN = re.compile(r"<(?P<tag>plan|query|answer|note)\b[^<>]*>", re.I)
+_TAG_CLOSE = {tag: re.compile(rf"</{tag}\s*>", re.I) for tag in ("plan", "query", "answer", "note")}
 _WORD = re.compile(r"[a-z][a-z0-9'-]{3,}")
 NAVIGATION = frozenset({BACK_TO_SEARCH, NEXT_PAGE, PREV_PAGE})
 
@@ -212,7 +215,7 @@ class WebShopRoleGame(RoleGame):
         answer = extract_tag(text, "answer") if role == "recommender" else None
         if answer:
             self.memory.update([AgentOutput(role, answer, type="answer")], self.round + 1)
-        command = _TAGS.sub(" ", text).strip()
+        command = remove_blocks(text, _TAG_OPEN, _TAG_CLOSE, " ").strip()
         visible = strip_reasoning(command).strip().lower()
         if visible[visible.rfind("\n") + 1 :].strip() in ("pass", "action: pass"):
             return {"invalid_action": False, "parse_error": None, "action": "pass"}

@@ -13,7 +13,9 @@ Outcome model (a logistic item-response model):
 * agent ``a`` answers correctly iff
   ``theta_a + extra - b(z) + agent_noise * xi > 0``, where ``xi`` is a
   standard-logistic draw fixed by a stable hash of (seed, task id, agent) and
-  ``extra`` is the refinement bonus (a draft shown, plus feedback on it);
+  ``extra`` is the request's bonus: ``context.guidance`` (the env's judgement of
+  what the request says, e.g. whether a critique names the draft's wrong step)
+  plus ``refinement_logit`` when a previous draft is shown;
 * ``theta_a`` is solved (bisection on a numerical integral, no Monte Carlo)
   so that the expected accuracy over ``z ~ U(0, 1)`` and ``xi`` equals the
   agent's ``calibration["accuracy"]``.
@@ -22,8 +24,8 @@ Because ``b(z)`` is shared by all agents and ``xi`` is per agent with a scale
 well below the spread of ``b``, a stronger agent solves nearly everything a
 weaker one solves (nested skills), as seed 000's usage-constraint argument
 (Appendix A.2) assumes. Outcomes depend on (seed, task, agent, whether a
-draft / feedback was shown), never on prompt wording: a GRPO group whose
-rollouts take the same action sees the same outcome. The solution text's
+draft was shown, the env's guidance logit), never on the prompt's surface
+wording: a GRPO group whose rollouts take the same action sees the same outcome. The solution text's
 surface form and its token count do vary with the prompt (hashed).
 """
 
@@ -250,8 +252,11 @@ class SimulatedBackend(RebuiltOnCopy):
             ``sigmoid((theta + extra - b(z)) / agent_noise)``.
         refinement_logit: added to the agent's margin when it is shown a
             previous draft (``context.draft``) to improve.
-        feedback_logit: added on top when the draft comes with a non-empty
-            critique (``context.feedback``).
+        feedback_logit: added on top when the draft comes with any non-empty
+            critique (``context.feedback``), whatever it says. Default 0: envs judge
+            what a critique says and pass its worth as ``context.guidance``
+            (MathRoute: ``critique_bonus``; its ``"fixed"`` mode is the earlier
+            content-blind +0.25).
         token_noise: sigma of the log-normal spread of completion lengths
             around the agent's ``calibration["mean_completion_tokens"]``.
         text_variants: how many different write-ups an agent has per task and
@@ -272,7 +277,7 @@ class SimulatedBackend(RebuiltOnCopy):
         discrimination: float = DEFAULT_DISCRIMINATION,
         agent_noise: float = DEFAULT_AGENT_NOISE,
         refinement_logit: float = 0.75,
-        feedback_logit: float = 0.25,
+        feedback_logit: float = 0.0,
         token_noise: float = 0.25,
         text_variants: int = 8,
         text_cache_size: int = 50_000,
@@ -320,10 +325,12 @@ class SimulatedBackend(RebuiltOnCopy):
         )
 
     def extra_logit(self, context: CallContext) -> float:
-        """Margin bonus for refinement calls: a draft shown, plus feedback on it."""
+        """Margin bonus: the env's judgement of the request (``context.guidance``), plus, for
+        refinement calls, ``refinement_logit`` (and ``feedback_logit`` for any critique)."""
         if context.draft is None:
-            return 0.0
-        return self.refinement_logit + (self.feedback_logit if context.feedback else 0.0)
+            return context.guidance
+        bonus = self.refinement_logit + (self.feedback_logit if context.feedback else 0.0)
+        return context.guidance + bonus
 
     def _mean_margin(self, spec: AgentSpec, task: Task, context: CallContext) -> float:
         z = min(max(difficulty_of(task), _Z_EPS), 1.0 - _Z_EPS)

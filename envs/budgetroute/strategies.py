@@ -1,0 +1,84 @@
+"""Shortcut strategies of ``orch/BudgetRoute-v0`` that ``orchenv audit`` must find clearly
+worse than the best response (``BudgetRouteEnv.audit_strategies``).
+
+Each maps the env's current state to an action text using only what a controller sees (the
+problem, the transcript, the pool's names); the docstring's first line describes it in the
+audit report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from orchenv.envs.budgetroute.experts import KEY_STEPS
+
+Strategy = Callable[[Any], str]
+
+
+def _answer(env: Any, wrap: str = "{}") -> str:
+    """Answer with the latest expert answer, else the own solution, else 0."""
+    return wrap.format(f"<answer>{env.last_answer() or env.own_answer() or '0'}</answer>")
+
+
+def _ask_once(expert: str, query: Callable[[Any], str], doc: str, wrap: str = "{}") -> Strategy:
+    """Ask ``expert`` ``query(env)`` in the first turn, then answer with its reply."""
+
+    def act(env: Any) -> str:
+        if env.history or env.is_last_turn:
+            return _answer(env, wrap)
+        return wrap.format(f"<search>{expert}: {query(env)}</search>")
+
+    act.__doc__ = doc
+    return act
+
+
+def _problem(env: Any) -> str:
+    return str(env.task.prompt)
+
+
+def _every_method(env: Any) -> str:
+    steps = "; ".join(dict.fromkeys(k.instruction for k in KEY_STEPS))
+    return f"{_problem(env)}\nKey steps: {steps}."
+
+
+def shortcuts(weakest: str, strongest: str) -> dict[str, Strategy]:
+    """The named shortcuts for a pool whose cheapest expert is ``weakest`` and dearest
+    ``strongest``."""
+
+    def without_experts(env: Any) -> str:
+        """Answer at once with the controller model's own solution (0 without one)."""
+        return f"<answer>{env.own_answer() or '0'}</answer>"
+
+    def max_turns(env: Any) -> str:
+        """Ask the cheapest expert the whole problem every turn, answer on the last."""
+        if env.is_last_turn:
+            return _answer(env)
+        return f"<search>{weakest}: {_problem(env)}</search>"
+
+    return {
+        "answer-without-experts": without_experts,
+        "always-cheapest": _ask_once(
+            weakest, _problem, "Ask the cheapest expert the whole problem, answer with its reply."
+        ),
+        "always-most-expensive": _ask_once(
+            strongest, _problem, "Ask the dearest expert the whole problem, answer with its reply."
+        ),
+        "empty-sub-query": _ask_once(
+            strongest,
+            lambda env: "Please help.",
+            "Send the dearest expert a generic request that says nothing of the problem.",
+        ),
+        "stuffed-sub-query": _ask_once(
+            strongest,
+            _every_method,
+            "Send the dearest expert the problem with every method the playbook knows.",
+        ),
+        "garbage-around-tag": _ask_once(
+            weakest,
+            lambda env: "lorem ipsum",
+            "Filler text around the tags and as the sub-query to the cheapest expert.",
+            "lorem {} ipsum",
+        ),
+        "max-turns": max_turns,
+    }

@@ -1,0 +1,153 @@
+"""How much a controller's critique helps the next solver (simulation only, privileged).
+
+Seed 000's controller writes a critique (``<checking>``) that the next solver reads
+with the rejected draft. A live solver benefits from a critique that finds the wrong
+step and not from "please recheck". The simulated solvers cannot read, so the env
+judges the critique against the draft's actual error and passes the judgement to
+them as ``CallContext.guidance`` (a logit added to the solver's margin). The error's
+location is privileged: it is computed from the task's reference solution, used by
+the simulation only and never shown to the controller.
+
+Locating the error: a simulated wrong draft (``mathgen.worked_solution``) is the
+correct solution in the same phrasing with one step changed (procedural tasks: an
+injected mistake that propagates; file tasks: the reference solution with its last
+steps perturbed). So the first line where the draft departs from the correct
+rendering in its style is the faulty step.
+
+Judging the critique (``judge_critique``):
+
+* ``"pointed"``: names the faulty step (``step 5``, ``line 5``), or names no step and
+  quotes both the wrong value the step wrote and the value it should have
+  (``30/-5 is -6, not -5``; at most four distinct numbers);
+* ``"misleading"``: names one or two steps but not the faulty one, or names a step of
+  a draft that has no error;
+* ``"empty"``: no critique; ``"generic"``: anything else ("recheck the algebra"),
+  including a list of more than two steps or of many numbers (a shotgun points nowhere).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from orchenv.envs.mathroute.mathgen import worked_solution
+from orchenv.tasks import Task
+
+#: logit each kind of critique adds to the next solver's margin (``MathRouteEnv(critique_logits)``).
+#: Assumptions, not measurements: a critique that finds the wrong step is worth about half
+#: the effect of seeing the draft at all (``refinement_logit`` 0.75); a wrong pointer hurts.
+CRITIQUE_LOGITS: Mapping[str, float] = {
+    "pointed": 0.5,
+    "generic": 0.0,
+    "empty": 0.0,
+    "misleading": -0.25,
+}
+#: the content-blind bonus of orchenv <= 0.x: any non-empty critique (``critique_bonus="fixed"``)
+FIXED_FEEDBACK_LOGIT = 0.25
+#: how the env turns a critique into ``CallContext.guidance``
+CRITIQUE_MODES = ("judged", "fixed", "off")
+
+_STYLES = 3  # phrasings mathgen renders solutions in
+_NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
+_STEP_PREFIX_RE = re.compile(r"^\s*(?:step\s*)?(\d+)\s*[:.]", re.IGNORECASE)
+_STEP_REF_RE = re.compile(r"\b(?:steps?|lines?)\s*#?\s*(\d+)\b", re.IGNORECASE)
+_MAX_NAMED_STEPS = 2
+_MAX_QUOTED_NUMBERS = 4  # more numbers than a correction needs: a list, not a pointer
+
+
+@dataclass(frozen=True)
+class ErrorSite:
+    """Where a wrong draft first departs from a correct solution.
+
+    ``line``: 1-based index of the faulty line; ``step``: its written step number (None
+    when lines are not numbered); ``wrong`` / ``right``: the first number that differs
+    there and the number the correct solution has in its place (None when none differs).
+    """
+
+    line: int
+    step: int | None
+    wrong: str | None
+    right: str | None
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.strip().splitlines() if line.strip()]
+
+
+def _references(task: Task) -> list[list[str]]:
+    """The correct rendering of ``task`` in every phrasing (deterministic: no draw is used)."""
+    rng = np.random.default_rng(0)
+    return [_lines(worked_solution(task, correct=True, rng=rng, style=s)) for s in range(_STYLES)]
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def locate_error(task: Task, draft: str) -> ErrorSite | None:
+    """The faulty step of ``draft`` (privileged: reads the reference solution); None when the
+    draft matches a correct rendering."""
+    lines = _lines(draft)
+    if not lines:
+        return None
+    best = max(_references(task), key=lambda ref: _common_prefix(lines, ref))
+    i = _common_prefix(lines, best)
+    if i >= len(lines) and len(lines) == len(best):
+        return None
+    i = min(i, len(lines) - 1)
+    faulty, correct = lines[i], best[i] if i < len(best) else ""
+    match = _STEP_PREFIX_RE.match(faulty)
+    got, want = _NUMBER_RE.findall(faulty), _NUMBER_RE.findall(correct)
+    wrong = right = None
+    for k, token in enumerate(got):
+        other = want[k] if k < len(want) else None
+        if token != other:
+            wrong, right = token, other
+            break
+    return ErrorSite(
+        line=i + 1, step=int(match.group(1)) if match else None, wrong=wrong, right=right
+    )
+
+
+def judge_critique(critique: str | None, site: ErrorSite | None) -> str:
+    """``"pointed"``, ``"misleading"``, ``"generic"`` or ``"empty"`` (see the module doc);
+    ``site`` is the draft's error (None: the draft has none)."""
+    text = (critique or "").strip()
+    if not text:
+        return "empty"
+    named = {int(n) for n in _STEP_REF_RE.findall(text)}
+    if site is None:
+        return "misleading" if named else "generic"
+    if len(named) > _MAX_NAMED_STEPS:  # a list of steps points nowhere
+        return "generic"
+    faulty = site.step if site.step is not None else site.line
+    if named:
+        return "pointed" if faulty in named else "misleading"
+    numbers = set(_NUMBER_RE.findall(text))
+    if (
+        site.wrong is not None
+        and site.right is not None
+        and {site.wrong, site.right} <= numbers
+        and len(numbers) <= _MAX_QUOTED_NUMBERS
+    ):
+        return "pointed"
+    return "generic"
+
+
+def pointed_critique(site: ErrorSite | None) -> str:
+    """A critique that points at ``site`` (for privileged analysis: what a verifier that
+    finds the wrong step would write)."""
+    if site is None:
+        return ""
+    where = f"Step {site.step}" if site.step is not None else f"Line {site.line}"
+    if site.wrong is not None and site.right is not None:
+        return f"{where} is wrong: it should give {site.right}, not {site.wrong}."
+    return f"{where} is wrong."

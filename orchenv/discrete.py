@@ -1,0 +1,348 @@
+"""A discrete, vector view of any orchenv env, for classical RL and for ``orchenv audit``.
+
+An env that implements ``OrchestrationEnv.action_choices()`` (the canonical controller text
+of each discrete choice, ``None`` where a choice is unavailable) gets, without code of its
+own:
+
+* :class:`ChoiceActions`: ``Discrete(n)`` actions mapped to that text, with action masks
+  (``action_masks()``, sb3-contrib ``MaskablePPO``'s convention, and ``info["action_mask"]``);
+* :class:`ObservationFeatures`: a fixed-size float32 vector of the text observation (hashed
+  n-grams, the turn fraction, the action mask and the env's ``observation_features()``);
+* :func:`make_discrete_env`: ``gym.make`` with both, what stable-baselines3 trains on.
+
+:func:`hashed_ngrams` is the one text hasher of orchenv's core (stable across processes);
+env-specific feature wrappers may reuse it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from orchenv.core import OrchestrationEnv
+from orchenv.error import ConfigError, OrchEnvError
+
+__all__ = [
+    "FEATURE_BOUND",
+    "UNAVAILABLE_TEXT",
+    "ChoiceActions",
+    "ObservationFeatures",
+    "available",
+    "current_choices",
+    "hashed_ngrams",
+    "make_discrete_env",
+    "orch_base",
+]
+
+#: absolute bound of every feature (the observation ``Box``); values are clipped to it
+FEATURE_BOUND = 10.0
+#: the text a masked-out index maps to: no env's parser accepts it, so the env refuses the
+#: step as unusable (format penalty, ``info["invalid_action"]``) and nothing changes
+UNAVAILABLE_TEXT = "[discrete choice {index} is not available in this state]"
+
+_TOKEN_RE = re.compile(r"[a-z]+|\d+|[^\sa-z\d]")
+
+
+# -- the env's choices ---------------------------------------------------------------------------
+def orch_base(env: gym.Env) -> OrchestrationEnv:
+    """The ``OrchestrationEnv`` under ``env``'s wrappers (a clear error for any other env)."""
+    base = env.unwrapped
+    if not isinstance(base, OrchestrationEnv):
+        raise ConfigError(
+            f"{type(base).__name__} is not an orchenv.core.OrchestrationEnv; the discrete view "
+            "needs an env with action_choices()"
+        )
+    return base
+
+
+def current_choices(base: OrchestrationEnv, n: int | None = None) -> list[str | None]:
+    """``base.action_choices()``, checked: a list of ``str`` or ``None`` of length ``n``
+    (when given) with at least one available choice."""
+    choices = list(base.action_choices())
+    name = type(base).__name__
+    if n is not None and len(choices) != n:
+        raise OrchEnvError(
+            f"{name}.action_choices() returned {len(choices)} choices here and {n} before; "
+            "the list must have the same length in every state (None marks a masked choice)"
+        )
+    bad = [c for c in choices if c is not None and not isinstance(c, str)]
+    if bad:
+        raise OrchEnvError(f"{name}.action_choices() must hold str or None, got {bad[0]!r}")
+    if all(c is None for c in choices):
+        raise OrchEnvError(f"{name}.action_choices() offers no available choice in this state")
+    return choices
+
+
+def available(choices: Sequence[str | None]) -> list[int]:
+    """Indices of the available choices."""
+    return [i for i, c in enumerate(choices) if c is not None]
+
+
+def _probe(base: OrchestrationEnv) -> tuple[int, int]:
+    """``(number of choices, number of env features)``, read from a state after a reset.
+
+    An env that has not been reset yet is probed on a ``fork()`` reset with seed 0, so the
+    wrapped env's own state and random stream stay untouched. The pool and tasks are built
+    first so the fork shares them instead of building its own.
+    """
+    if getattr(base, "task", None) is None:  # no episode yet
+        _ = base.pool
+        with contextlib.suppress(OrchEnvError):  # envs without one draw tasks elsewhere
+            _ = base.task_source
+        probe = base.fork()
+        probe.reset(seed=0)
+    else:
+        probe = base
+    n = len(current_choices(probe))
+    extra = np.asarray(probe.observation_features(), dtype=np.float32).reshape(-1)
+    return n, int(extra.size)
+
+
+# -- actions -------------------------------------------------------------------------------------
+class ChoiceActions(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
+    """``Discrete(n)`` actions: index ``i`` sends ``action_choices()[i]`` to the env.
+
+    ``n`` is the length of the env's ``action_choices()`` (the same in every state). An index
+    whose choice is ``None`` (masked) sends :data:`UNAVAILABLE_TEXT`, which the env refuses
+    as an unusable action; :meth:`action_masks` and ``info["action_mask"]`` rule those out,
+    so a masked policy never sends one. A ``str`` action passes through unchanged, so text
+    controllers and learned policies run on the same wrapped env.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ActionWrapper.__init__(self, env)
+        self.n_choices, _ = _probe(orch_base(env))
+        self.action_space = spaces.Discrete(self.n_choices)
+        self._choices: list[str | None] = [None] * self.n_choices
+        self._done = True  # no episode yet: every index is allowed, none is known
+
+    @property
+    def choices(self) -> list[str | None]:
+        """The choices of the current state (all ``None`` before the first reset)."""
+        return list(self._choices)
+
+    def action(self, action: Any) -> str:
+        """The controller text of discrete ``action`` in the current state."""
+        index = int(np.asarray(action).item())
+        if not 0 <= index < self.n_choices:
+            raise ConfigError(f"action must be in [0, {self.n_choices - 1}], got {index}")
+        text = self._choices[index]
+        return UNAVAILABLE_TEXT.format(index=index) if text is None else text
+
+    def action_masks(self) -> np.ndarray:
+        """Which indices are available now (bool, one per index); all True between episodes."""
+        if self._done:
+            return np.ones(self.n_choices, dtype=bool)
+        return np.array([c is not None for c in self._choices], dtype=bool)
+
+    def _refresh(self, info: dict[str, Any], done: bool) -> None:
+        self._done = done
+        if not done:
+            self._choices = current_choices(orch_base(self.env), self.n_choices)
+        info["action_mask"] = self.action_masks()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._refresh(info, done=False)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        text = action if isinstance(action, str) else self.action(action)
+        obs, reward, terminated, truncated, info = self.env.step(text)
+        self._refresh(info, done=bool(terminated or truncated))
+        return obs, reward, terminated, truncated, info
+
+
+# -- features ------------------------------------------------------------------------------------
+@lru_cache(maxsize=1 << 18)
+def _slot(gram: str, n_features: int) -> tuple[int, float]:
+    """Index and sign of ``gram`` (BLAKE2b: the same in every process, unlike ``hash()``)."""
+    value = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little")
+    return (value >> 1) % n_features, (1.0 if value & 1 else -1.0)
+
+
+def hashed_ngrams(
+    text: str,
+    n_features: int = 256,
+    *,
+    word_ngrams: Sequence[int] = (1, 2),
+    char_ngrams: Sequence[int] = (3,),
+) -> np.ndarray:
+    """Signed feature hashing of word and character n-grams, l2-normalised.
+
+    Counts are damped (``sign * log1p(|count|)``) so a long, repeated part of a prompt does
+    not drown the short part that changes between states. Numbers become their shape
+    (``#3``: three digits) in word n-grams, so they generalise across values.
+    """
+    vec = np.zeros(n_features, dtype=np.float32)
+    if not text:
+        return vec
+    words = [f"#{len(w)}" if w[0].isdigit() else w for w in _TOKEN_RE.findall(text.lower())]
+    grams: list[str] = []
+    for n in word_ngrams:
+        grams += [f"w{n}:" + " ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
+    flat = " ".join(text.lower().split())
+    for n in char_ngrams:
+        grams += [f"c:{flat[i : i + n]}" for i in range(len(flat) - n + 1)]
+    counts = Counter(grams)
+    if counts:
+        slots = [_slot(gram, n_features) for gram in counts]
+        index = np.fromiter((i for i, _ in slots), dtype=np.int64, count=len(slots))
+        signs = np.fromiter((s for _, s in slots), dtype=np.float32, count=len(slots))
+        np.add.at(vec, index, signs * np.fromiter(counts.values(), np.float32, len(slots)))
+    vec = np.sign(vec) * np.log1p(np.abs(vec))
+    norm = float(np.linalg.norm(vec))
+    return (vec / norm if norm > 0 else vec).astype(np.float32)
+
+
+class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
+    """The text observation as a fixed-size float32 vector (a ``Box``), for MLP policies.
+
+    Layout (``self.slices`` names each block's place):
+
+    1. ``ngrams``: :func:`hashed_ngrams` of the observation's messages other than the system
+       message (the instructions are the same in every state), ``n_features`` values;
+    2. ``turn``: ``turn / max_turns``;
+    3. ``mask``: the action mask (1.0 available), one value per discrete choice;
+    4. ``env``: the env's ``observation_features()`` (its own numbers; may be empty).
+
+    Values are clipped to ``[-FEATURE_BOUND, FEATURE_BOUND]``. Nothing privileged is read:
+    only the observation, ``info`` and the env's public hooks.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        *,
+        n_features: int = 256,
+        word_ngrams: Sequence[int] = (1, 2),
+        char_ngrams: Sequence[int] = (3,),
+        cache_size: int = 4096,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            n_features=n_features,
+            word_ngrams=tuple(word_ngrams),
+            char_ngrams=tuple(char_ngrams),
+            cache_size=cache_size,
+        )
+        gym.ObservationWrapper.__init__(self, env)
+        if n_features < 1:
+            raise ConfigError(f"n_features must be >= 1, got {n_features}")
+        if any(n < 1 for n in (*word_ngrams, *char_ngrams)):
+            raise ConfigError("n-gram lengths must be >= 1")
+        base = orch_base(env)
+        self.n_choices, n_env = _probe(base)
+        self.n_features = n_features
+        self.word_ngrams, self.char_ngrams = tuple(word_ngrams), tuple(char_ngrams)
+        self.max_turns = max(int(base.max_turns), 1)
+        sizes = {"ngrams": n_features, "turn": 1, "mask": self.n_choices, "env": n_env}
+        #: where each block sits in the vector (name -> slice)
+        self.slices: dict[str, slice] = {}
+        start = 0
+        for name, size in sizes.items():
+            self.slices[name] = slice(start, start + size)
+            start += size
+        self.observation_space = spaces.Box(
+            -FEATURE_BOUND, FEATURE_BOUND, shape=(start,), dtype=np.float32
+        )
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._info: dict[str, Any] = {}
+        self._done = False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._info, self._done = info, False
+        return self.observation(obs), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._info, self._done = info, bool(terminated or truncated)
+        return self.observation(obs), reward, terminated, truncated, info
+
+    def observation(self, observation: Any) -> np.ndarray:
+        """Features of the current state (see the class docstring for the layout)."""
+        info = self._info
+        base = orch_base(self.env)
+        messages = info.get("messages")
+        if messages:
+            text = "\n\n".join(m["content"] for m in messages if m.get("role") != "system")
+        else:
+            text = str(observation)
+        mask = info.get("action_mask")
+        if mask is None:  # not under ChoiceActions: read the env's choices directly
+            if self._done:
+                mask = np.ones(self.n_choices, dtype=bool)
+            else:
+                mask = [c is not None for c in current_choices(base, self.n_choices)]
+        extra = np.asarray(base.observation_features(), dtype=np.float32).reshape(-1)
+        size = self.slices["env"].stop - self.slices["env"].start
+        if extra.size != size:
+            raise OrchEnvError(
+                f"{type(base).__name__}.observation_features() returned {extra.size} values "
+                f"here and {size} before; it must have a fixed size"
+            )
+        turn = float(info.get("turn", base.turn)) / self.max_turns
+        vec = np.concatenate(
+            [
+                self._ngrams(text),
+                np.array([turn], dtype=np.float32),
+                np.asarray(mask, dtype=np.float32),
+                np.nan_to_num(extra, nan=0.0, posinf=FEATURE_BOUND, neginf=-FEATURE_BOUND),
+            ]
+        )
+        return np.clip(vec, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32)
+
+    def _ngrams(self, text: str) -> np.ndarray:
+        hit = self._cache.get(text)
+        if hit is not None:
+            self._cache.move_to_end(text)
+            return hit
+        vec = hashed_ngrams(
+            text, self.n_features, word_ngrams=self.word_ngrams, char_ngrams=self.char_ngrams
+        )
+        self._cache[text] = vec
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return vec
+
+
+def make_discrete_env(
+    env_id: str,
+    *,
+    n_features: int = 256,
+    word_ngrams: Sequence[int] = (1, 2),
+    char_ngrams: Sequence[int] = (3,),
+    record_episode_statistics: bool = False,
+    **env_kwargs: Any,
+) -> gym.Env:
+    """``gym.make(env_id, **env_kwargs)`` with :class:`ChoiceActions` then
+    :class:`ObservationFeatures` (optionally ``RecordEpisodeStatistics`` on top).
+
+    ``env.get_wrapper_attr("action_masks")`` reaches the mask through the stack, as sb3's
+    vector envs and sb3-contrib's ``MaskablePPO`` look it up.
+    """
+    env: gym.Env = ObservationFeatures(
+        ChoiceActions(gym.make(env_id, **env_kwargs)),
+        n_features=n_features,
+        word_ngrams=word_ngrams,
+        char_ngrams=char_ngrams,
+    )
+    if record_episode_statistics:
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+    return env
