@@ -170,6 +170,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     #: True when the paper's horizon is part of the task (the last turn is terminal):
     #: reaching ``max_turns`` is then ``terminated``; otherwise it is ``truncated``
     horizon_is_terminal: ClassVar[bool] = False
+    #: the longest action the env reads (``normalize_action``): longer ones are refused unread
+    max_action_chars: ClassVar[int] = MAX_ACTION_CHARS
 
     def __init__(
         self,
@@ -193,7 +195,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             raise ConfigError(f"max_turns must be an int >= 1, got {max_turns!r}")
         self.render_mode = render_mode
         self.observation_space = AnyText(max_length=max_obs_chars)
-        self.action_space = AnyText(max_length=max_obs_chars)
+        self.action_space = AnyText(max_length=self.max_action_chars)
         self.max_obs_chars = max_obs_chars
         self.max_turns = max_turns
         self.format_penalty = float(format_penalty)
@@ -346,8 +348,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             raise EnvStateError(
                 "step() called after the episode ended (terminated or truncated); call reset()"
             )
-        max_chars = getattr(self, "max_action_chars", MAX_ACTION_CHARS)
-        action, refused = normalize_action(action, max_chars)
+        action, refused = normalize_action(action, self.max_action_chars)
         self._step_meter = UsageMeter()
         self._step_calls = []
         for completion in self._consulted:  # calls the controller made since the last step

@@ -50,6 +50,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from orchenv.error import ConfigError, UnknownNameError
+from orchenv.parsing import iter_blocks
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +72,12 @@ MERGE_TYPES = frozenset({"evidence", "observation"})
 #: types a role keeps one current version of (the key defaults to ``role:type``)
 SINGLETON_TYPES = frozenset({"plan", "answer", "state"})
 
-_TAG_RE = re.compile(
-    r"<(" + "|".join(ITEM_TYPES) + r")(?:\s+key=\"([^\"]{1,200})\")?\s*>(.*?)</\1\s*>",
-    re.IGNORECASE | re.DOTALL,
+#: an item's opening tag, e.g. ``<evidence key="Paris">``; closed by ``_CLOSE_RE[type]``
+_OPEN_RE = re.compile(
+    r"<(?P<tag>" + "|".join(ITEM_TYPES) + r")(?:\s+key=\"([^\"<]{1,200})\")?\s*>",
+    re.IGNORECASE,
 )
+_CLOSE_RE = {kind: re.compile(rf"</{kind}\s*>", re.IGNORECASE) for kind in ITEM_TYPES}
 _WORD_RE = re.compile(r"\w+")  # unicode letters and digits: non-Latin text has words too
 _TYPE_CODE = {kind: code for code, kind in enumerate(ITEM_TYPES)}
 _TYPE_NAMES = np.asarray(ITEM_TYPES, dtype=object)
@@ -287,9 +290,14 @@ def extract_drafts(output: AgentOutput) -> list[Draft]:
     ``output.type`` (``"note"`` if none).
     """
     drafts = []
-    for match in _TAG_RE.finditer(output.text):
-        kind, key, body = match.group(1).lower(), match.group(2), match.group(3).strip()
-        drafts.append(Draft(output.role, kind, body, key or output.key, output.tags))
+    text = output.text
+    for match, close in iter_blocks(text, _OPEN_RE, _CLOSE_RE):  # linear, unlike a lazy regex
+        kind, key, body = (
+            match.group("tag").lower(),
+            match.group(2),
+            text[match.end() : close.start()],
+        )
+        drafts.append(Draft(output.role, kind, body.strip(), key or output.key, output.tags))
     if not drafts:
         kind = output.type or "note"
         if kind not in ITEM_TYPES:

@@ -128,40 +128,54 @@ def find_tag(text: object, tag: str) -> int | None:
     return None if match is None else match.start()
 
 
+def iter_blocks(
+    text: str, opener: re.Pattern[str], closers: Mapping[str, re.Pattern[str]]
+) -> Iterator[tuple[re.Match[str], re.Match[str]]]:
+    """Every complete block of ``text`` as ``(opener match, closer match)``, in linear time.
+
+    A block is an ``opener`` match (its group ``tag``, lowercased, picks the pattern in
+    ``closers``) through the nearest following match of that closer. Blocks are taken
+    leftmost first and never overlap, which is what ``re.finditer`` of the lazy alternation
+    ``<a>(.*?)</a>|<b>(.*?)</b>`` does; that regex rescans the rest of the text from every
+    unclosed opener (quadratic), while this scans each pattern once and pairs the matches
+    by binary search. ``opener`` must not match across a ``<`` after its first character
+    (then its matches cannot hide one another).
+    """
+    opens = list(counted_finditer(opener, text))
+    if not opens:
+        return
+    ends: dict[str, list[re.Match[str]]] = {}
+    for tag in {m.group("tag").lower() for m in opens}:
+        closer = closers.get(tag)
+        ends[tag] = [] if closer is None else list(counted_finditer(closer, text))
+    starts = {tag: [m.start() for m in found] for tag, found in ends.items()}
+    pos = 0
+    for match in opens:
+        if match.start() < pos:  # inside a block already taken
+            continue
+        tag = match.group("tag").lower()
+        j = bisect.bisect_left(starts[tag], match.end())
+        if j == len(starts[tag]):  # never closed
+            continue
+        close = ends[tag][j]
+        yield match, close
+        pos = close.end()
+
+
 def remove_blocks(
     text: str,
     opener: re.Pattern[str],
     closers: Mapping[str, re.Pattern[str]],
     replacement: str = "",
 ) -> str:
-    """``text`` with every complete block replaced by ``replacement``.
-
-    A block is an ``opener`` match (its group ``tag``, lowercased, picks the pattern in
-    ``closers``) through the nearest following match of that closer. Blocks are taken
-    leftmost first and never overlap, which is what ``re.sub`` of the lazy alternation
-    ``<a>.*?</a>|<b>.*?</b>`` does; that regex rescans the rest of the text from every
-    unclosed opener (quadratic), while this scans each pattern once and pairs the matches
-    by binary search. ``opener`` must not match across a ``<`` after its first character
-    (then its matches cannot hide one another).
-    """
-    opens = [(m.start(), m.end(), m.group("tag").lower()) for m in counted_finditer(opener, text)]
-    if not opens:
-        return text
-    ends: dict[str, list[tuple[int, int]]] = {}
-    for tag in {tag for _, _, tag in opens}:
-        closer = closers.get(tag)
-        ends[tag] = [] if closer is None else [m.span() for m in counted_finditer(closer, text)]
-    starts = {tag: [start for start, _ in spans] for tag, spans in ends.items()}
+    """``text`` with every complete block (``iter_blocks``) replaced by ``replacement``."""
     kept, pos = [], 0
-    for start, end, tag in opens:
-        if start < pos:  # inside a block already removed
-            continue
-        j = bisect.bisect_left(starts[tag], end)
-        if j == len(starts[tag]):  # never closed: the text stays
-            continue
-        kept.append(text[pos:start])
+    for match, close in iter_blocks(text, opener, closers):
+        kept.append(text[pos : match.start()])
         kept.append(replacement)
-        pos = ends[tag][j][1]
+        pos = close.end()
+    if not kept:
+        return text
     kept.append(text[pos:])
     return "".join(kept)
 

@@ -69,12 +69,12 @@ class RoleGame(ABC):
     each episode), the router (``make_role_router`` over the team's roles), each
     role's prompt (its instructions, the task line, the round and stage, its extra
     lines, and the routed memory), and ``act``'s checks (known role, episode still
-    running, text cut to ``max_action_chars``). A subclass writes only its protocol:
+    running, text cut to ``max_reply_chars``). A subclass writes only its protocol:
 
     - class attributes: ``team`` (every role it may play, in acting order, as
       ``TeamRole``), ``role_prompts`` (each role's instructions), ``stage_types``
       (appendix E's T_t per stage), and optionally ``default_routing`` (its
-      ``RoutingSettings``: budgets, scorer, duplicate test) and ``max_action_chars``
+      ``RoutingSettings``: budgets, scorer, duplicate test) and ``max_reply_chars``
       (longer role replies are cut before parsing);
     - ``_reset(options)``: pick the task and write the first memory items;
     - ``_task_line()``: the task as the first line of every role's prompt;
@@ -108,7 +108,7 @@ class RoleGame(ABC):
     #: the routing settings unless ``routing=`` changes them
     default_routing: ClassVar[RoutingSettings] = RoutingSettings()
     #: longer role replies are cut to this many characters before parsing
-    max_action_chars: int = 4000
+    max_reply_chars: int = 4000
 
     def __init__(
         self,
@@ -167,7 +167,7 @@ class RoleGame(ABC):
 
     @abstractmethod
     def _act(self, role: str, text: str, **kwargs: Any) -> dict[str, Any]:
-        """Apply one role's text (a ``str`` cut to ``max_action_chars``); never raise on
+        """Apply one role's text (a ``str`` cut to ``max_reply_chars``); never raise on
         malformed text. Returns the role's info (``invalid_action``, ``parse_error``, ...)."""
 
     @abstractmethod
@@ -243,7 +243,7 @@ class RoleGame(ABC):
             return {"invalid_action": True, "parse_error": "the episode is over"}
         if not isinstance(text, str):
             text = repr(text)
-        info = self._act(role, text[: self.max_action_chars], **kwargs)
+        info = self._act(role, text[: self.max_reply_chars], **kwargs)
         info.setdefault("context_tokens", self.context_tokens.get(role, 0))
         self.set_info(role, info)
         return info

@@ -270,7 +270,7 @@ def test_role_prompts_share_one_shape_and_the_summary_arrives_at_the_end():
 
 def test_act_cuts_long_replies_and_rejects_unknown_roles():
     game = SumGame()
-    game.max_action_chars = 10
+    game.max_reply_chars = 10
     game.reset(seed=0)
     game.act("planner", "x" * 50)
     assert game.memory.items[-1].text == "x" * 10

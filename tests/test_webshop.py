@@ -337,7 +337,7 @@ def test_invalid_actions_change_nothing(env):
         "buy now": "expected search[query] or click[button]",
         "click[]": "empty",
         "search[" + "x" * 2000 + "]": "at most 1000",
-        "x" * 1_000_000: "expected search",
+        "x" * 1_000_000: "longer than",
     }
     for action, message in cases.items():
         obs, reward, term, trunc, info = env.step(action)

@@ -31,6 +31,7 @@ from orchenv.envs.puppeteer.protocol import parse_action as parse_puppeteer_acti
 from orchenv.envs.puppeteer.tasks import graded_score
 from orchenv.envs.webshop.env import parse_action as parse_webshop_action
 from orchenv.grading import extract_boxed, math_verdict
+from orchenv.memory import AgentOutput, extract_drafts
 from orchenv.tasks import Task
 from orchenv.vector import make_vec
 
@@ -111,7 +112,7 @@ def test_a_well_formed_action_padded_past_the_cap_is_not_executed(env_id):
 
 def test_an_env_may_lower_its_cap():
     env = gym.make("orch/MathRoute-v0")
-    base(env).max_action_chars = 100  # type: ignore[attr-defined]
+    base(env).max_action_chars = 100  # type: ignore[misc]
     env.reset(seed=0)
     _, _, _, _, info = env.step("<model>Qwen3-30B-A3B-Instruct</model>" + " " * 100)
     assert info["invalid_action"] and "longer than 100 characters" in info["parse_error"]
@@ -165,6 +166,7 @@ PARSERS = {
     "alfworld roles": parse_role,
     "webshop": parse_webshop_action,
     "boxed": extract_boxed,
+    "shared memory": lambda t: extract_drafts(AgentOutput("planner", t)),
 }
 
 
