@@ -49,7 +49,7 @@ from orchenv.envs.mathroute.baselines import (
     verdict_text,
 )
 from orchenv.envs.mathroute.baselines import solver_messages as _solver_messages
-from orchenv.error import ConfigError, DataError, require
+from orchenv.error import BackendError, ConfigError, DataError, require
 from orchenv.grading import check_math_solution
 from orchenv.pool import AgentPool, CallContext
 from orchenv.tasks import Task
@@ -336,9 +336,15 @@ class _LearnedRouter(ABC):
             self.n_train = n_train
         pool, source = env.pool, env.task_source
         embedder = make_embedder(self.embedder)  # a missing package fails before any call
-        training = collect_labels(
-            pool, source, n_train=self.n_train, split=self.split, use_cache=self.use_cache
-        )
+        try:
+            training = collect_labels(
+                pool, source, n_train=self.n_train, split=self.split, use_cache=self.use_cache
+            )
+        except BackendError as exc:  # e.g. role agents that only answer their own protocol
+            raise ConfigError(
+                f"controller {self._name!r} does not apply to {env_label(env)}: it trains on "
+                f"the env's agents answering its tasks as solvers, and they cannot ({exc})"
+            ) from exc
         features = embedder.fit(training.prompts)
         self._train(features, training.labels.astype(np.float32))
         self._embedder, self.training, self._pool = embedder, training, pool

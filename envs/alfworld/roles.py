@@ -43,7 +43,7 @@ import numpy as np
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role
 from orchenv.envs.alfworld.choices import role_choices, role_shortcuts
-from orchenv.envs.alfworld.env import ALFWorldEnv, normalize_command
+from orchenv.envs.alfworld.env import NOTHING_HAPPENS, ALFWorldEnv, normalize_command
 from orchenv.error import ConfigError
 from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter, render_context
 from orchenv.parsing import extract_tag, strip_reasoning
@@ -383,7 +383,8 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``): one
     ``<role>NAME</role>`` per role in ``ROLES`` order, all available in every state.
     ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
-    best response (``choices.py``).
+    best response (``choices.py``); ``observation_features()`` adds the last role called
+    and what came of it, and whether the memory holds a plan and feedback.
 
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
@@ -464,6 +465,24 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return role_shortcuts()
+
+    def observation_features(self) -> np.ndarray:
+        """What the coordinator saw happen: the last role called (one-hot over ``ROLES``),
+        whether it sent no command (a pass or a plan), whether the engine answered "Nothing
+        happens.", and whether the memory holds a plan and evaluator feedback."""
+        last = self._last.get("role")
+        types = {item.type for item in self.game.memory.items}
+        steps = self.game.house.steps
+        return np.array(
+            [
+                *(float(last == role) for role in ROLES),
+                float(last is not None and self._last.get("command") is None),
+                float(bool(steps) and steps[-1][1].strip() == NOTHING_HAPPENS),
+                float("plan" in types),
+                float("feedback" in types),
+            ],
+            dtype=np.float32,
+        )
 
     # -- episode ------------------------------------------------------------------------
     def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -141,7 +141,9 @@ class OrchMASEnv(OrchestrationEnv):
     role of ``CHOICE_ROLES`` (generic, math, geography, economics, linguistics) asking it to
     solve the question; then the same roles asking it to verify its previous answer (masked
     until it has replied). Calls are masked on the last turn. ``audit_strategies()`` names
-    the shortcuts the audit must find clearly worse than the best response.
+    the shortcuts the audit must find clearly worse than the best response;
+    ``observation_features()`` adds the calls so far and whether the last reply holds an
+    answer.
 
     ## Version history
     - v0: initial version. Since the one-shape refactor, reaching ``max_turns``
@@ -237,6 +239,13 @@ class OrchMASEnv(OrchestrationEnv):
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return shortcuts(self.max_turns)
+
+    def observation_features(self) -> np.ndarray:
+        """Executor calls so far (as a share of ``max_turns``) and whether the last reply
+        holds an answer."""
+        calls = self.executor_calls() / max(self.max_turns, 1)
+        has_answer = float(self.last_executor_answer() is not None)
+        return np.array([calls, has_answer], dtype=np.float32)
 
     def demo_action(self, rng: np.random.Generator) -> str:
         """A valid action for the current state: a call with a random role, or an answer.

@@ -138,7 +138,8 @@ class PuppeteerEnv(OrchestrationEnv):
     - ``lam``, ``gamma``, ``phi``: lambda, gamma and phi of eq. 6 (defaults 0.1, 0.99, 4.0).
     - ``format_penalty``: added to a step whose action cannot be used (default -0.1).
     - ``width``: model calls per named model agent and step, majority-voted (default 1).
-    - ``tool_timeout_s``: wall-clock limit of one ``run_python`` call (default 5 s).
+    - ``tool_timeout_s``: wall-clock limit of one ``run_python`` call (default 4 s, so a
+      step stays under 5 s with the sandbox's start-up).
     - ``sandbox``: how ``tool:run_python`` contains the controller's code: ``"bwrap"``
       (default: bubblewrap, see ``orchenv.envs.puppeteer.sandbox``; where it cannot run, the
       call is refused with the fix and the step goes on) or ``"unsafe-no-isolation"`` (a plain
@@ -155,7 +156,9 @@ class PuppeteerEnv(OrchestrationEnv):
     ``problem.txt``, ``tool:search`` with the task text as query, and ``terminate``; all
     available in every state. ``tool:run_python`` is not among them: its code would be the
     solution, which a fixed menu cannot write without the reference. ``audit_strategies()``
-    names the shortcuts the audit must find clearly worse than the best response.
+    names the shortcuts the audit must find clearly worse than the best response;
+    ``observation_features()`` adds whether there is an answer and whether the last step
+    was a model agent's.
 
     ## Version history
     - v0: initial version (web tools out of scope); later added ``tasks`` (multiple-choice,
@@ -189,7 +192,7 @@ class PuppeteerEnv(OrchestrationEnv):
         phi: float = 4.0,
         format_penalty: float = -0.1,
         width: int = 1,
-        tool_timeout_s: float = 5.0,
+        tool_timeout_s: float = 4.0,
         sandbox: str = "bwrap",
         max_reply_chars: int = 2000,
         backend: str | None = None,
@@ -272,6 +275,11 @@ class PuppeteerEnv(OrchestrationEnv):
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return shortcuts(self.pool.strongest())
+
+    def observation_features(self) -> np.ndarray:
+        """Whether the team has an answer, and whether the last step was a model agent's."""
+        last_model = bool(self.history) and not self.history[-1][0].startswith("tool:")
+        return np.array([float(self.answer is not None), float(last_model)], dtype=np.float32)
 
     # -- observation ------------------------------------------------------------------------
     def _messages(self) -> list[Message]:

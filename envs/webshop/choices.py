@@ -76,6 +76,27 @@ def canonical_choices(site: Site, state: SiteState, instruction: str) -> list[st
     return choices
 
 
+#: the pages, in the order of ``page_features``' one-hot block
+PAGES = ("search", RESULTS, ITEM, "item_sub_page", "done")
+
+
+def page_features(site: Site, state: SiteState, instruction: str) -> list[float]:
+    """Numbers a shopper reads off the page: which page (one-hot over ``PAGES``); per
+    option slot, whether its value is named in the instruction and its group is still
+    open; the share of the item's option groups chosen."""
+    page = [1.0 if state.page == name else 0.0 for name in PAGES]
+    named = [0.0] * OPTION_SLOTS
+    share = 0.0
+    if state.page == ITEM and state.item is not None:
+        owner = site.option_buttons(state.item)
+        text = instruction.lower()
+        for k, value in enumerate(option_values(site, state)[:OPTION_SLOTS]):
+            named[k] = float(owner[value] not in state.chosen and _mentioned(value, text))
+        groups = len(site.catalog.product(state.item).options)
+        share = len(state.chosen) / groups if groups else 1.0
+    return [*page, *named, share]
+
+
 def _mentioned(value: str, instruction: str) -> bool:
     return (
         re.search(rf"(?<![a-z0-9]){re.escape(value.lower())}(?![a-z0-9])", instruction) is not None

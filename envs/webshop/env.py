@@ -17,7 +17,7 @@ import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, get_catalog
-from orchenv.envs.webshop.choices import canonical_choices, shortcuts, slot_count
+from orchenv.envs.webshop.choices import canonical_choices, page_features, shortcuts, slot_count
 from orchenv.envs.webshop.products import Goal
 from orchenv.envs.webshop.reward import RewardBreakdown, webshop_reward
 from orchenv.envs.webshop.search import search_engine_for
@@ -159,7 +159,8 @@ class WebShopEnv(OrchestrationEnv):
     product's order (16 slots); then ``description``, ``features``, ``reviews`` (and
     ``attributes`` with ``show_attrs``) and ``buy now``. A slot the page lacks is ``None``.
     ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
-    best response.
+    best response. ``observation_features()`` adds the page (one-hot), which option slots
+    the instruction names, and the share of option groups chosen.
 
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
@@ -332,6 +333,12 @@ class WebShopEnv(OrchestrationEnv):
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return shortcuts()
+
+    def observation_features(self) -> np.ndarray:
+        """The page (one-hot), which option slots the instruction names, the share of
+        option groups chosen (``choices.page_features``)."""
+        instruction = self.goal.instruction if self.goal else ""
+        return np.array(page_features(self.site, self.state, instruction), dtype=np.float32)
 
     # -- helpers for tests and demos ------------------------------------------------------
     def demo_action(self, rng: np.random.Generator) -> str:
