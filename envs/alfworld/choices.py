@@ -24,7 +24,7 @@ VERB_ORDER = (
     "go", "examine", "look", "inventory",
 )  # fmt: skip
 #: default number of command slots (the bundled games need 14)
-DEFAULT_SLOTS = 20
+DEFAULT_SLOTS = 16
 LEFT_OUT = frozenset({"help"})
 
 Strategy = Callable[[Any], str]

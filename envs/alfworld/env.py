@@ -129,7 +129,7 @@ class ALFWorldEnv(OrchestrationEnv):
     - ``max_command_chars``: longer commands never reach the engine (default 1,000).
     - ``format_penalty``: added to the reward of a step whose command was not
       admissible (default 0.0, as in ALFWorld).
-    - ``choice_slots``: the size of the discrete action set (default 20; see below).
+    - ``choice_slots``: the size of the discrete action set (default 16; see below).
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Discrete actions
