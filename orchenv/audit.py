@@ -743,10 +743,12 @@ def _search_line(report: AuditReport) -> str:
 
 def _markdown(report: AuditReport) -> str:
     rows = report.rows
-    metric_keys = sorted({k for row in rows for k in row.metrics})
     outcome_cols = [
         c for c in ("accuracy", "score") if any(getattr(r, c) is not None for r in rows)
     ]
+    # an env metric named like a fixed column (Puppeteer reports "tokens") is shown once
+    fixed = {*outcome_cols, "cost", "cost_usd", "tokens", "calls", "invalid", "turns"}
+    metric_keys = sorted({k for row in rows for k in row.metrics} - fixed)
     head = ["policy", "return", "gap to best", *outcome_cols, "cost (USD)", "tokens", "agent calls",
             "invalid", "turns", *metric_keys, "flag"]  # fmt: skip
     kwargs = f", env kwargs `{json.dumps(report.env_kwargs)}`" if report.env_kwargs else ""

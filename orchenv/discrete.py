@@ -49,7 +49,8 @@ FEATURE_BOUND = 10.0
 #: step as unusable (format penalty, ``info["invalid_action"]``) and nothing changes
 UNAVAILABLE_TEXT = "[discrete choice {index} is not available in this state]"
 
-_TOKEN_RE = re.compile(r"[a-z]+|\d+|[^\sa-z\d]")
+#: words, LaTeX commands, numbers (decimals whole) and single symbols of lower-cased text
+_TOKEN_RE = re.compile(r"\\[a-z]+|[a-z]+|\d+(?:\.\d+)?|[^\sa-z\d]")
 
 
 # -- the env's choices ---------------------------------------------------------------------------
@@ -179,20 +180,26 @@ def hashed_ngrams(
     *,
     word_ngrams: Sequence[int] = (1, 2),
     char_ngrams: Sequence[int] = (3,),
+    raw_numbers: bool = False,
+    damp: bool = True,
 ) -> np.ndarray:
     """Signed feature hashing of word and character n-grams, l2-normalised.
 
-    Counts are damped (``sign * log1p(|count|)``) so a long, repeated part of a prompt does
-    not drown the short part that changes between states. Numbers become their shape
-    (``#3``: three digits) in word n-grams, so they generalise across values.
+    Numbers become their shape (``#3``: three digits) in word n-grams, so they generalise
+    across values; ``raw_numbers`` also counts each number as itself (MathRoute's features,
+    where the values matter). ``damp`` takes ``sign * log1p(|count|)`` so a long, repeated
+    part of a prompt does not drown the short part that changes between states.
     """
     vec = np.zeros(n_features, dtype=np.float32)
     if not text:
         return vec
-    words = [f"#{len(w)}" if w[0].isdigit() else w for w in _TOKEN_RE.findall(text.lower())]
+    words = _TOKEN_RE.findall(text.lower())
+    shapes = [f"#{len(w)}" if w[0].isdigit() else w for w in words]
     grams: list[str] = []
     for n in word_ngrams:
-        grams += [f"w{n}:" + " ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
+        grams += [f"w{n}:" + " ".join(shapes[i : i + n]) for i in range(len(shapes) - n + 1)]
+    if raw_numbers:
+        grams += [f"w1:{w}" for w, shape in zip(words, shapes, strict=True) if w != shape]
     flat = " ".join(text.lower().split())
     for n in char_ngrams:
         grams += [f"c:{flat[i : i + n]}" for i in range(len(flat) - n + 1)]
@@ -202,7 +209,8 @@ def hashed_ngrams(
         index = np.fromiter((i for i, _ in slots), dtype=np.int64, count=len(slots))
         signs = np.fromiter((s for _, s in slots), dtype=np.float32, count=len(slots))
         np.add.at(vec, index, signs * np.fromiter(counts.values(), np.float32, len(slots)))
-    vec = np.sign(vec) * np.log1p(np.abs(vec))
+    if damp:
+        vec = np.sign(vec) * np.log1p(np.abs(vec))
     norm = float(np.linalg.norm(vec))
     return (vec / norm if norm > 0 else vec).astype(np.float32)
 

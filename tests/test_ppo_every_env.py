@@ -18,10 +18,13 @@ from orchenv.registry import ENV_SUMMARIES
 
 ENV_IDS = sorted(ENV_SUMMARIES)
 #: PPO steps per env (about 3 s per 1,000 on two cores); an env that needs more says so here
-TRAIN_STEPS: dict[str, int] = {}
+TRAIN_STEPS: dict[str, int] = {"orch/ALFWorldRoles-v0": 4096}
 DEFAULT_TRAIN_STEPS = 1024
 EVAL_SEEDS = range(10_000, 10_064)
 N_FEATURES = 64
+#: forked probes of a masked index per episode (a fork replays the episode: ALFWorld's costs
+#: about 0.5 s, so probing every step of a 50-step game dominated the suite)
+PROBES_PER_EPISODE = 4
 
 Policy = Callable[[np.ndarray, np.ndarray], int]
 
@@ -39,14 +42,15 @@ def test_check_env_and_masks(env_id: str):
     env = make_discrete_env(env_id, n_features=N_FEATURES)
     check_env(env, skip_render_check=True)
     rng = np.random.default_rng(0)
-    for seed in range(5):  # a masked index is refused wherever one occurs
+    for seed in range(5):  # a masked index is refused (probed on a fork, a few times per episode)
         _, info = env.reset(seed=seed)
-        done = False
+        done, probes = False, 0
         while not done:
             mask = env.get_wrapper_attr("action_masks")()
             assert mask.any() and np.array_equal(mask, info["action_mask"])
             masked = np.flatnonzero(~mask)
-            if masked.size:
+            if masked.size and probes < PROBES_PER_EPISODE:
+                probes += 1
                 probe = env.unwrapped.fork()
                 *_, probe_info = probe.step(env.get_wrapper_attr("action")(int(masked[0])))
                 assert probe_info["invalid_action"], f"masked index {masked[0]} was accepted"
@@ -73,9 +77,12 @@ def returns(env: gym.Env, policy: Policy) -> np.ndarray:
 #: reward a random choice already reaches). strict: the test fails once PPO does beat random,
 #: so the entry must then be removed.
 NOT_YET: dict[str, str] = {
-    "orch/ALFWorld-v0": "50-step horizon, success is rare for both policies at this budget",
-    "orch/ALFWorldRoles-v0": "role choice alone barely changes the simulated team's success",
     "orch/Puppeteer-v0": "+0.15 over random, under 2 standard errors at this budget",
+}
+#: ids not trained here at all, with the reason (the run would cost minutes and say nothing)
+NOT_TRAINED: dict[str, str] = {
+    "orch/ALFWorld-v0": "a random valid command wins 0-3% of the 50-step games, so a short PPO "
+    "run sees almost no reward (docs/audit.md, ALFWorld)",
 }
 
 
@@ -90,6 +97,8 @@ NOT_YET: dict[str, str] = {
     ],
 )
 def test_maskable_ppo_beats_random(env_id: str):
+    if env_id in NOT_TRAINED:
+        pytest.skip(NOT_TRAINED[env_id])
     skip_without_choices(env_id)
     sb3_contrib = pytest.importorskip("sb3_contrib")
     torch = pytest.importorskip("torch")

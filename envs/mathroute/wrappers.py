@@ -21,14 +21,12 @@ exposes ``pool``, ``task``, ``draft`` and, for :class:`DiscreteActions`,
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import math
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -36,6 +34,7 @@ import numpy as np
 from gymnasium import spaces
 
 from orchenv.core import OrchestrationEnv
+from orchenv.discrete import hashed_ngrams as core_hashed_ngrams
 from orchenv.error import ConfigError, DependencyError
 from orchenv.grading import extract_boxed
 
@@ -54,7 +53,6 @@ FEATURE_BOUND = 10.0
 #: output size of the ``minilm`` embedder (all-MiniLM-L6-v2)
 MINILM_DIM = 384
 
-_TOKEN_RE = re.compile(r"\\[A-Za-z]+|[A-Za-z]+|\d+(?:\.\d+)?|[^\sA-Za-z\d]")
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
 _OPERATOR_RE = re.compile(r"[+\-*/^=<>]|\\(?:cdot|times|div|pm|le|ge|leq|geq|neq)\b")
 _LATEX_RE = re.compile(r"\\[A-Za-z]+")
@@ -155,41 +153,14 @@ class DiscreteActions(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
 
 
 # -- text features ---------------------------------------------------------------------------
-@lru_cache(maxsize=1 << 18)
-def _slot(token: str, n_features: int) -> tuple[int, float]:
-    """Index and sign of ``token`` (blake2b: stable across processes, unlike ``hash()``)."""
-    value = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
-    return (value >> 1) % n_features, (1.0 if value & 1 else -1.0)
-
-
-def _tokens(text: str) -> list[str]:
-    return [t.lower() for t in _TOKEN_RE.findall(text)]
-
-
 def hashed_ngrams(
     text: str, n_features: int = 256, *, char_ngrams: Sequence[int] = (3, 4)
 ) -> np.ndarray:
-    """Signed hashed bag of word unigrams and bigrams and character n-grams, l2-normalised.
-
-    Numbers count twice, as themselves and as their shape (``#3`` for a
-    three-digit number); bigrams use the shapes so they generalise across values.
-    """
-    vec = np.zeros(n_features, dtype=np.float32)
-    if not text:
-        return vec
-    words = _tokens(text)
-    shapes = [f"#{len(w)}" if w[0].isdigit() else w for w in words]
-    grams = [f"w:{w}" for w in words]
-    grams += [f"w:{s}" for s, w in zip(shapes, words, strict=True) if s != w]
-    grams += [f"b:{a} {b}" for a, b in zip(shapes, shapes[1:], strict=False)]
-    flat = " ".join(text.lower().split())
-    for n in char_ngrams:
-        grams += [f"c:{flat[i : i + n]}" for i in range(len(flat) - n + 1)]
-    for gram in grams:
-        index, sign = _slot(gram, n_features)
-        vec[index] += sign
-    norm = float(np.linalg.norm(vec))
-    return vec / norm if norm > 0 else vec
+    """MathRoute's text hashing: core's :func:`orchenv.discrete.hashed_ngrams` with numbers
+    counted as themselves and as their shape, and raw (undamped) counts."""
+    return core_hashed_ngrams(
+        text, n_features, char_ngrams=char_ngrams, raw_numbers=True, damp=False
+    )
 
 
 #: names of :func:`text_statistics`' outputs, in order
