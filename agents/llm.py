@@ -2,9 +2,12 @@
 
 The controller model reads the env's own controller prompts (``info["messages"]``)
 and its raw reply is the action: parsing, and penalising malformed output, is
-the env's business. Its calls are not agent usage: they never touch the pool
-and are metered on the controller (``controller_cost_usd``, ``controller_calls``,
-token totals), priced by the ``price_prompt`` / ``price_completion`` you give.
+the env's business. Its calls are not agent usage: they are metered on the controller
+(``controller_cost_usd``, ``controller_calls``, token totals, ``usage()``), priced by
+the ``price_prompt`` / ``price_completion`` you give, and reported apart from the
+agents' spend by ``orchenv run`` and ``orchenv eval``. They do go through the pool's
+recording or replay file when the env's pool has one (``--record`` / ``--replay``),
+under the agent name ``controller``, so a replayed run makes no live call at all.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from orchenv.envs.mathroute.baselines import require_phase
 from orchenv.envs.mathroute.protocol import verdict_text
-from orchenv.error import ConfigError, UnknownNameError
+from orchenv.error import ConfigError, OrchEnvError, UnknownNameError
 from orchenv.pool import BACKENDS, AgentSpec, Backend, CallContext, Completion, make_backend
 
 logger = logging.getLogger(__name__)
@@ -60,6 +63,8 @@ class LLMController:
         model: the model id the backend serves (``openai``: the request's model;
             ``hf``: a local path or cached name, unless ``backend_kwargs["model"]``).
         backend_kwargs: arguments of the backend's constructor (e.g. ``base_url``).
+        base_url, timeout_s: shortcuts for ``backend_kwargs["base_url"]`` /
+            ``["timeout_s"]`` of the ``openai`` backend (``-c base_url=http://...``).
         temperature, max_tokens: decoding; 0 means greedy.
         price_prompt, price_completion: USD per 1M tokens, for ``controller_cost_usd``.
         one_shot: route once with the model, then accept every draft without
@@ -82,8 +87,19 @@ class LLMController:
         price_prompt: float = 0.0,
         price_completion: float = 0.0,
         one_shot: bool | None = None,
+        base_url: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         backend_kwargs = dict(backend_kwargs or {})
+        for key, value in (("base_url", base_url), ("timeout_s", timeout_s)):
+            if value is None:
+                continue
+            if backend != "openai":
+                raise ConfigError(
+                    f"{key}= applies to the 'openai' controller backend; for {backend!r} put "
+                    "the backend's own arguments in backend_kwargs"
+                )
+            backend_kwargs[key] = value
         if isinstance(backend, str):
             if backend in _NOT_CONTROLLERS:
                 raise ConfigError(_NOT_CONTROLLERS[backend])
@@ -124,6 +140,7 @@ class LLMController:
         self._backend: Backend | None = None if isinstance(backend, str) else backend
         self._owns_backend = isinstance(backend, str)
         self._env: Any = None
+        self._wrapped_for: Any = None  # the pool whose recording / replay wraps the backend
         self.controller_calls = 0
         self.controller_cost_usd = 0.0
         self.controller_prompt_tokens = 0
@@ -135,12 +152,37 @@ class LLMController:
 
     def _get_backend(self) -> Backend:
         if self._backend is None:  # built on first use: construction does no I/O
+            if self.backend_name == "openai" and not self.backend_kwargs.get("base_url"):
+                raise ConfigError(
+                    "the llm controller has no server: give its OpenAI-compatible endpoint "
+                    "with -c base_url=http://HOST:PORT/v1 (in code: base_url=... or "
+                    "backend_kwargs={'base_url': ...})"
+                )
             self._backend = make_backend(self.backend_name, **self.backend_kwargs)
-        return self._backend
+        backend = self._backend
+        pool = _pool_of(self._env)
+        wrap = getattr(pool, "wrap_controller_backend", None)
+        if callable(wrap):  # record / replay the controller's calls as the pool's agents'
+            if self._wrapped_for is None or self._wrapped_for[0] is not pool:
+                self._wrapped_for = (pool, wrap(backend))
+            return self._wrapped_for[1]  # type: ignore[no-any-return]
+        return backend
+
+    def usage(self) -> dict[str, float]:
+        """The controller model's spend so far: calls, tokens and dollars."""
+        return {
+            "controller_calls": self.controller_calls,
+            "controller_prompt_tokens": self.controller_prompt_tokens,
+            "controller_completion_tokens": self.controller_completion_tokens,
+            "controller_cost_usd": self.controller_cost_usd,
+        }
 
     def complete(self, messages: list[dict[str, str]]) -> Completion:
-        """One controller-model call, metered on this controller."""
-        completion = self._get_backend().complete(self.spec, messages, CallContext(task=None))
+        """One controller-model call, metered on this controller (keyed on the env's task and
+        turn, so recording and replay files can hold it)."""
+        env = self._env
+        context = CallContext(task=getattr(env, "task", None), turn=int(getattr(env, "turn", 0)))
+        completion = self._get_backend().complete(self.spec, messages, context)
         self.controller_calls += 1
         self.controller_cost_usd += completion.cost_usd
         self.controller_prompt_tokens += completion.prompt_tokens
@@ -158,6 +200,16 @@ class LLMController:
         close = getattr(self._backend, "close", None)
         if self._owns_backend and callable(close):
             close()
+
+
+def _pool_of(env: Any) -> Any:
+    """The env's agent pool, or None (an env without one, or not bound yet)."""
+    if env is None:
+        return None
+    try:
+        return getattr(env, "pool", None)
+    except OrchEnvError:  # an env whose pool cannot be built
+        return None
 
 
 class RouterR1Controller(LLMController):

@@ -1,83 +1,255 @@
-"""Concurrent vs sequential stepping of 16 envs whose agents answer over HTTP in 50 ms.
+"""How many env-steps per second N envs with live agents reach, against the ideal and a bare
+``aiohttp`` loop measured in the same run.
 
-A loopback OpenAI-compatible server (``orchenv.testing.fake_openai``) answers every call
-after 50 ms. 16 ``orch/MathRoute-v0`` environments share one pool of HTTP agents
-and are stepped by ``orchenv.vector.ThreadedVectorEnv`` and, in the same process,
-by Gymnasium's ``SyncVectorEnv`` (one env after another). Every step calls an
-agent (routing actions; each env ends after its first turn with ``max_turns=1``
-and resets within the same step), so the ratio measures how well slow agent
-calls overlap.
-Target: ThreadedVectorEnv >= 10x SyncVectorEnv.
+An OpenAI-compatible server runs in a separate process (a small ``asyncio`` protocol server,
+HTTP/1.1 keep-alive) and answers every request after ``--latency`` seconds (default 50 ms),
+so the client side, not the server, is what is measured. For each N in ``--envs``:
 
-    python benchmarks/pool_concurrency.py [--steps 20] [--latency 0.05]
+* ideal: N / latency env-steps per second (every step waits for one agent call);
+* bare aiohttp: N coroutines posting the same request in a loop over one
+  ``aiohttp.ClientSession`` (the best a Python client does on this machine);
+* orchenv: N ``orch/MathRoute-v0`` envs (``max_turns=1``, reset inside the step that ends
+  the episode, so every step calls an agent) sharing one pool of ``openai`` agents,
+  stepped by ``orchenv.vector.EventLoopVectorEnv`` (one thread, one event loop).
+
+Acceptance (issue 17): at 256 envs, orchenv >= 0.6 of ideal and within 15% of bare aiohttp.
+
+    python benchmarks/pool_concurrency.py [--envs 16 64 256 1024] [--seconds 3] [--latency 0.05]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import socket
 import time
 
 import gymnasium as gym
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode
 
-import orchenv  # noqa: F401
+import orchenv  # noqa: F401 - registers the env ids
 from orchenv.backends.openai_compat import OpenAICompatBackend
 from orchenv.pool import AgentPool, AgentSpec
-from orchenv.testing.fake_openai import FakeOpenAIServer
-from orchenv.vector import ThreadedVectorEnv
+from orchenv.tasks import TaskSource
+from orchenv.vector import EventLoopVectorEnv, run_concurrently
 
-N_ENVS = 16
+REPLY = "The answer is $\\boxed{0}$."
+AGENTS = ["small", "medium", "large"]
 
 
-def build_pool(url: str) -> AgentPool:
-    names = ["small", "medium", "large"]
+# -- the server (separate process) -------------------------------------------------------------
+def _response() -> bytes:
+    body = json.dumps(
+        {
+            "id": "bench",
+            "object": "chat.completion",
+            "model": "bench",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": REPLY},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 8, "total_tokens": 58},
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class _Handler(asyncio.Protocol):
+    """HTTP/1.1 keep-alive: every complete request is answered ``latency`` seconds later."""
+
+    def __init__(self, latency: float, answer: bytes) -> None:
+        self.latency, self.answer, self.buffer = latency, answer, b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.loop = asyncio.get_running_loop()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            length = 0
+            for line in self.buffer[:end].split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.buffer = self.buffer[end + 4 + length :]
+            self.loop.call_later(self.latency, self._answer)
+
+    def _answer(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(self.answer)  # type: ignore[attr-defined]
+
+
+def serve(sock: socket.socket, latency: float) -> None:
+    """Run the server on the already bound ``sock`` until the process is terminated."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        answer = _response()
+        server = await loop.create_server(
+            lambda: _Handler(latency, answer), sock=sock, backlog=4096
+        )
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+# -- the clients ------------------------------------------------------------------------------
+def bare_aiohttp(url: str, n: int, seconds: float) -> float:
+    """Requests per second of n coroutines posting in a loop over one session."""
+    import aiohttp
+
+    payload = json.dumps(
+        {"model": "medium", "messages": [{"role": "user", "content": "What is 0 + 0?"}]}
+    ).encode()
+    headers = {"Content-Type": "application/json"}
+
+    async def main() -> float:
+        connector = aiohttp.TCPConnector(limit=n, limit_per_host=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            count = 0
+            stop = 0.0
+
+            async def worker() -> None:
+                nonlocal count
+                while time.perf_counter() < stop:
+                    async with session.post(url, data=payload, headers=headers) as response:
+                        await response.read()
+                    count += 1
+
+            stop = time.perf_counter() + 0.5  # warm the connections
+            await asyncio.gather(*[worker() for _ in range(n)])
+            count = 0
+            start = time.perf_counter()
+            stop = start + seconds
+            await asyncio.gather(*[worker() for _ in range(n)])
+            return count / (time.perf_counter() - start)
+
+    return asyncio.run(main())
+
+
+def _pool(url: str, n: int) -> AgentPool:
     specs = [
-        AgentSpec(name=n, model=n, tier=2 - i, price_prompt=0.1, price_completion=0.4,
+        AgentSpec(name=name, model=name, tier=2 - i, price_prompt=0.1, price_completion=0.4,
                   backend="openai", backend_kwargs={"base_url": url})
-        for i, n in enumerate(names)
+        for i, name in enumerate(AGENTS)
     ]  # fmt: skip
-    return AgentPool(specs, {"openai": OpenAICompatBackend(max_concurrency=N_ENVS)})
+    return AgentPool(specs, {"openai": OpenAICompatBackend(max_concurrency=n, timeout_s=30.0)})
 
 
-def steps_per_second(vec: gym.vector.VectorEnv, steps: int) -> float:
+_TASKS: list[TaskSource] = []
+
+
+def _make(pool: AgentPool) -> gym.Env:
+    """A MathRoute env on the pool; all envs share one task source whose test split is
+    generated once up front, so resets measure the env, not the task generator."""
+    if not _TASKS:
+        source = gym.make("orch/MathRoute-v0", split="test").unwrapped.task_source
+        for i in range(source.size("test")):
+            source.get("test", i)
+        _TASKS.append(source)
+    return gym.make(
+        "orch/MathRoute-v0", pool=pool, task_source=_TASKS[0], max_turns=1, split="test"
+    )
+
+
+def orchenv_vector(url: str, n: int, seconds: float) -> float:
+    """Env-steps per second of n MathRoute envs in an ``EventLoopVectorEnv``."""
+    pool = _pool(url, n)
+    fns = [lambda: _make(pool) for _ in range(n)]
+    vec = EventLoopVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     vec.reset(seed=0)
-    actions = ["<model>medium</model>"] * N_ENVS
-    start = time.perf_counter()
-    for _ in range(steps):
+    actions = ["<model>medium</model>"] * n
+    warm_until = time.perf_counter() + 0.5
+    while time.perf_counter() < warm_until:  # warm connections and the task cache
         vec.step(actions)
-    elapsed = time.perf_counter() - start
-    return steps * N_ENVS / elapsed
+    steps = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        vec.step(actions)
+        steps += n
+    rate = steps / (time.perf_counter() - start)
+    vec.close()
+    pool.close()
+    return rate
+
+
+def orchenv_lanes(url: str, n: int, seconds: float) -> float:
+    """Env-steps per second of n MathRoute envs each stepped on its own, with no barrier
+    between them (``orchenv.vector.run_concurrently``, as ``orchenv eval --concurrency``)."""
+    pool = _pool(url, n)
+    envs = [_make(pool) for _ in range(n)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+    window = {"start": 0.0, "stop": 0.0}
+
+    def lane(env: gym.Env) -> int:
+        steps = 0
+        while time.perf_counter() < window["stop"]:
+            _, _, terminated, truncated, _ = env.step("<model>medium</model>")
+            if time.perf_counter() >= window["start"]:
+                steps += 1
+            if terminated or truncated:
+                env.reset()
+        return steps
+
+    now = time.perf_counter()
+    window["start"], window["stop"] = now + 0.5, now + 0.5 + seconds  # 0.5 s warm-up
+    jobs = [lambda env=env: lane(env) for env in envs]
+    total = sum(result or 0 for _, result, _ in run_concurrently(jobs, concurrency=n))
+    pool.close()
+    return total / seconds
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20, help="vector steps per measurement")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--envs", type=int, nargs="+", default=[16, 64, 256, 1024])
+    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell")
     parser.add_argument("--latency", type=float, default=0.05, help="server latency in seconds")
     args = parser.parse_args()
 
-    with FakeOpenAIServer(reply="The answer is $\\boxed{0}$.", latency_s=args.latency) as server:
-        pool = build_pool(server.url)
-        fns = [
-            lambda: gym.make("orch/MathRoute-v0", pool=pool, max_turns=1, split="test")
-            for _ in range(N_ENVS)
-        ]
-        same = AutoresetMode.SAME_STEP  # reset inside the step, so every step calls an agent
-        threaded = ThreadedVectorEnv(fns, autoreset_mode=same)
-        sync = SyncVectorEnv(fns, autoreset_mode=same)
-        steps_per_second(threaded, 2)  # warm connections
-        fast = steps_per_second(threaded, args.steps)
-        slow = steps_per_second(sync, max(2, args.steps // 4))
-        threaded.close()
-        sync.close()
-        pool.close()
-        peak = server.max_in_flight
-    ratio = fast / slow
-    print(
-        f"server latency {args.latency * 1000:.0f} ms, {N_ENVS} envs, peak in-flight requests {peak}"
+    sock = socket.create_server(("127.0.0.1", 0), backlog=4096)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    server = multiprocessing.get_context("spawn").Process(
+        target=serve, args=(sock, args.latency), daemon=True
     )
-    print(f"SyncVectorEnv        {slow:8.1f} env-steps/s")
-    print(f"ThreadedVectorEnv    {fast:8.1f} env-steps/s")
-    print(f"ratio {ratio:.1f}x   target >= 10x: {'met' if ratio >= 10 else 'NOT met'}")
+    server.start()
+    sock.close()
+    try:
+        print(
+            f"server: separate process, {args.latency * 1000:.0f} ms per request; "
+            f"{os.cpu_count()} CPUs; {args.seconds:g} s per cell\n"
+        )
+        print("| envs | ideal | bare aiohttp | orchenv lanes | lanes / ideal | lanes / aiohttp "
+              "| EventLoopVectorEnv | vector / ideal |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
+        for n in args.envs:
+            ideal = n / args.latency
+            bare = bare_aiohttp(url + "/chat/completions", n, args.seconds)
+            lanes = orchenv_lanes(url, n, args.seconds)
+            vector = orchenv_vector(url, n, args.seconds)
+            print(
+                f"| {n:,} | {ideal:,.0f} | {bare:,.0f} | {lanes:,.0f} | {lanes / ideal:.2f} "
+                f"| {lanes / bare:.2f} | {vector:,.0f} | {vector / ideal:.2f} |",
+                flush=True,
+            )
+    finally:
+        server.terminate()
+        server.join(5)
 
 
 if __name__ == "__main__":

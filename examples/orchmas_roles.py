@@ -1,10 +1,18 @@
-"""Does the executor's role matter? A generic-role vs a domain-role controller on OrchMAS.
+"""Does what the orchestrator asks matter? Three controllers on OrchMAS's default tasks.
 
-Both controllers make one executor call with the question, then a second call asking
-the executor to check its answer, then answer with the executor's boxed answer. The
-generic controller always uses the role "assistant"; the domain controller picks a role
-from the question's wording. Mean score (F1) and mean return over 200 episodes per
-task source, simulated executor, offline:
+The default task set interleaves procedural math and multi-hop questions. Each
+controller calls the simulated executor, then answers with its last boxed answer:
+
+- generic: role "assistant", the question, then "verify" (2 calls);
+- domain role: the same with a role that fits the question ("careful math solver" for
+  math, "researcher" for multi-hop questions), chosen from the question's wording;
+- decompose: as domain role, but on a multi-hop question it first asks the chain's
+  sub-questions one by one (the discrete view's planner menu, each bridge entity taken
+  from the executor's last answer), then the whole question with that evidence in the
+  conversation.
+
+Mean score (token F1 gated by format), mean return and executor calls over 200 episodes,
+offline:
 
     .venv/bin/python examples/orchmas_roles.py [--episodes 200]
 """
@@ -12,53 +20,53 @@ task source, simulated executor, offline:
 from __future__ import annotations
 
 import argparse
+import re
 
+from orchenv.envs.orchmas.choices import CHOICE_ROLES
 from orchenv.envs.orchmas.env import OrchMASEnv
 from orchenv.envs.orchmas.protocol import call_action
-from orchenv.grading import extract_boxed
+
+MATHY = re.compile(r"[\d$\\=+^]")
 
 
 def domain_role(question: str) -> str:
-    q = question.lower()
-    if "capital" in q:
-        return "geography researcher"
-    if "currency" in q:
-        return "economics expert"
-    if "language" in q:
-        return "linguist"
-    return "careful math solver"
+    return "careful math solver" if MATHY.search(question) else "researcher"
 
 
-def run(env: OrchMASEnv, episodes: int, *, domain: bool) -> tuple[float, float]:
-    scores, returns = [], []
+def run(env: OrchMASEnv, episodes: int, kind: str) -> tuple[float, float, float]:
+    scores, returns, calls = [], [], []
+    sub_index = 1 + 2 * len(CHOICE_ROLES) + CHOICE_ROLES.index("researcher")
     for ep in range(episodes):
-        obs, info = env.reset(seed=ep)
+        env.reset(seed=ep)
         question = env.task.prompt
-        role = domain_role(question) if domain else "assistant"
+        role = "assistant" if kind == "generic" else domain_role(question)
         total = 0.0
-        _, r, *_ = env.step(call_action(role, question))
-        total += r
-        _, r, *_ = env.step(call_action(role, "Check the previous answer carefully and verify it."))
-        total += r
-        reply = env.history[-1].get("reply", "")
-        answer = extract_boxed(reply) or "unknown"
+        if kind == "decompose":
+            while (sub := env.action_choices()[sub_index]) is not None:
+                total += env.step(sub)[1]
+        total += env.step(call_action(role, question))[1]
+        if env.executor_calls() == 1:  # nothing decomposed: ask for a check
+            check = f"Verify your previous answer to this question: {question}"
+            total += env.step(call_action(role, check))[1]
+        answer = env.last_executor_answer() or "unknown"
         _, r, term, _, info = env.step(f"<think>Done.</think><answer>{answer}</answer>")
         total += r
         assert term
         scores.append(info["score"])
         returns.append(total)
-    return sum(scores) / episodes, sum(returns) / episodes
+        calls.append(info["metrics"]["executor_calls"])
+    n = float(episodes)
+    return sum(scores) / n, sum(returns) / n, sum(calls) / n
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=200)
     args = parser.parse_args()
-    for source in ("procedural-math", "orchmas-qa"):
-        env = OrchMASEnv(task_source=source)
-        for label, domain in (("generic role", False), ("domain role", True)):
-            score, ret = run(env, args.episodes, domain=domain)
-            print(f"{source:<16} {label:<13} mean score {score:.3f}  mean return {ret:.3f}")
+    env = OrchMASEnv()
+    for kind in ("generic", "domain role", "decompose"):
+        score, ret, calls = run(env, args.episodes, kind)
+        print(f"{kind:<12} mean score {score:.3f}  mean return {ret:.3f}  calls {calls:.2f}")
 
 
 if __name__ == "__main__":

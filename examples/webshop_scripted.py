@@ -33,12 +33,15 @@ class InstructionShopper:
         if info["page"] == "results":
             bound = PRICE.search(instruction)
             limit = float(bound.group(1)) if bound else float("inf")
-            lines = info["messages"][-1]["content"].splitlines()
-            for i, line in enumerate(lines[:-2]):  # "[ASIN]", title, "$price" triples
-                price = lines[i + 2]
-                if line.startswith("[B") and price.startswith("$") and float(price[1:]) <= limit:
-                    return f"click[{line[1:11].lower()}]"
-            return "click[next >]" if "next >" in clickables else "click[back to search]"
+            # the original's text page: ... [SEP] ASIN [SEP] title [SEP] $price [SEP] ...
+            pieces = obs.split(" [SEP] ")
+            asins = [p for p in pieces if p.lower() in clickables and p.startswith("B")]
+            for i, piece in enumerate(pieces[:-2]):
+                price = pieces[i + 2].split(" to ")[0]
+                if piece in asins and price.startswith("$") and float(price[1:]) <= limit:
+                    return f"click[{piece.lower()}]"
+            # "Next >" is always offered; an empty page means the hits ran out
+            return "click[next >]" if asins else "click[back to search]"
         if info["page"] == "item":
             wanted = OPTIONS.search(instruction)
             pairs = wanted.group(1).split(", and ") if wanted else []

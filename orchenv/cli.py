@@ -47,8 +47,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.record or args.replay:
         from orchenv.pool import make_pool
 
+        # the pool is built here, so the env's backend options apply here
         env_kwargs["pool"] = make_pool(
             args.pool or _default_pool(args.env_id),
+            backend=env_kwargs.pop("backend", None),
+            backend_kwargs=env_kwargs.pop("backend_kwargs", None),
             record_to=args.record,
             replay_from=args.replay,
             replay_mode=args.replay_mode,
@@ -62,20 +65,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (gym.error.Error, TypeError) as exc:  # unknown id, or an argument the env does not take
         raise OrchEnvError(f"cannot make {args.env_id!r}: {exc}. See `orchenv list`.") from exc
     controller = make_controller(args.controller, **parse_kwargs(args.controller_kwarg))
-    summary, records = run_episodes(
-        env,
-        controller,
-        args.episodes,
-        seed=args.seed,
-        controller_name=args.controller,
-        progress=not args.no_progress,
-    )
-    env.close()
+    try:
+        summary, records = run_episodes(
+            env,
+            controller,
+            args.episodes,
+            seed=args.seed,
+            controller_name=args.controller,
+            progress=not args.no_progress,
+        )
+    finally:
+        env.close()
+        close = getattr(controller, "close", None)
+        if callable(close):
+            close()
+    usage = getattr(controller, "usage", None)
+    spend = usage() if callable(usage) else None
     if args.json:
-        print(json.dumps(summary.to_dict(), indent=2))
+        print(json.dumps({**summary.to_dict(), "controller_usage": spend}, indent=2))
     else:
         print(format_summary(summary))
+        if spend:
+            print(format_controller_spend(spend, summary.episodes))
     return 0
+
+
+def format_controller_spend(spend: dict, episodes: int) -> str:
+    """The controller model's own calls, tokens and dollars (the ``llm`` controller's
+    ``usage()``), apart from the agents' spend above it."""
+    n = max(episodes, 1)
+    return (
+        f"controller   {spend.get('controller_calls', 0) / n:.2f} model calls, "
+        f"{spend.get('controller_prompt_tokens', 0) / n:.0f} prompt + "
+        f"{spend.get('controller_completion_tokens', 0) / n:.0f} completion tokens, "
+        f"${spend.get('controller_cost_usd', 0.0) / n:.6f} per episode "
+        f"(${spend.get('controller_cost_usd', 0.0):.4f} total)"
+    )
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:

@@ -376,8 +376,15 @@ class AgentPool:
         spec = self.spec(name)
         backend = self._backends[spec.backend]
         start = time.perf_counter()
-        with self._slots[spec.backend]:
+        from orchenv.backends.common import in_bridge  # a cycle at import time
+
+        if in_bridge():
+            # an env step run on the event loop (AsyncVectorEnv, eval --concurrency): a
+            # thread semaphore would block the loop; live backends bound their own calls
             completion = backend.complete(spec, messages, context or CallContext())
+        else:
+            with self._slots[spec.backend]:
+                completion = backend.complete(spec, messages, context or CallContext())
         return with_measured_latency(completion, start)
 
     def call_many(
@@ -412,6 +419,19 @@ class AgentPool:
         def run_single(i: int) -> None:
             results[i] = self.call(*calls[i])
 
+        from orchenv.backends.common import await_only, in_bridge, run_in_bridge
+
+        if in_bridge():  # on the event loop: overlap the calls there, not in threads
+            import asyncio
+
+            async def gather() -> None:
+                await asyncio.gather(
+                    *[run_in_bridge(run_batch, b, idx) for b, idx in batches.items()],
+                    *[run_in_bridge(run_single, i) for i in singles],
+                )
+
+            await_only(gather())
+            return [r for r in results if r is not None]
         workers = max(1, min(len(singles) + len(batches), 256))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(run_batch, b, idx) for b, idx in batches.items()]
@@ -431,6 +451,24 @@ class AgentPool:
             self._backends = originals
 
         return undo
+
+    #: where ``make_pool`` records calls to / replays them from (None: neither)
+    record_to: str | os.PathLike[str] | None = None
+    replay_from: str | os.PathLike[str] | None = None
+    replay_mode: str = "strict"
+
+    def wrap_controller_backend(self, backend: Backend) -> Backend:
+        """``backend`` (a controller model's, e.g. the ``llm`` controller's) wrapped as this
+        pool's agents are: recorded to the same file, or answered from the same replay
+        file, so a replayed run makes no live call, the controller's included."""
+        if self.record_to:
+            return make_backend("recording", inner=backend, path=self.record_to)
+        if self.replay_from:
+            fallback = backend if self.replay_mode == "fallthrough" else None
+            return make_backend(
+                "replay", path=self.replay_from, mode=self.replay_mode, fallback=fallback
+            )
+        return backend
 
     def close(self) -> None:
         """Release backend resources (HTTP sessions, engines)."""
@@ -644,13 +682,15 @@ def make_pool(
             built[name] = make_backend(
                 "replay", path=replay_from, mode=replay_mode, fallback=fallback
             )
-    return AgentPool(
+    pool = AgentPool(
         specs,
         built,
         name=str(data.get("name", preset)),
         usage_constraints=data.get("usage_constraints"),
         lagrange_multipliers=data.get("lagrange_multipliers"),
     )
+    pool.record_to, pool.replay_from, pool.replay_mode = record_to, replay_from, replay_mode
+    return pool
 
 
 class NoAgents:

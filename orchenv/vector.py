@@ -17,39 +17,38 @@ its action (reward 0, not terminated); ``SAME_STEP`` resets inside the step that
 ended the episode and puts the last observation and info under ``final_obs`` /
 ``final_info``; ``DISABLED`` leaves resets to the caller (``reset_mask``).
 Resets run sequentially (they do not call agents).
+
+``EventLoopVectorEnv`` has the same semantics without a thread per sub-environment: each
+sub-environment's step runs as a greenlet on orchenv's one event loop
+(``orchenv.backends.common.run_in_bridge``), and a live agent call inside it
+(the ``openai`` backend) suspends that step only, so hundreds of steps keep their
+requests in flight on one thread and one connection pool. Steps of envs whose agents
+are not live (simulated, replayed, in-process engines) run one after another on the
+loop, as in ``SyncVectorEnv``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import concatenate, iterate
 
+from orchenv.backends.common import run_in_bridge, run_sync, shared_loop
+from orchenv.error import ConfigError
 
-class ThreadedVectorEnv(SyncVectorEnv):
-    """``SyncVectorEnv`` whose ``step`` runs the sub-environments concurrently in threads."""
 
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        *,
-        max_workers: int | None = None,
-        copy: bool = True,
-        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
-        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-    ) -> None:
-        super().__init__(
-            env_fns, copy=copy, observation_mode=observation_mode, autoreset_mode=autoreset_mode
-        )
-        self._executor = ThreadPoolExecutor(
-            max_workers=max_workers or self.num_envs, thread_name_prefix="orchenv-vec"
-        )
+class _ConcurrentSteps(SyncVectorEnv):
+    """What the concurrent vector envs share: one sub-env's step (or autoreset) and the
+    merge of the results in index order, exactly as ``SyncVectorEnv`` does them."""
 
     def _step_one(self, i: int, action: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Step (or autoreset) sub-env ``i``; returns its info and, for SAME_STEP, final data."""
@@ -77,12 +76,14 @@ class ThreadedVectorEnv(SyncVectorEnv):
             self._env_obs[i], info = env.reset()
         return info, final
 
+    def _run_steps(self, actions: list[Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        raise NotImplementedError
+
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         actions = list(iterate(self.action_space, actions))
         if len(actions) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
-        futures = [self._executor.submit(self._step_one, i, a) for i, a in enumerate(actions)]
-        results = [f.result() for f in futures]  # re-raises a sub-env's exception
+        results = self._run_steps(actions)
         infos: dict[str, Any] = {}
         for i, (info, final) in enumerate(results):  # merge in index order, as SyncVectorEnv
             if final is not None:
@@ -100,18 +101,130 @@ class ThreadedVectorEnv(SyncVectorEnv):
             infos,
         )
 
+
+class ThreadedVectorEnv(_ConcurrentSteps):
+    """``SyncVectorEnv`` whose ``step`` runs the sub-environments concurrently in threads."""
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        *,
+        max_workers: int | None = None,
+        copy: bool = True,
+        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+    ) -> None:
+        super().__init__(
+            env_fns, copy=copy, observation_mode=observation_mode, autoreset_mode=autoreset_mode
+        )
+        self._executor = ThreadPoolExecutor(
+            max_workers=max_workers or self.num_envs, thread_name_prefix="orchenv-vec"
+        )
+
+    def _run_steps(self, actions: list[Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        futures = [self._executor.submit(self._step_one, i, a) for i, a in enumerate(actions)]
+        return [f.result() for f in futures]  # re-raises a sub-env's exception
+
     def close_extras(self, **kwargs: Any) -> None:
         self._executor.shutdown(wait=True)
         super().close_extras(**kwargs)
 
 
-def make_vec(
-    env_id: str, num_envs: int, *, threaded: bool = True, **env_kwargs: Any
-) -> SyncVectorEnv:
-    """``num_envs`` copies of ``env_id`` in a ``ThreadedVectorEnv`` (or a ``SyncVectorEnv``).
+class EventLoopVectorEnv(_ConcurrentSteps):
+    """``SyncVectorEnv`` whose ``step`` runs the sub-environments as greenlets on orchenv's
+    event loop: live agent calls of all sub-environments are in flight at once, without a
+    thread per sub-environment (see the module docstring). A sub-environment's exception
+    is raised once every other step of the batch has finished (none is left running)."""
 
-    Sub-environments built from a preset name each get their own pool; pass a
-    built ``AgentPool`` as ``pool=`` to share one (and its concurrency limits).
+    def _run_steps(self, actions: list[Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        async def all_steps() -> list[Any]:
+            return await asyncio.gather(
+                *[run_in_bridge(self._step_one, i, a) for i, a in enumerate(actions)],
+                return_exceptions=True,
+            )
+
+        results = run_sync(all_steps)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return results
+
+
+T = TypeVar("T")
+_SKIPPED = object()
+
+
+def run_concurrently(
+    jobs: Sequence[Callable[[], T]], *, concurrency: int
+) -> Iterator[tuple[int, T | None, BaseException | None]]:
+    """Run the synchronous ``jobs`` (e.g. whole episodes) on orchenv's event loop, at most
+    ``concurrency`` at once, each free to make live agent calls that overlap with the
+    others' (no thread per job). Yields ``(index, result, None)`` or ``(index, None,
+    exception)`` as each job ends, in the order they end.
+
+    Unlike a vector env there is no barrier: a job that ends starts the next one, so the
+    CPU work of one job overlaps the others' waits (what RL rollouts and ``orchenv eval
+    --concurrency N`` need). Closing the iterator early starts no further job and waits
+    for the running ones to end.
     """
+    if isinstance(concurrency, bool) or not (isinstance(concurrency, int) and concurrency >= 1):
+        raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    out: queue.SimpleQueue[tuple[int, Any, Any]] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    async def drive() -> None:
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(i: int, job: Callable[[], T]) -> None:
+            async with slots:
+                if stop.is_set():
+                    out.put((i, None, _SKIPPED))
+                    return
+                try:
+                    result = await run_in_bridge(job)
+                except Exception as exc:  # noqa: BLE001 - handed to the consumer
+                    out.put((i, None, exc))
+                else:
+                    out.put((i, result, None))
+
+        await asyncio.gather(*[one(i, job) for i, job in enumerate(jobs)])
+
+    future = asyncio.run_coroutine_threadsafe(drive(), shared_loop())
+    try:
+        for _ in range(len(jobs)):
+            i, result, exc = out.get()
+            if exc is not _SKIPPED:
+                yield i, result, exc
+    finally:
+        stop.set()
+        future.result()
+
+
+#: how ``make_vec`` steps its sub-environments
+VECTOR_MODES = ("loop", "threads", "sync")
+
+
+def make_vec(
+    env_id: str,
+    num_envs: int,
+    *,
+    threaded: bool = True,
+    mode: str | None = None,
+    autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+    **env_kwargs: Any,
+) -> SyncVectorEnv:
+    """``num_envs`` copies of ``env_id`` in a vector env.
+
+    ``mode``: ``"loop"`` (``EventLoopVectorEnv``: one thread, best for many envs with live
+    agents), ``"threads"`` (``ThreadedVectorEnv``) or ``"sync"`` (``SyncVectorEnv``);
+    without it, ``threaded`` picks threads (default) or sync, as before. Sub-environments
+    built from a preset name each get their own pool; pass a built ``AgentPool`` as
+    ``pool=`` to share one (and its connections and concurrency limits).
+    """
+    if mode is None:
+        mode = "threads" if threaded else "sync"
+    if mode not in VECTOR_MODES:
+        raise ConfigError(f"unknown vector mode {mode!r}; choose one of {list(VECTOR_MODES)}")
     fns = [lambda: gym.make(env_id, **env_kwargs) for _ in range(num_envs)]
-    return ThreadedVectorEnv(fns) if threaded else SyncVectorEnv(fns)
+    cls = {"loop": EventLoopVectorEnv, "threads": ThreadedVectorEnv, "sync": SyncVectorEnv}[mode]
+    return cls(fns, autoreset_mode=autoreset_mode)

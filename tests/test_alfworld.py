@@ -19,7 +19,7 @@ from orchenv.envs.alfworld import ALFWorldEnv  # noqa: E402
 from orchenv.envs.alfworld.authoring import SPECS, game_data, traj_data  # noqa: E402
 from orchenv.envs.alfworld.engine import ALFWorldEngine, idle_engines  # noqa: E402
 from orchenv.envs.alfworld.games import BUNDLED_ROOT, DATA_SUBDIR, TASK_TYPES, GameCatalog  # noqa: E402
-from orchenv.error import DataError, DependencyError, UnknownNameError  # noqa: E402
+from orchenv.error import ConfigError, DataError, DependencyError, UnknownNameError  # noqa: E402
 
 BUNDLED = GameCatalog.build(data_dir=BUNDLED_ROOT)
 ALL_GAMES = list(BUNDLED.all())
@@ -35,6 +35,14 @@ def expert_env():
 @pytest.fixture(scope="module")
 def env():
     env = ALFWorldEnv(data_dir=BUNDLED_ROOT)
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def chat_env():
+    """orchenv's prompt and lenient command matching (the named departures)."""
+    env = ALFWorldEnv(data_dir=BUNDLED_ROOT, observation_mode="chat", command_matching="lenient")
     yield env
     env.close()
 
@@ -77,6 +85,7 @@ def test_planner_expert_solves_every_bundled_game(expert_env, game):
         expert_env, lambda info: info["privileged"]["expert_plan"][0], options={"task_id": game.id}
     )
     end = infos[-1]
+    assert all(i["extra.expert_plan"] == i["privileged"]["expert_plan"] for i in infos)
     assert end["won"] and end["correct"] and end["reward"] == 1.0
     assert end["metrics"] == {"success": 1.0}
     assert end["task_id"] == game.id and end["turns"] == steps <= 12
@@ -114,8 +123,83 @@ def test_handcoded_expert_through_the_env():
     assert infos[-1]["won"]
 
 
-# -- observations, commands, episode end ---------------------------------------------------------
-def test_observation_has_goal_feedback_and_admissible_commands(env):
+# -- raw mode: alfworld's own text and infos ------------------------------------------------------
+GOLDEN_GAME = "train/look_at_obj_in_light-Book-None-DeskLamp-103/trial_orchenv_103"
+#: (command, observation) of a scripted session, written out by hand: the banner, room and
+#: task line at reset, then the engine's feedback verbatim. alfworld's text env matches
+#: commands exactly (after stripping the ends), so the chatty first command does nothing.
+GOLDEN_SESSION = [
+    (
+        None,
+        "-= Welcome to TextWorld, ALFRED! =-\n\n"
+        "You are in the middle of a room. Looking quickly around you, you see a bed 1, a desk 1, "
+        "a drawer 1, a dresser 1, a garbagecan 1, and a shelf 1.\n\n"
+        "Your task is to: look at book under the desklamp.",
+    ),
+    ("> Go to bed 1.", "Nothing happens."),
+    ("  go to bed 1\n", "You arrive at bed 1. On the bed 1, you see a book 1."),
+    ("take book 1 from bed 1", "You pick up the book 1 from the bed 1."),
+    ("go to desk 1", "You arrive at desk 1. On the desk 1, you see a desklamp 1."),
+    ("use desklamp 1", "You turn on the desklamp 1."),
+]
+
+
+def test_raw_mode_golden_session(expert_env):
+    """Default observation = the engine's text; info has alfworld's keys under its names."""
+    obs, info = expert_env.reset(options={"task_id": GOLDEN_GAME})
+    assert expert_env.observation_mode == "raw" and expert_env.command_matching == "original"
+    assert obs == info["feedback"] == GOLDEN_SESSION[0][1]
+    assert info["messages"] == [{"role": "user", "content": obs}]
+    assert info["extra.gamefile"] == str(BUNDLED_ROOT / DATA_SUBDIR / GOLDEN_GAME / "game.tw-pddl")
+    assert info["admissible_commands"] == [
+        "go to bed 1", "go to desk 1", "go to drawer 1", "go to dresser 1",
+        "go to garbagecan 1", "go to shelf 1", "help", "inventory", "look",
+    ]  # fmt: skip
+    assert info["won"] is False and info["extra.expert_plan"][0] == "go to bed 1"
+    for i, (command, expected) in enumerate(GOLDEN_SESSION[1:], start=1):
+        obs, reward, terminated, truncated, info = expert_env.step(command)
+        assert obs == info["feedback"] == expected, command
+        assert info["extra.gamefile"] is None  # AlfredInfos fills it in on reset only
+        assert info["invalid_action"] is (i == 1)
+        assert (reward, terminated, info["won"]) == (
+            (1.0, True, True) if i == 5 else (0, False, False)
+        )
+    assert not truncated and info["extra.expert_plan"] == []
+    assert info["turns"] == 5 and info["final_answer"] == "use desklamp 1"
+
+
+def test_original_matching_strips_only(env):
+    _, info = env.reset(options={"task_id": GOLDEN_GAME})
+    for near_miss in ("Go to bed 1", "go to bed 1.", "> go to bed 1", "go  to bed 1"):
+        obs, _, _, _, info = env.step(near_miss)
+        assert obs == "Nothing happens." and info["invalid_action"]
+        assert 'command_matching="lenient" would accept' in info["parse_error"]
+    assert env.step("\tgo to bed 1  ")[0].startswith("You arrive at bed 1.")
+
+
+def test_modes_are_named_and_checked():
+    with pytest.raises(UnknownNameError, match="observation_mode"):
+        ALFWorldEnv(observation_mode="text")
+    with pytest.raises(UnknownNameError, match="command_matching"):
+        ALFWorldEnv(command_matching="fuzzy")
+    with pytest.raises(ConfigError, match='observation_mode="chat"'):
+        ALFWorldEnv(history=2)
+
+
+def test_split_aliases_include_alfworlds_names():
+    env = ALFWorldEnv(data_dir=BUNDLED_ROOT)
+    splits = env.task_source.splits
+    assert "test" in splits and "eval_out_of_distribution" in splits
+    assert "validation" not in splits  # the bundled set has no valid_seen games
+    unseen = [g.id for g in BUNDLED.games("valid_unseen")]
+    for name in ("test", "eval_out_of_distribution"):
+        assert [g.id for g in env.task_source.games(name)] == unseen
+    env.close()
+
+
+# -- chat mode (orchenv's prompt), commands, episode end ------------------------------------------
+def test_observation_has_goal_feedback_and_admissible_commands(chat_env):
+    env = chat_env
     obs, info = env.reset(seed=0, options={"task_type": "pick_heat_then_place_in_recep"})
     assert info["task_type"] == "pick_heat_then_place_in_recep"
     assert f"Your task is to: {info['goal']}" in obs
@@ -129,7 +213,8 @@ def test_observation_has_goal_feedback_and_admissible_commands(env):
     assert f"Observation: You arrive at {command[6:]}" in obs
 
 
-def test_commands_are_normalised_and_bad_ones_do_nothing(env):
+def test_lenient_commands_are_normalised_and_bad_ones_do_nothing(chat_env):
+    env = chat_env
     _, info = env.reset(seed=4)
     target = next(c for c in info["admissible_commands"] if c.startswith("go to"))
     _, _, _, _, info = env.step(f"<think>plan</think> > {target.upper()}.")
@@ -148,7 +233,7 @@ def test_commands_are_normalised_and_bad_ones_do_nothing(env):
 
 
 def test_truncation_after_max_turns():
-    env = ALFWorldEnv(max_turns=3, data_dir=BUNDLED_ROOT, history=2)
+    env = ALFWorldEnv(max_turns=3, data_dir=BUNDLED_ROOT, history=2, observation_mode="chat")
     env.reset(seed=0)
     results = [env.step("look") for _ in range(3)]
     assert [r[3] for r in results] == [False, False, True] and not any(r[2] for r in results)
@@ -197,6 +282,55 @@ def test_fork_replays_the_episode_and_is_independent(expert_env):
     rest = [expert_env.step(c) for c in plan[3:]]
     assert rest[-1][-1]["won"] and expert_env.state == fork.state
     fork.close()
+
+
+def test_fork_is_deferred_until_a_command_reaches_the_game(env):
+    """A fork loads and replays only when sent a command that changes the game; an
+    inadmissible one is answered as the engine answers it, without an engine."""
+    env.reset(options={"task_id": GOLDEN_GAME})
+    env.step("go to bed 1")
+    env.step("go to the moon")  # the copied state is a "Nothing happens." one
+    fork = env.fork()
+    assert fork._engine._slot is None
+    obs, _, _, _, info = fork.step("Take book 1 from bed 1")
+    assert obs == "Nothing happens." and info["invalid_action"] and fork._engine._slot is None
+    obs, _, _, _, info = fork.step("take book 1 from bed 1")
+    assert obs == "You pick up the book 1 from the bed 1." and fork._engine._slot is not None
+    assert "move book 1 to bed 1" in info["admissible_commands"]
+    assert env.state.feedback == "Nothing happens.", "the original is untouched"
+    assert (
+        env.step("take book 1 from bed 1")[-1]["admissible_commands"] == info["admissible_commands"]
+    )
+    fork.close()
+
+
+def test_engine_free_answer_equals_the_engines(expert_env):
+    """The "Nothing happens." state built without the engine is the one alfworld's stack
+    returns for the same command (feedback, commands, won, the planner's plan)."""
+    expert_env.reset(options={"task_id": GOLDEN_GAME})
+    engine = expert_env._engine
+    for command in (
+        "go to bed 1",
+        "Take book 1 from bed 1",
+        "use desklamp 2",
+        "take book 1 from bed 1",
+    ):
+        before = engine.last
+        ours = engine.step(command)
+        if ours.feedback != "Nothing happens.":
+            continue
+        state, score, done = engine._stack.step(command)  # the same command, to the stack itself
+        assert (str(state["feedback"]), tuple(state["admissible_commands"])) == (
+            ours.feedback,
+            before.admissible_commands,
+        )
+        assert ours.admissible_commands == before.admissible_commands
+        assert (bool(state["won"]), float(score), state.get("extra.gamefile")) == (
+            ours.won,
+            ours.score,
+            None,
+        )
+        assert tuple(state["extra.expert_plan"]) == ours.expert_plan == before.expert_plan
 
 
 # -- data: ALFWORLD_DATA, explicit files, empty lists, missing extra ----------------------------------

@@ -183,3 +183,48 @@ def test_pool_file_examples_parse():
         pool = make_pool(path)
         assert len(pool.names) == 3 and all(pool.spec(n).backend == "openai" for n in pool.names)
         assert all(pool.spec(n).price_completion > 0 for n in pool.names)
+
+
+def test_llm_controller_over_http_is_metered_recorded_and_replayed(tmp_path, capsys):
+    """`-c base_url=` reaches the llm controller; its spend is in the summary; --record keeps
+    its calls with the agents' and --replay then answers everything with no live call."""
+    from orchenv.testing.fake_openai import FakeOpenAIServer
+
+    def reply(body: dict) -> str:
+        if body["model"] == "ctl":  # the controller model: route, then accept
+            last = body["messages"][-1]["content"].lower()
+            return (
+                "<verdict>True</verdict>"
+                if "verdict" in last
+                else ("<model>Qwen3-30B-A3B-Instruct</model>")
+            )
+        return "\\boxed{4}"
+
+    file = tmp_path / "calls.jsonl"
+    with FakeOpenAIServer(reply=reply) as server:
+        common = ["run", "orch/MathRoute-v0", "--controller", "llm", "-c", "model=ctl",
+                  "-c", f"base_url={server.url}", "-e", "backend=openai",
+                  "-e", json.dumps({"base_url": server.url}).join(["backend_kwargs=", ""]),
+                  "--episodes", "3", "--json", "--no-progress"]  # fmt: skip
+        assert main([*common, "--record", str(file)]) == 0
+        live = json.loads(capsys.readouterr().out)
+        bought = len(server.requests)
+        assert main([*common, "--replay", str(file)]) == 0
+        replayed = json.loads(capsys.readouterr().out)
+        assert len(server.requests) == bought  # no live call, the controller's included
+    assert live["controller_usage"]["controller_calls"] >= 3
+    assert live["controller_usage"]["controller_prompt_tokens"] > 0
+    agents = [json.loads(line)["agent"] for line in file.read_text().splitlines()]
+    assert agents.count("controller") == live["controller_usage"]["controller_calls"]
+    assert live["estimated_token_fraction"] == replayed["estimated_token_fraction"] == 0.0
+    assert replayed["cached_call_fraction"] == 1.0
+    for key in ("accuracy", "mean_reward", "mean_prompt_tokens", "total_cost_usd"):
+        assert live[key] == replayed[key]
+    assert replayed["controller_usage"] == live["controller_usage"]
+
+
+def test_llm_controller_without_a_server_names_the_fix(capsys):
+    args = ["run", "orch/MathRoute-v0", "--controller", "llm", "-c", "model=m", "--episodes", "1"]
+    assert main([*args, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "llm controller" in err and "-c base_url=" in err and "'controller'" not in err

@@ -453,3 +453,79 @@ def test_leaderboard_groups_and_missing_summaries(three_runs, tmp_path, capsys):
     (tmp_path / "unfinished" / "episodes.jsonl").write_text("")
     assert main(["leaderboard", str(tmp_path / "unfinished"), "--out", str(tmp_path / "b")]) == 2
     assert "rerun the same `orchenv eval` command" in capsys.readouterr().err
+
+
+# -- concurrency ------------------------------------------------------------------------------
+def _rows_without_timing(result) -> list[dict]:
+    rows = []
+    for pair in sorted(result.records):
+        row = result.records[pair].to_dict()
+        row.pop("latency_s", None)
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_eval_over_http_equals_sequential_and_overlaps_calls(tmp_path):
+    from orchenv.testing.fake_openai import FakeOpenAIServer
+
+    def reply(body: dict) -> str:  # depends on the request: a crossed answer would show
+        return f"\\boxed{{{sum(len(m['content']) for m in body['messages']) % 7}}}"
+
+    results, peaks = [], []
+    for concurrency in (1, 4):
+        with FakeOpenAIServer(reply=reply, latency_s=0.05) as server:
+            kwargs = {"base_url": server.url, "timeout_s": 10.0}
+            config = EvalConfig(
+                ENV,
+                controller="env-random",
+                env_kwargs={"backend": "openai", "backend_kwargs": kwargs},
+                episodes=6,
+                seeds=[0, 1],
+            )
+            out = tmp_path / f"c{concurrency}"
+            results.append(evaluate(config, out, progress=False, concurrency=concurrency))
+            peaks.append(server.max_in_flight)
+        rows = read_episode_log(out / "episodes.jsonl")
+        assert sorted((r["seed"], r["episode"]) for r in rows) == [
+            (s, i) for s in (0, 1) for i in range(6)
+        ]
+    assert _rows_without_timing(results[0]) == _rows_without_timing(results[1])
+    assert results[0].summary["pooled"]["accuracy"] == results[1].summary["pooled"]["accuracy"]
+    assert peaks[0] == 1 and peaks[1] > 1
+
+
+def test_concurrency_is_refused_for_envs_with_state_across_episodes(tmp_path):
+    from orchenv.error import ConfigError
+
+    config = EvalConfig(ENV, env_kwargs={"enforce_usage_constraints": True}, episodes=3, seeds=[0])
+    with pytest.raises(ConfigError, match="--concurrency 1"):
+        evaluate(config, tmp_path / "run", progress=False, concurrency=2)
+    assert main(["eval", ENV, "--out", str(tmp_path / "cli"), "--episodes", "2",
+                 "--concurrency", "2", "--no-progress"]) == 0  # fmt: skip
+
+
+def test_controller_spend_is_in_the_records_and_the_summary(tmp_path):
+    class Spending:
+        """A controller that calls a model of its own: 1 call, 10 + 2 tokens per action."""
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def usage(self) -> dict:
+            return {"controller_calls": self.calls, "controller_prompt_tokens": 10 * self.calls}
+
+        def act(self, obs, info):
+            self.calls += 1
+            return "<model>Qwen3-30B-A3B-Instruct</model>" if "verdict" not in obs else "x"
+
+    result = evaluate(
+        EvalConfig(ENV, controller="spending", episodes=3, seeds=[0]),
+        tmp_path / "run",
+        controller_factory=lambda seed: Spending(),
+        progress=False,
+    )
+    for record in result.records.values():
+        assert record.metrics["controller_calls"] == record.turns >= 1
+        assert record.metrics["controller_prompt_tokens"] == 10 * record.turns
+    assert result.pooled.metrics["controller_calls"] > 0

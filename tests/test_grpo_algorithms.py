@@ -42,6 +42,7 @@ from orchenv.agents.grpo import (  # noqa: E402
     token_logprobs,
     trajectory_advantages,
 )
+from orchenv.agents.grpo.algorithms import loss_units  # noqa: E402
 from orchenv.envs.mathroute.env import MathRouteEnv  # noqa: E402
 from orchenv.envs.mathroute.protocol import route_text, verdict_text  # noqa: E402
 
@@ -773,3 +774,15 @@ def test_gradient_reaches_prompt_embeddings_but_not_padding(tiny_lm):
         assert (per_position[b, : len(sample.prompt_ids)] > 0).all()
         # the last token predicts nothing and padding is never attended to by a target
         assert (per_position[b, length - 1 :] == 0).all()
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "sequence-mean"])
+@pytest.mark.parametrize(("prompt", "completion", "max_len"), [
+    (3, 2, None), (0, 2, None), (1, 0, None), (6, 3, 5), (2, 9, 4), (5, 5, 1),
+])  # fmt: skip
+def test_loss_units_count_what_build_batch_trains(prompt, completion, max_len, aggregation):
+    """The trainer's normaliser for skipped samples must equal build_batch's loss mask."""
+    sample = Sample("x", list(range(1, prompt + 1)), list(range(1, completion + 1)))
+    mask = build_batch([sample], pad_id=0, max_len=max_len)["loss_mask"]
+    expected = int(mask.sum()) if aggregation == "token-mean" else int(mask.sum() > 0)
+    assert loss_units(sample, max_len=max_len, aggregation=aggregation) == expected

@@ -526,3 +526,53 @@ def test_tensorboard_scalars_are_written(tmp_path):
     pytest.importorskip("tensorboard")
     train(grpo_config(policy_path(0), tmp_path, total_steps=1, log_tensorboard=True))
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+# -- zero-advantage samples -----------------------------------------------------------------------
+
+
+def test_skipping_zero_advantage_samples_leaves_the_update_unchanged(tmp_path):
+    """Skipping is on by default and only saves compute: the weights after a step match a
+    run that trains on every sample (the normaliser still counts the skipped tokens)."""
+    assert GRPOConfig(model_path="m").skip_zero_advantage is True
+    common = {"total_steps": 2, "max_grad_norm": None, "learning_rate": 1.0, "adam_eps": 10.0}
+    common["micro_batch_size"] = 5  # kept samples are re-packed into fewer micro-batches
+    common["max_new_tokens"] = 1  # one token: most groups are 4 malformed actions, all tied
+    skip = train(grpo_config(policy_path(0), tmp_path / "s", **common))
+    full = train(grpo_config(policy_path(0), tmp_path / "f", skip_zero_advantage=False, **common))
+    for s, f in zip(skip.metrics, full.metrics, strict=True):
+        assert s["samples"] == f["samples"] == 32
+        zero = round(s["advantage/zero_fraction"] * s["samples"])
+        assert zero > 0 and s["samples_skipped"] == zero and f["samples_skipped"] == 0
+        assert s["tokens/trained"] < f["tokens/trained"]
+        assert s["loss"] == pytest.approx(f["loss"], abs=1e-6)
+    pa, pb = _params(skip), _params(full)
+    for name in pa:
+        torch.testing.assert_close(pa[name], pb[name], atol=1e-6, rtol=1e-5)
+
+
+def test_zero_advantage_samples_stay_when_kl_or_entropy_needs_them(tmp_path):
+    for extra in ({"kl_coef": 0.1}, {"entropy_coef": 0.01}):
+        config = grpo_config(
+            policy_path(0), tmp_path / str(extra), total_steps=1, max_new_tokens=1, **extra
+        )
+        result = train(config)
+        record = result.final_metrics
+        assert record["advantage/zero_fraction"] > 0 and record["samples_skipped"] == 0
+    off = GRPOConfig.from_cli(["--model", "m", "--no-skip-zero-advantage"])
+    assert off.skip_zero_advantage is False
+
+
+def test_a_step_with_only_zero_advantages_trains_nothing(tmp_path):
+    """Every agent wrong, no multipliers, no format penalty: every reward is 0, every group
+    ties; the step trains no token, still makes its (zero) update, and changes no weight."""
+    pool = scripted_pool({WEAK: WRONG, MID: WRONG, STRONG: WRONG})
+    kwargs = env_kwargs(pool=pool, use_lagrangian=False, format_penalty=0.0)
+    config = grpo_config(policy_path(0), tmp_path, total_steps=1, env_kwargs=kwargs)
+    result = train(config)
+    record = result.final_metrics
+    assert record["advantage/zero_fraction"] == 1.0
+    assert record["samples_skipped"] == record["samples"] == 32 and record["updates"] == 1
+    assert record["tokens/trained"] == 0 and record["loss"] == 0.0
+    before = dict(_load(policy_path(0))[0].named_parameters())
+    assert all(torch.equal(p, before[k]) for k, p in result.model.named_parameters())

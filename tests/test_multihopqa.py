@@ -81,6 +81,7 @@ def test_final_info_reports_appendix_a_metrics():
         done = term or trunc
     for key in ("em", "f1", "precision", "recall", "tokens_total", "task_id"):
         assert key in info
+    assert info["answer_metric"] == "hotpotqa"  # the synthetic tasks are HotpotQA records
     # the simulated judge scores by answer F1 (5 exact, 4 for F1 >= 0.5, 3 partial, 2 wrong),
     # so its score is reported as F1-derived, never as a judge's answer quality
     f1 = info["f1"]

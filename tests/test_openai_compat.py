@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import time
-import types
 from collections.abc import Iterator
 
 import gymnasium as gym
@@ -27,7 +25,7 @@ MESSAGES = [
 
 @pytest.fixture(autouse=True)
 def _no_proxies(monkeypatch):
-    """httpx honours proxy variables; loopback requests must not go through one."""
+    """The client honours proxy variables; loopback requests must not go through one."""
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
@@ -153,8 +151,11 @@ def test_429_waits_for_retry_after(server):
 
 def test_retry_after_is_capped_by_backoff_max(server, monkeypatch):
     waits: list[float] = []  # what the backend sleeps, recorded instead of slept
-    fake_time = types.SimpleNamespace(monotonic=time.monotonic, sleep=waits.append)
-    monkeypatch.setattr(openai_compat, "time", fake_time)
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(openai_compat, "_sleep", record)
     server.add_faults(Fault(status=429, retry_after=30))
     pool = one_agent_pool(server, fast_backend(backoff_max_s=0.05))
     pool.call("a", MESSAGES)
@@ -386,3 +387,96 @@ def test_mathroute_episode_over_http():
     assert info["agent_calls"] == {"Qwen2.5-1.5B-Instruct": 1, "Qwen3-30B-A3B-Instruct": 1}
     assert info["episode_cost_usd"] == pytest.approx(total_cost)
     assert len(srv.requests) == 2
+
+
+# -- issue 17: per-agent timeouts, verified metering, token ids and logprobs, one loop ------------
+@pytest.mark.timeout(30)
+def test_an_agent_can_set_its_own_timeout_and_retries():
+    """A pool file's backend_kwargs may give a slow agent more time (or fewer retries)."""
+    with FakeOpenAIServer(reply="ok", latency_s=0.4) as slow:
+        backend = fast_backend(timeout_s=0.1, max_retries=0)
+        assert one_agent_pool(slow, backend, timeout_s=5.0).call("a", MESSAGES).text == "ok"
+        with pytest.raises(OpenAIRequestError, match="ReadTimeout"):
+            one_agent_pool(slow, backend).call("a", MESSAGES)
+        with pytest.raises(ConfigError, match="timeout_s must be a positive"):
+            one_agent_pool(slow, backend, timeout_s=0).call("a", MESSAGES)
+        with pytest.raises(ConfigError, match="max_retries must be"):
+            one_agent_pool(slow, backend, max_retries=-1).call("a", MESSAGES)
+        backend.close()
+
+
+def test_server_counts_are_checked_against_the_agents_tokenizer(server):
+    """usage_for counts words plus framing; a word-count tokenizer misses the framing of the
+    prompt (3 per message + 11) and of the completion (7): flagged, with both counts kept."""
+    words = lambda text: len(text.split())  # noqa: E731 - a tiny stand-in tokenizer
+    pool = one_agent_pool(server, fast_backend(tokenizer=words, metering_tolerance=0.05))
+    completion = pool.call("a", MESSAGES)
+    (request,) = server.requests
+    metering = completion.meta["metering"]
+    assert completion.token_source == "server"
+    assert metering["server"] == [
+        request.usage["prompt_tokens"],
+        request.usage["completion_tokens"],
+    ]
+    assert metering["tokenizer"] == [
+        sum(words(m["content"]) + 4 for m in MESSAGES),
+        words(completion.text),
+    ]
+    assert metering["disagree"] is True
+    lenient = one_agent_pool(server, fast_backend(tokenizer=words, metering_tolerance=2.0))
+    assert lenient.call("a", MESSAGES).meta["metering"]["disagree"] is False
+    pool.close()
+    lenient.close()
+
+
+def test_token_logprobs_and_ids_are_exposed():
+    choice = {
+        "message": {"content": "Hi there"},
+        "logprobs": {
+            "content": [
+                {"token": "Hi", "logprob": -0.25, "bytes": [72, 105]},
+                {"token": "token_id:318", "logprob": -1.5},
+                {"token": " there", "logprob": -0.5, "token_id": 612},
+            ]
+        },
+    }
+    assert openai_compat._logprobs(choice) == {
+        "logprobs": {
+            "tokens": ["Hi", "token_id:318", " there"],
+            "logprobs": [-0.25, -1.5, -0.5],
+            "token_ids": [None, 318, 612],
+        }
+    }
+    for hostile in (None, {"content": "x"}, {"content": [{"token": 5, "logprob": 0}]},
+                    {"content": [{"token": "a", "logprob": "x"}]}):  # fmt: skip
+        assert openai_compat._logprobs({"logprobs": hostile}) == {}
+
+
+def test_calls_from_many_threads_share_one_loop_and_one_session(server):
+    import threading
+
+    backend = fast_backend(max_concurrency=8)
+    pool = one_agent_pool(server, backend)
+    pool.call("a", MESSAGES)
+    session = backend._session
+    threads = [threading.Thread(target=pool.call, args=("a", MESSAGES)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert backend._session is session and len(server.requests) == 9
+    pool.close()
+    assert backend._session is None
+
+
+def test_proxies_come_from_the_environment_once_per_url(monkeypatch):
+    openai_compat._proxy_for.cache_clear()
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    try:
+        assert openai_compat._proxy_for("http://10.1.2.3:8000/v1/chat/completions") == (
+            "http://proxy.example:3128"
+        )
+        assert openai_compat._proxy_for("http://127.0.0.1:8000/v1/chat/completions") is None
+    finally:
+        openai_compat._proxy_for.cache_clear()

@@ -19,8 +19,9 @@ from orchenv.envs.puppeteer.tools import (
     run_python,
     sandbox_problem,
     search,
+    write_task_files,
 )
-from orchenv.error import UnknownNameError
+from orchenv.error import ConfigError, UnknownNameError
 
 PROBLEM = sandbox_problem()
 needs_bwrap = pytest.mark.skipif(PROBLEM is not None, reason=f"bwrap unusable here: {PROBLEM}")
@@ -122,6 +123,33 @@ def test_read_file_caps_what_it_reads(tmp_path):
     (tmp_path / "big.txt").write_text("y" * 100_000)
     result = read_file("big.txt", tmp_path, max_chars=50)
     assert result.ok and result.output.startswith("y" * 50) and result.meta["truncated"]
+
+
+def test_write_task_files_then_read_them(tmp_path):
+    files = {"problem.txt": "How many?", "orders.csv": "item,quantity\nbolts,3\n"}
+    assert write_task_files(files, tmp_path) == ["problem.txt", "orders.csv"]
+    assert read_file("orders.csv", tmp_path).output == files["orders.csv"]
+    write_task_files({"problem.txt": "second task"}, tmp_path)  # an old file is replaced
+    assert read_file("problem.txt", tmp_path).output == "second task"
+
+
+def test_write_task_files_never_follows_a_planted_symlink(tmp_path):
+    box = tmp_path / "box"
+    box.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    os.symlink(outside, box / "problem.txt")
+    write_task_files({"problem.txt": "task text"}, box)
+    assert outside.read_text() == "keep me"
+    assert not (box / "problem.txt").is_symlink()
+    assert read_file("problem.txt", box).output == "task text"
+
+
+@pytest.mark.parametrize("name", ["../x.txt", "a/b.txt", "/etc/passwd", ".hidden", "", "x\x00"])
+def test_write_task_files_refuses_paths(tmp_path, name):
+    with pytest.raises(ConfigError, match="plain names"):
+        write_task_files({name: "x"}, tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_search_relevant():

@@ -14,8 +14,11 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source
 
 import orchenv  # noqa: F401
+from orchenv.backends.openai_compat import OpenAICompatBackend
 from orchenv.envs.mathroute.env import MathRouteEnv
-from orchenv.vector import ThreadedVectorEnv, make_vec
+from orchenv.pool import AgentPool, AgentSpec
+from orchenv.testing.fake_openai import FakeOpenAIServer
+from orchenv.vector import EventLoopVectorEnv, ThreadedVectorEnv, make_vec, run_concurrently
 
 N = 4
 WEAKEST, STRONGEST = "Qwen2.5-1.5B-Instruct", "Qwen3-30B-A3B-Instruct"
@@ -36,10 +39,11 @@ def run(vec, script=SCRIPT):
     return out
 
 
+@pytest.mark.parametrize("cls", [ThreadedVectorEnv, EventLoopVectorEnv])
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-def test_same_results_as_sync_vector_env(mode):
+def test_same_results_as_sync_vector_env(mode, cls):
     fns = [lambda: gym.make("orch/MathRoute-v0") for _ in range(N)]
-    threaded = ThreadedVectorEnv(fns, autoreset_mode=mode)
+    threaded = cls(fns, autoreset_mode=mode)
     sync = SyncVectorEnv(fns, autoreset_mode=mode)
     assert threaded.metadata["autoreset_mode"] == mode
     assert threaded.observation_space == sync.observation_space
@@ -48,8 +52,9 @@ def test_same_results_as_sync_vector_env(mode):
     sync.close()
 
 
-def test_disabled_autoreset_with_reset_mask():
-    vec = ThreadedVectorEnv(
+@pytest.mark.parametrize("cls", [ThreadedVectorEnv, EventLoopVectorEnv])
+def test_disabled_autoreset_with_reset_mask(cls):
+    vec = cls(
         [lambda: gym.make("orch/MathRoute-v0") for _ in range(2)],
         autoreset_mode=AutoresetMode.DISABLED,
     )
@@ -128,3 +133,55 @@ def test_bad_calls_raise_clearly():
     with pytest.raises(gym.error.ResetNeeded, match="reset"):
         vec.step(["a", "b"])
     vec.close()
+
+
+def http_pool(url: str, max_concurrency: int) -> AgentPool:
+    specs = [
+        AgentSpec(name=name, model=name, tier=tier, backend="openai",
+                  backend_kwargs={"base_url": url})
+        for name, tier in ((WEAKEST, 1), (STRONGEST, 0))
+    ]  # fmt: skip
+    return AgentPool(specs, {"openai": OpenAICompatBackend(max_concurrency=max_concurrency)})
+
+
+def test_event_loop_vector_env_keeps_live_calls_in_flight_without_threads():
+    """Eight envs' live calls are on the server at once, and no thread is made per env."""
+    with FakeOpenAIServer(reply="\\boxed{4}", latency_s=0.2) as server:
+        pool = http_pool(server.url, 8)
+        vec = make_vec("orch/MathRoute-v0", 8, mode="loop", pool=pool)
+        vec.reset(seed=0)
+        vec.step([f"<model>{WEAKEST}</model>"] * 8)  # starts the loop and the session
+        threads = threading.active_count()
+        _, _, _, _, info = vec.step([f"<verdict>False</verdict><model>{STRONGEST}</model>"] * 8)
+        assert threading.active_count() == threads
+        assert server.max_in_flight == 8
+        assert len(server.requests) == 16
+        assert info["agent_calls"][STRONGEST].tolist() == [1] * 8
+        vec.close()
+        pool.close()
+
+
+def test_a_failing_sub_env_is_reported_after_the_others_finish():
+    vec = EventLoopVectorEnv([lambda: gym.make("orch/MathRoute-v0") for _ in range(2)])
+    with pytest.raises(gym.error.ResetNeeded, match="reset"):
+        vec.step(["a", "b"])
+    vec.close()
+
+
+def test_run_concurrently_overlaps_live_calls_and_reports_each_job():
+    with FakeOpenAIServer(reply="\\boxed{4}", latency_s=0.2) as server:
+        pool = http_pool(server.url, 16)
+        messages = [{"role": "user", "content": "2 + 2?"}]
+
+        def job(i: int):
+            if i == 3:
+                raise ValueError("job 3 fails")
+            return pool.call(WEAKEST, messages).text
+
+        jobs = [lambda i=i: job(i) for i in range(10)]
+        results = {i: (result, exc) for i, result, exc in run_concurrently(jobs, concurrency=16)}
+        pool.close()
+    assert sorted(results) == list(range(10))
+    assert isinstance(results[3][1], ValueError)
+    assert all(results[i] == ("\\boxed{4}", None) for i in range(10) if i != 3)
+    assert server.max_in_flight == 9

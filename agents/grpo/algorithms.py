@@ -211,6 +211,17 @@ def build_batch(
     }
 
 
+def loss_units(sample: Sample, *, max_len: int | None, aggregation: str) -> int:
+    """What ``sample`` adds to a step's loss normaliser: its trained tokens (``token-mean``,
+    after ``build_batch``'s truncation) or 1 when it has any (``sequence-mean``)."""
+    prompt, completion = len(sample.prompt_ids), len(sample.completion_ids)
+    if max_len is not None and prompt + completion > max_len:
+        prompt = min(prompt, max(max_len - completion, 1))
+        completion = min(completion, max_len - prompt)
+    tokens = prompt + completion - max(prompt, 1)  # loss_mask's ones in build_batch
+    return max(tokens, 0) if aggregation == "token-mean" else int(tokens > 0)
+
+
 def token_logprobs(logits: Tensor, targets: Tensor) -> Tensor:
     """log pi(o_t | q, o_<t) of eq. (21), [B, T-1], as logit[target] - logsumexp (no copy)."""
     if logits.shape[1] == targets.shape[1] + 1:

@@ -73,7 +73,9 @@ class GRPOConfig:
     queries_per_step: int = arg(128, "queries (trees) per step, Table 9's batch size", ge=1)
     gamma: float = arg(1.0, "discount of eq. 5 (Table 9)", ge=0, le=1)
     normalize_std: bool = arg(False, "divide advantages by the group std (seed 000 does not)")
-    skip_zero_advantage: bool = arg(False, "leave samples with advantage 0 out of the update")
+    skip_zero_advantage: bool = arg(
+        True, "leave advantage-0 samples out of the update when no KL/entropy term needs them"
+    )
 
     # -- optimisation
     learning_rate: float = arg(1e-6, "AdamW learning rate (Table 9)", "--lr", gt=0)

@@ -106,13 +106,11 @@ def train(
             samples, advantages, stats = samples_from_trajectories(groups, config)
         stats["time/rollout_s"] += time.perf_counter() - t0
         stats.update(sampler.pop_stats())
-        if config.skip_zero_advantage:
-            kept = [i for i, a in enumerate(advantages) if a != 0.0] or [0]
-            samples, advantages = [samples[i] for i in kept], [advantages[i] for i in kept]
 
-        # 4. the policy update
+        # 4. the policy update (without the samples that cannot change it)
         t0 = time.perf_counter()
-        stats.update(update(learner, samples, advantages, step))
+        skip = skips_zero_advantage(config)
+        stats.update(update(learner, samples, advantages, step, skip_zero_advantage=skip))
         stats["time/update_s"] += time.perf_counter() - t0
 
         # 5. metrics, evaluation, checkpoint
@@ -311,6 +309,7 @@ def step_metrics(s: dict[str, float], step: int, world: int) -> dict[str, Any]:
         "advantage/zero_fraction": s["zero_advantage"] / n,
         "queries": int(s["queries"]),
         "samples": int(s["samples"]),
+        "samples_skipped": int(s["samples_skipped"]),  # advantage 0: no forward/backward
         **{f"verify/{c}": v for c, v in cells.items()},
         "verify/accuracy": (cells["tp"] + cells["tn"]) / judged if judged else None,
     }
@@ -329,32 +328,62 @@ def step_metrics(s: dict[str, float], step: int, world: int) -> dict[str, Any]:
     return record
 
 
+def skips_zero_advantage(config: GRPOConfig) -> bool:
+    """Whether the update may leave out samples whose advantage is 0. Their surrogate term is
+    ``-min(rho * 0, clip(rho) * 0) = 0`` with a zero gradient, so only a KL or entropy term
+    could make them matter; then they stay (``skip_zero_advantage=False``: always stay)."""
+    return config.skip_zero_advantage and config.kl_coef == 0 and config.entropy_coef == 0
+
+
 def update(
-    learner: Learner, samples: list[grpo.Sample], advantages: list[float], step: int
+    learner: Learner,
+    samples: list[grpo.Sample],
+    advantages: list[float],
+    step: int,
+    *,
+    skip_zero_advantage: bool = False,
 ) -> Stats:
     """Step 4: micro-batches accumulated into one update (or ``grad_accum_steps`` each), each
-    weighted by its share of all processes' tokens: the micro-batch size changes nothing."""
+    weighted by its share of all processes' tokens: the micro-batch size changes nothing.
+
+    ``skip_zero_advantage``: samples with advantage 0 get no forward or backward pass, but
+    their tokens still count in the normaliser of the update they belong to, so the update is
+    the one computed over every sample (up to float summation order); an update left with
+    nothing to train runs one zero-weight sample, so every process still steps AdamW (whose
+    momentum moves the weights even on a zero gradient) and joins DDP's all-reduce."""
     config, dist, optimizer = learner.config, learner.dist, learner.optimizer
     size = config.micro_batch_size
     micro = [range(i, min(i + size, len(samples))) for i in range(0, len(samples), size)]
-    # every process runs as many backward passes (DDP syncs in each): zero-weight extras
+    # every process makes as many updates: the count of micro-batches over all processes
     n_micro = max(gather(dist, len(micro)))
     per_update = config.grad_accum_steps or n_micro
     use_old = config.use_sampler_logprobs and all(s.logprobs is not None for s in samples)
     max_len = config.max_prompt_tokens + config.max_new_tokens
     out = defaultdict(float, loss=0.0, grad_norm=0.0, learning_rate=optimizer.param_groups[0]["lr"])
+    out["samples_skipped"] = 0.0
     for first in range(0, n_micro, per_update):
+        members = [i for m in range(first, min(first + per_update, len(micro))) for i in micro[m]]
+        # the normaliser: every sample of this update on every process, skipped ones included
+        mine = sum(
+            grpo.loss_units(samples[i], max_len=max_len, aggregation=config.aggregation)
+            for i in members
+        )
+        total_units = sum(gather(dist, float(mine)))
+        kept = [i for i in members if not (skip_zero_advantage and advantages[i] == 0.0)]
+        out["samples_skipped"] += len(members) - len(kept)
+        chunks = [kept[j : j + size] for j in range(0, len(kept), size)]
+        placeholder = not chunks  # nothing to train here: one sample with weight 0
+        if placeholder:
+            chunks = [members[:1] or [0]]
         batches = []
-        for m in range(first, min(first + per_update, n_micro)):
-            idx = micro[m] if m < len(micro) else micro[0]
+        for idx in chunks:
             batch = grpo.build_batch(
                 [samples[i] for i in idx], pad_id=learner.pad_id, max_len=max_len
             )
             batch["advantages"] = torch.tensor([advantages[i] for i in idx], dtype=torch.float32)
             mask = batch["loss_mask"]
             count = mask.sum() if config.aggregation == "token-mean" else (mask.sum(-1) > 0).sum()
-            batches.append((batch, float(count) if m < len(micro) else 0.0))
-        total_units = sum(gather(dist, sum(u for _, u in batches)))
+            batches.append((batch, 0.0 if placeholder else float(count)))
         optimizer.zero_grad(set_to_none=True)
         for k, (batch, units) in enumerate(batches):
             # DDP averages gradients over processes: scale by world to get the global sum

@@ -20,10 +20,18 @@ module only adds what an RL environment needs around it:
   calls are serialised process-wide so threaded vector envs cannot interleave
   them (they are pure Python and hold the GIL anyway), and ``sys.argv`` is
   restored after a load.
-* **Fork by replay.** The C engine state cannot be copied, so ``replay()`` (and
-  ``copy.deepcopy``) loads the same game on a fresh engine and replays the
-  commands of the episode so far. The PDDL engine is deterministic, so the copy
-  is in the same state.
+* **Fork by replay, when needed.** The C engine state cannot be copied, so ``replay()``
+  loads the same game on a fresh engine and replays the commands of the episode so far.
+  The PDDL engine is deterministic, so the copy is in the same state. ``copy.deepcopy``
+  (what ``env.fork()`` uses) defers that: the copy knows the last state and the commands,
+  and loads and replays only when it is sent a command that changes the game.
+* **No engine call for a command that does nothing.** textworld's ``PddlEnv.step`` strips
+  the command and looks it up among the current state's commands; one that is not there
+  yields "Nothing happens." and the same state again (same admissible commands, same
+  ``won``, the planner's same plan from the same state; ``extra.gamefile`` None as after
+  any step). That result is built here without the engine, which is what makes probing an
+  inadmissible command on a fork free. Not with the hand-coded expert: it updates its own
+  memory on every observation, so its commands always reach the engine.
 """
 
 from __future__ import annotations
@@ -126,13 +134,19 @@ def idle_engines() -> int:
 
 @dataclass(frozen=True)
 class EngineState:
-    """What the engine reports after a reset or a command."""
+    """What the engine reports after a reset or a command.
+
+    ``gamefile`` is the engine's ``extra.gamefile`` as alfworld's ``AlfredInfos`` sets it:
+    the game's path after a reset and ``None`` after a command (``AlfredInfos`` only fills it
+    in on reset, and textworld starts a fresh state on every step).
+    """
 
     feedback: str
     admissible_commands: tuple[str, ...]
     won: bool
     score: float
     expert_plan: tuple[str, ...] = ()
+    gamefile: str | None = None
 
 
 class ALFWorldEngine:
@@ -152,9 +166,14 @@ class ALFWorldEngine:
             raise ValueError(f"expert must be None or one of {EXPERTS}, got {expert!r}")
         self.gamefile = str(gamefile)
         self.expert = expert
+        #: the commands that reached the game since the reset (what a replay repeats)
         self.history: list[str] = []
+        #: the latest state (None before the first reset)
+        self.last: EngineState | None = None
         self._slot: _Slot | None = None
         self._finalizer: weakref.finalize | None = None
+        #: a deferred copy's commands still to replay on its own engine (``__deepcopy__``)
+        self._pending: list[str] | None = None
 
     @property
     def _stack(self) -> Any:
@@ -177,12 +196,25 @@ class ALFWorldEngine:
                 slot.loaded = self.gamefile
             state = slot.stack.reset()
         self.history = []
-        return self._state(state, 0.0)
+        self._pending = None
+        self.last = self._state(state, 0.0)
+        return self.last
 
     def step(self, command: str) -> EngineState:
         """Send one command; a command the game does not know yields "Nothing happens."."""
-        if self._stack is None:
+        last = self.last
+        if last is None:
             raise RuntimeError("ALFWorldEngine.step() before reset()")
+        if self.expert != "handcoded" and command.strip() not in last.admissible_commands:
+            # what PddlEnv.step answers, without the engine (module docstring)
+            self.last = EngineState(
+                "Nothing happens.", last.admissible_commands, last.won, float(last.won),
+                last.expert_plan, None,
+            )  # fmt: skip
+            return self.last
+        if self._pending is not None:
+            self._materialize()
+        assert self._stack is not None
         self.history.append(command)
         try:
             with _ENGINE_LOCK:
@@ -196,19 +228,39 @@ class ALFWorldEngine:
             state = self._stack.state
             state["extra.expert_plan"] = []
             score = 1.0 if state["won"] else 0.0
-        return self._state(state, float(score))
+        self.last = self._state(state, float(score))
+        return self.last
+
+    def _materialize(self) -> None:
+        """Load this deferred copy's game on an engine of its own and replay its commands."""
+        pending, last = self._pending or [], self.last
+        self._pending = None
+        self.reset()
+        for command in pending:
+            self.step(command)
+        assert self.last is not None and last is not None
+        if (self.last.admissible_commands, self.last.won) != (last.admissible_commands, last.won):
+            raise RuntimeError(f"replaying {self.gamefile} did not reach the copied state")
+        self.last = last  # the copied step's own result (its feedback, gamefile, score)
 
     def replay(self) -> ALFWorldEngine:
         """A fresh engine in the same state: same game, the same commands replayed."""
         clone = ALFWorldEngine(self.gamefile, expert=self.expert)
-        if self._stack is not None:
+        if self.last is not None:
             clone.reset()
-            for command in self.history:
+            for command in self.history if self._pending is None else self._pending:
                 clone.step(command)
         return clone
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ALFWorldEngine:
-        return self.replay()
+        """A deferred copy: the same game, state and history; it loads and replays on its
+        own engine only when a command must reach the game (module docstring)."""
+        clone = ALFWorldEngine(self.gamefile, expert=self.expert)
+        if self.last is not None:
+            clone.last = self.last
+            clone.history = list(self.history if self._pending is None else self._pending)
+            clone._pending = list(clone.history)
+        return clone
 
     def close(self) -> None:
         """Hand the engine instance back for reuse (a later ``reset()`` takes one again)."""
@@ -216,6 +268,8 @@ class ALFWorldEngine:
             self._finalizer()
         self._slot = None
         self._finalizer = None
+        self._pending = None
+        self.last = None
 
     # -- helpers ---------------------------------------------------------------
     def _state(self, state: Any, score: float) -> EngineState:
@@ -226,4 +280,5 @@ class ALFWorldEngine:
             won=bool(state["won"]),
             score=score,
             expert_plan=tuple(plan or ()),
+            gamefile=state.get("extra.gamefile"),
         )

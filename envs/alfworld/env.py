@@ -39,6 +39,13 @@ command. Copy the command exactly as it appears in the list of admissible comman
 You have {max_turns} commands to complete the task."""
 
 NOTHING_HAPPENS = "Nothing happens."
+#: ``observation_mode``: ``"raw"`` is the engine's text as alfworld's own env returns it;
+#: ``"chat"`` is orchenv's prompt (rules, task, feedback, step count, admissible commands)
+OBSERVATION_MODES = ("raw", "chat")
+#: ``command_matching``: ``"original"`` sends the command as typed (textworld strips the
+#: ends, then needs an exact admissible command); ``"lenient"`` first drops reasoning
+#: blocks, a leading ``>``, a trailing full stop, case and repeated spaces
+COMMAND_MATCHING = ("original", "lenient")
 _TASK_RE = re.compile(r"Your task is to:\s*(.*)", re.DOTALL)
 _WELCOME_RE = re.compile(r"^-= Welcome to TextWorld, ALFRED! =-\s*")
 
@@ -51,11 +58,18 @@ def split_intro(intro: str) -> tuple[str, str]:
     return _WELCOME_RE.sub("", room).strip(), goal
 
 
+def original_command(text: str) -> str:
+    """A command as alfworld's engine reads it: textworld's ``PddlEnv.step`` strips the ends
+    and nothing else, so "Go to sofa 1" or "go to sofa 1." is not "go to sofa 1"."""
+    return text.strip()
+
+
 def normalize_command(text: str) -> str:
     """A command as the engine spells them: no reasoning blocks, lower case, single spaces.
 
     Also drops a leading ``>`` prompt marker and a trailing full stop, which
-    language models often add.
+    language models often add. This is orchenv's ``command_matching="lenient"`` (and the
+    role views' rule); alfworld itself only strips the ends (``original_command``).
     """
     text = strip_reasoning(text).strip().lower()
     text = text.removeprefix(">").strip().rstrip(".").strip()
@@ -82,9 +96,13 @@ class ALFWorldEnv(OrchestrationEnv):
 
     ## Action format
     One text command, e.g. ``go to fridge 1``, ``take apple 1 from countertop 1``,
-    ``heat apple 1 with microwave 1``, ``use desklamp 1``. It is compared after
-    removing ``<think>`` blocks, a leading ``>``, a trailing full stop, case and
-    repeated spaces. A command outside ``info["admissible_commands"]`` is still
+    ``heat apple 1 with microwave 1``, ``use desklamp 1``. By default it is matched as
+    alfworld matches it (``command_matching="original"``): textworld strips the ends and
+    needs the admissible command exactly, so ``> Go to fridge 1.`` does nothing.
+    ``command_matching="lenient"`` (orchenv's earlier rule, a departure that raises
+    success for chatty policies) first removes ``<think>`` blocks, a leading ``>``, a
+    trailing full stop, case and repeated spaces. A command outside
+    ``info["admissible_commands"]`` is still
     sent to the engine, which answers "Nothing happens." and leaves the game as
     it was; the step counts, ``info["invalid_action"]`` is True,
     ``info["parse_error"]`` suggests the closest admissible command and
@@ -93,16 +111,27 @@ class ALFWorldEnv(OrchestrationEnv):
     engine. Nothing the policy types raises.
 
     ## Observation
-    The task sentence, the engine's latest feedback (at reset: the room
-    description), the step count and the admissible commands, as one string;
-    ``info["messages"]`` has it as a system + user chat. With ``history > 0``
-    the last commands and their feedback are shown too. A command outside the
-    admissible list gets only the engine's "Nothing happens." (as in ALFWorld; the
-    notice other orchenv envs add is off, ``shows_invalid_notice = False``), while
-    ``info["parse_error"]`` says why. ``info`` adds
-    ``admissible_commands``, ``won``, ``goal``, ``task_type``, ``task_id`` and,
-    with ``expert`` set, ``info["privileged"]["expert_plan"]`` (alfworld's
-    expert's next commands: for imitation learning and tests, not for policies).
+    ``observation_mode="raw"`` (default): the engine's text exactly as alfworld's own
+    text env returns it: at reset the game's opening (the
+    ``-= Welcome to TextWorld, ALFRED! =-`` banner, the room, ``Your task is to: ...``),
+    after a command its feedback; ``info["messages"]`` is that text as one user message.
+    ``observation_mode="chat"`` (orchenv's prompt, a named departure): the task
+    sentence, the latest feedback (at reset: the room description without banner and
+    task line), ``Step k of N`` and the admissible commands, after a system message with
+    the rules; with ``history > 0`` the last commands and their feedback too. A command
+    outside the admissible list gets only the engine's "Nothing happens." (as in ALFWorld;
+    the notice other orchenv envs add is off, ``shows_invalid_notice = False``), while
+    ``info["parse_error"]`` says why.
+
+    ``info`` carries what alfworld's env requests from textworld (``EnvInfos(won=True,
+    admissible_commands=True, extras=["gamefile"])``, plus ``"expert_plan"`` with an
+    expert), under the same keys, one game instead of a batch: ``won``,
+    ``admissible_commands`` (``help`` included), ``extra.gamefile`` (the game's path
+    after a reset, None after a command, as alfworld's ``AlfredInfos`` leaves it) and,
+    with ``expert`` set, ``extra.expert_plan`` (also in ``info["privileged"]``:
+    for imitation learning and tests, not for policies). ``info["feedback"]`` is the
+    engine's text of the step in every mode; ``goal``, ``task_type`` and ``task_id``
+    are orchenv's.
 
     ## Rewards
     The engine's: 1.0 on the step that completes the task, else 0.0 (plus
@@ -116,8 +145,9 @@ class ALFWorldEnv(OrchestrationEnv):
     ``metrics["success"]`` (1.0 when won).
 
     ## Arguments
-    - ``split``: ``"train"``, ``"valid_seen"`` or ``"valid_unseen"`` (``"test"``:
-      ``valid_unseen``, ``"validation"``: ``valid_seen``).
+    - ``split``: ``"train"``, ``"valid_seen"`` or ``"valid_unseen"``; aliases:
+      ``"test"`` and alfworld's ``"eval_out_of_distribution"`` are ``valid_unseen``,
+      ``"validation"`` and ``"eval_in_distribution"`` are ``valid_seen``.
     - ``data_dir``: an ALFWorld data folder (overrides ``ALFWORLD_DATA``).
     - ``game_files``: explicit ``game.tw-pddl`` paths, each beside its
       ``traj_data.json`` (an empty list is a ``DataError``).
@@ -125,7 +155,10 @@ class ALFWorldEnv(OrchestrationEnv):
     - ``max_turns``: commands per episode (default 50).
     - ``expert``: ``None``, ``"planner"`` or ``"handcoded"``: adds alfworld's expert's
       plan to ``info["privileged"]``.
-    - ``history``: previous steps shown in the observation (default 0).
+    - ``observation_mode``: ``"raw"`` (default, alfworld's text) or ``"chat"``.
+    - ``command_matching``: ``"original"`` (default, alfworld's) or ``"lenient"``.
+    - ``history``: previous steps shown in the chat observation (default 0; needs
+      ``observation_mode="chat"``).
     - ``max_command_chars``: longer commands never reach the engine (default 1,000).
     - ``format_penalty``: added to the reward of a step whose command was not
       admissible (default 0.0, as in ALFWorld).
@@ -157,6 +190,11 @@ class ALFWorldEnv(OrchestrationEnv):
       ``max_turns`` (it was ``max_steps``); ``format_penalty`` (default 0) and ``info["metrics"]`` are new; a
       ``task_index`` out of range is an ``IndexError`` (it was a ``ConfigError``).
       Rewards and the horizon rule are unchanged.
+      Issue 16: ``observation_mode`` (default ``"raw"``, alfworld's text; the former
+      observation is ``"chat"``) and ``command_matching`` (default ``"original"``; the
+      former rule is ``"lenient"``); ``info`` adds ``feedback``, ``extra.gamefile`` and,
+      with an expert, ``extra.expert_plan``; the split aliases ``eval_in_distribution``
+      and ``eval_out_of_distribution``.
     """
 
     _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source", "_catalog")
@@ -172,6 +210,8 @@ class ALFWorldEnv(OrchestrationEnv):
         task_types: Sequence[str | int] | None = None,
         max_turns: int = 50,
         expert: str | None = None,
+        observation_mode: str = "raw",
+        command_matching: str = "original",
         history: int = 0,
         max_command_chars: int = 1000,
         format_penalty: float = 0.0,
@@ -187,6 +227,21 @@ class ALFWorldEnv(OrchestrationEnv):
             raise UnknownNameError("ALFWorld expert", str(expert), EXPERTS)
         if history < 0 or max_command_chars < 1:
             raise ConfigError("history must be >= 0 and max_command_chars >= 1")
+        if observation_mode not in OBSERVATION_MODES:
+            raise UnknownNameError(
+                "ALFWorld observation_mode", str(observation_mode), OBSERVATION_MODES
+            )
+        if command_matching not in COMMAND_MATCHING:
+            raise UnknownNameError(
+                "ALFWorld command_matching", str(command_matching), COMMAND_MATCHING
+            )
+        if history and observation_mode != "chat":
+            raise ConfigError(
+                f"history={history} shows past steps in orchenv's chat prompt; the raw "
+                'observation is the engine\'s text only: pass observation_mode="chat" too'
+            )
+        self.observation_mode = observation_mode
+        self.command_matching = command_matching
         self.data_dir = data_dir
         self.game_files = None if game_files is None else game_file_list(game_files)
         self.task_types = None if task_types is None else normalize_task_types(task_types)
@@ -234,6 +289,8 @@ class ALFWorldEnv(OrchestrationEnv):
     # -- observation ----------------------------------------------------------------------
     def _messages(self) -> list[Message]:
         assert self.state is not None
+        if self.observation_mode == "raw":
+            return [{"role": "user", "content": self.state.feedback}]
         parts = [f"Your task is to: {self.goal}"]
         shown = self.steps[-self.history :] if self.history else []
         if shown:
@@ -254,12 +311,15 @@ class ALFWorldEnv(OrchestrationEnv):
     def _observation_info(self) -> dict[str, Any]:
         assert self.state is not None and self.game is not None
         extra: dict[str, Any] = {
+            "feedback": self.state.feedback,
             "admissible_commands": list(self.state.admissible_commands),
             "won": self.state.won,
+            "extra.gamefile": self.state.gamefile,
             "goal": self.goal,
             "task_type": self.game.task_type,
         }
         if self.expert is not None:
+            extra["extra.expert_plan"] = list(self.state.expert_plan)
             extra["privileged"] = {"expert_plan": list(self.state.expert_plan)}
         return extra
 
@@ -290,7 +350,10 @@ class ALFWorldEnv(OrchestrationEnv):
                 NOTHING_HAPPENS, admissible, self.state.won, 0.0, self.state.expert_plan
             )
         else:
-            command = normalize_command(action)
+            if self.command_matching == "lenient":
+                command = normalize_command(action)
+            else:
+                command = original_command(action)
             if command not in admissible:
                 error = self._command_error(command, admissible)
             self.state = self._engine.step(command)
@@ -314,8 +377,15 @@ class ALFWorldEnv(OrchestrationEnv):
     def _command_error(command: str, admissible: Sequence[str]) -> str:
         if not command:
             return "the command is empty; reply with one of the admissible commands."
-        close = difflib.get_close_matches(command, list(admissible), n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        lenient = normalize_command(command)
+        if lenient in admissible:  # only case, '>', a full stop or spacing differ
+            hint = (
+                f" Did you mean {lenient!r}? Commands are matched exactly, as in alfworld "
+                '(command_matching="lenient" would accept this one).'
+            )
+        else:
+            close = difflib.get_close_matches(command, list(admissible), n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
         return (
             f"{command[:80]!r} is not an admissible command now (the engine answers "
             f"{NOTHING_HAPPENS!r}); copy one from the list, e.g. {admissible[0]!r}.{hint}"

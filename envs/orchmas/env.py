@@ -16,8 +16,15 @@ from typing import Any
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
-from orchenv.envs.orchmas.choices import CHOICE_ROLES, canonical_choices, shortcuts
+from orchenv.envs.orchmas.choices import (
+    CHOICE_ROLES,
+    SUBQUESTION_PREFIX,
+    canonical_choices,
+    next_subquestion,
+    shortcuts,
+)
 from orchenv.envs.orchmas.executor import orchmas_pool, task_domain
+from orchenv.envs.orchmas.metrics import cosine_score, load_embedder
 from orchenv.envs.orchmas.protocol import (
     CONTROLLER_SYSTEM,
     EXECUTOR_SYSTEM,
@@ -31,7 +38,16 @@ from orchenv.parsing import extract_tag
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import TaskSource
 
-__all__ = ["DEMO_ROLES", "OrchMASEnv"]
+__all__ = ["DEMO_ROLES", "GATES", "MATH_PRECISIONS", "SUMMARY_METRICS", "OrchMASEnv"]
+
+#: ``gate``: "final-checks" opens the precision gate only when the format reward is at its
+#: cap *and* the final turn passed B_m, B_v and I_c; "cap" is eq. (13) read literally
+#: (the cap alone, which four well-formed calls reach with the default constants)
+GATES = ("final-checks", "cap")
+#: ``math_precision``: "f1" (eq. 11-12, token F1, 1 for an equivalent answer) or "exact"
+MATH_PRECISIONS = ("f1", "exact")
+#: ``summary_metric``: "cosine" (section 4.1) or "f1" for tasks with ``meta["metric"]="cosine"``
+SUMMARY_METRICS = ("cosine", "f1")
 
 #: roles demo_action picks from (generic, domain-fitting, mismatched, empty)
 DEMO_ROLES = (
@@ -52,14 +68,15 @@ class OrchMASEnv(OrchestrationEnv):
     ## Description
     OrchMAS (seed 002): an orchestrator coordinates an external executor LLM
     by generating, at every turn, a role for it (free text, learned: "math
-    solver", "verifier", "researcher", ...) and a request. The executor sees a
+    solver", "researcher", "verifier", ...) and a request. The executor sees a
     system prompt built from the role (Table 2(b), reworded), the earlier
-    request/reply pairs as chat history, and the new request; its reply is
-    appended to the orchestrator's history inside
-    ``<interaction_response>...</interaction_response>``. The orchestrator
-    stops by writing the final answer. Tasks: the embedded procedural math
-    source (default) or ``task_source="orchmas-qa"`` (short-answer questions
-    over a synthetic knowledge base, scored by token F1).
+    request/reply pairs as chat history, and the new request; its reply comes
+    back inside ``<interaction_response>...</interaction_response>``. The
+    orchestrator stops by writing the final answer. Tasks (``task_source="orchmas-qa"``,
+    ``qa.orchmas_qa_source``): by default procedural math and multi-hop questions with a
+    gold hop chain (``SyntheticMultihopSource``) interleaved; or one of the paper's
+    datasets from local files (2Wiki, HotpotQA, MuSiQue, GSM8K, PopQA, TriviaQA, SQuAD v2,
+    XSum-style summaries), or ``"procedural-math"`` alone. docs/orchmas.md has the details.
 
     ## Action format
     Table 2(a). A call:
@@ -71,60 +88,85 @@ class OrchMASEnv(OrchestrationEnv):
     non-string ``agent_role`` make the action invalid: nobody is called, the
     turn is used, ``format_penalty`` is added to the step's reward,
     ``info["parse_error"]`` says what was expected and the next observation
-    repeats it. An empty role is allowed (the executor is called with a blank
-    role) but earns no format credit.
+    repeats it. The notice is written so that it is not itself a usable action
+    (no tags, placeholders instead of JSON strings): a policy that copies it back
+    makes another invalid action. An empty role is allowed (the executor is called
+    with a blank role) but earns no format credit.
 
     ## Observation
-    The orchestrator prompt as one string: instructions, the question, and the
-    history of earlier turns (think, request with its role, executor reply);
-    ``info["messages"]`` holds the same as chat messages. ``info["phase"]`` is
-    always ``"act"``; ``info["valid_agents"]`` is ``[executor]``.
+    The orchestrator's chat (``info["messages"]``; the observation string joins
+    their contents): the instructions, the question, then every turn as the policy
+    wrote it, verbatim, as an ``assistant`` message, each followed by a ``user``
+    message with the executor's reply in ``<interaction_response>`` (or why the
+    turn could not be used). ``info["phase"]`` is always ``"act"``;
+    ``info["valid_agents"]`` is ``[executor]``.
 
     ## Rewards
     Eq. (10)-(13), reconstructed. Format reward
     ``R_fmt = min(kappa, alpha * sum_t Lambda_t + beta * B_m + gamma * B_v + delta * I_c)``
     with Lambda_t = 1 for an interaction turn with non-empty ``<think>``, valid
     call JSON and a non-empty role; B_m = the final turn has exactly one
-    balanced ``<think>`` and one ``<answer>`` block (no interaction tag); B_v =
+    balanced ``<think>`` and exactly one ``<answer>`` block (no interaction tag); B_v =
     the answer is non-empty; I_c = non-empty think and no text outside the tags.
-    Precision ``R_prec = max_ref F1(Std(answer), Std(ref))`` (token F1 after
-    ``normalize_text``; for math tasks 1/0 by ``math_equal``; an answer too large to
-    check, or whose check runs out of time, is wrong and ``info["grading"]`` says
-    ``"too-large"`` or ``"timeout"``). Gated aggregate
-    ``R = -kappa + R_fmt + [R_fmt == kappa] * R_prec``. Defaults (assumptions;
-    the paper gives no values): kappa = 0.4, alpha = beta = gamma = delta = 0.1,
-    so full format credit needs at least one well-formed executor call and a
-    clean final turn. The return is paid out per step so that it sums to R:
-    each turn pays ``-kappa / max_turns`` plus the increase of the capped
-    format reward; the answering step adds the unpaid rest of ``-kappa`` and the
-    gated precision. A malformed turn therefore gets ``-kappa / max_turns``
-    (plus ``format_penalty``, default 0). ``info["reward_components"]`` splits
-    each step's reward into ``base``, ``format`` and ``precision``.
+    Precision ``R_prec = max_ref F1(Std(answer), Std(ref))``: token F1 after
+    ``normalize_text`` for every task; math tasks also report exact equality
+    (``math_equal``; an equal answer has F1 1; an answer too large to check, or
+    whose check runs out of time, is not equal and ``info["grading"]`` says
+    ``"too-large"`` or ``"timeout"``); summaries (``meta["metric"] == "cosine"``)
+    are scored by embedding cosine. Gated aggregate
+    ``R = -kappa + R_fmt + [gate] * R_prec`` where, by default
+    (``gate="final-checks"``), the gate opens only when ``R_fmt == kappa`` *and*
+    the final turn passed B_m, B_v and I_c: the paper says precision counts only
+    when the format prerequisites are "completely and correctly fulfilled", and
+    with the default constants four well-formed calls reach the cap alone, so
+    eq. (13) read literally (``gate="cap"``) pays ``garbage <answer>X</answer>
+    garbage`` in full. Defaults (assumptions; the paper gives no values): kappa
+    = 0.4, alpha = beta = gamma = delta = 0.1, so full format credit needs at
+    least one well-formed executor call and a clean final turn. The return is
+    paid out per step so that it sums to R: each turn pays ``-kappa /
+    max_turns`` plus the increase of the capped format reward; the answering
+    step adds the unpaid rest of ``-kappa`` and the gated precision. A malformed
+    turn therefore gets ``-kappa / max_turns`` (plus ``format_penalty``, default
+    0). ``info["reward_components"]`` splits each step's reward into ``base``,
+    ``format`` and ``precision``.
 
     ## Episode end
-    ``terminated`` by an answer; ``truncated`` after ``max_turns`` turns
-    (default 5, section 4.1) without one (score 0). ``info`` then holds
-    ``final_answer``, ``correct`` (EM for QA, math equivalence for math),
-    ``em``, ``f1``, ``score`` (= f1), ``format_reward``, ``gate``, ``turns``,
-    the usage figures and ``metrics``: ``f1``, ``em``, ``format_reward``,
-    ``gate`` (1 when the format gate opened) and ``executor_calls``.
+    ``terminated`` by an answer; ``truncated`` after ``max_turns`` turns without
+    one (score 0). The turn budget is the paper's "at most 5 agent turns" read as
+    5 executor calls plus the answer turn (``max_calls=5``, ``max_turns=6``;
+    docs/orchmas.md). ``info`` then holds ``final_answer``, ``correct`` (exact
+    match for text, math equivalence for math), ``em``, ``f1`` (token F1),
+    ``score`` (the precision the gate pays: F1, or cosine for summaries),
+    ``format_reward``, ``gate``, ``turns``, the usage figures and ``metrics``:
+    ``f1``, ``em``, ``precision``, ``format_reward``, ``gate`` (1 when the
+    gate opened), ``executor_calls`` and, for summaries, ``cos``.
 
     ## Arguments
     - ``pool``: ``"orchmas"`` (default) builds the one-executor pool in code
       (``executor.orchmas_pool``: Qwen2.5-7B-Instruct, calibration accuracy
-      ``executor_accuracy``, ``RoleAwareExecutorBackend`` whose accuracy rises
-      with a domain-fitting role and a verification request, falls with an
-      empty role); another preset name, a pool file or an ``AgentPool`` is
-      accepted.
+      ``executor_accuracy``, ``RoleAwareExecutorBackend``, which reads the
+      request: whether it carries the question or a correct sub-question of the
+      task's hop chain, the role's fit, a verification request, the evidence of
+      earlier replies; an irrelevant request gets no answer); another preset name,
+      a pool file or an ``AgentPool`` is accepted.
     - ``executor``: the pool agent to call (default: the pool's strongest).
     - ``task_source``, ``task_source_kwargs``, ``split``: where questions come
-      from (default: procedural math, ``"train"``; or ``"orchmas-qa"``).
-    - ``max_turns``: orchestrator turns per episode (default 5, section 4.1).
+      from (default: ``"orchmas-qa"``, math and multi-hop interleaved, ``"train"``;
+      ``task_source_kwargs={"dataset": ..., "path": ...}`` picks another set).
+    - ``max_calls``: executor calls per episode (default 5, section 4.1); the
+      episode has ``max_calls + 1`` turns.
+    - ``max_turns``: orchestrator turns, answer turn included; overrides
+      ``max_calls`` when given (``max_turns=5`` is the earlier budget of 4 calls).
+    - ``gate``: ``"final-checks"`` (default) or ``"cap"`` (see Rewards).
+    - ``math_precision``: ``"f1"`` (default, eq. 11-12) or ``"exact"`` (pay the
+      exact match on math tasks, the earlier behaviour).
+    - ``summary_metric``: ``"cosine"`` (default, section 4.1; needs the ``embed``
+      extra) or ``"f1"`` for tasks marked ``meta["metric"] == "cosine"``.
     - ``kappa``: the format-reward cap and the per-episode base cost (default 0.4).
     - ``alpha``, ``beta``, ``gamma``, ``delta``: the weights of Lambda_t, B_m,
       B_v and I_c in the format reward (default 0.1 each).
     - ``executor_accuracy``: the default pool's calibration accuracy, in (0, 1)
-      (default 0.6).
+      (default 0.6): a one-shot call with a generic role on a one-hop task.
     - ``format_penalty``: added to a step whose action cannot be used (default 0).
     - ``backend``: override the backends of a preset or pool file (not
       available with ``pool="orchmas"``, whose backend is built in code).
@@ -138,12 +180,14 @@ class OrchMASEnv(OrchestrationEnv):
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``),
     built from the question and the executor's replies, never from the reference: 0 answer
     with the executor's last boxed answer (``"unknown"`` before any); then a call with each
-    role of ``CHOICE_ROLES`` (generic, math, geography, economics, linguistics) asking it to
-    solve the question; then the same roles asking it to verify its previous answer (masked
-    until it has replied). Calls are masked on the last turn. ``audit_strategies()`` names
-    the shortcuts the audit must find clearly worse than the best response;
-    ``observation_features()`` adds the calls so far and whether the last reply holds an
-    answer.
+    role of ``CHOICE_ROLES`` (generic, math, research, reading) asking it to solve the
+    question; then the same roles asking it to verify its previous answer (masked until it
+    has replied); then the same roles asking the next sub-question of a multi-hop
+    question (the gold hop question with the bridge entity taken from the executor's last
+    answer; masked for other tasks). Calls are masked on the last turn.
+    ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
+    best response; ``observation_features()`` adds the calls so far and whether the last
+    reply holds an answer.
 
     ## Version history
     - v0: initial version. Since the one-shape refactor, reaching ``max_turns``
@@ -151,6 +195,11 @@ class OrchMASEnv(OrchestrationEnv):
       ``format_penalty`` and ``backend`` arguments and ``info["metrics"]`` are
       new; ``reward_components`` always has a ``precision`` entry; the notice
       after an unusable action ends with "Reply again in the required format."
+      Issue 15: the executor reads the request; the default tasks are math and
+      multi-hop (the made-up-countries set is ``dataset="countries"``); the gate
+      needs the final turn's checks; math precision is token F1; 5 calls plus
+      the answer turn (was 5 turns in all); turns kept verbatim; the notice is
+      not an action; ``metrics["precision"]`` is new.
     """
 
     def __init__(
@@ -158,10 +207,14 @@ class OrchMASEnv(OrchestrationEnv):
         *,
         pool: str | AgentPool = "orchmas",
         executor: str | None = None,
-        task_source: str | TaskSource = "procedural-math",
+        task_source: str | TaskSource = "orchmas-qa",
         task_source_kwargs: Mapping[str, Any] | None = None,
         split: str = "train",
-        max_turns: int = 5,
+        max_calls: int = 5,
+        max_turns: int | None = None,
+        gate: str = "final-checks",
+        math_precision: str = "f1",
+        summary_metric: str = "cosine",
         kappa: float = 0.4,
         alpha: float = 0.1,
         beta: float = 0.1,
@@ -175,7 +228,22 @@ class OrchMASEnv(OrchestrationEnv):
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
-        super().__init__(**arguments_for(super().__init__, locals()))
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0:
+            raise ConfigError(f"max_calls must be an int >= 0, got {max_calls!r}")
+        turns = max_calls + 1 if max_turns is None else max_turns
+        super().__init__(**{**arguments_for(super().__init__, locals()), "max_turns": turns})
+        for label, value, allowed in (
+            ("gate", gate, GATES),
+            ("math_precision", math_precision, MATH_PRECISIONS),
+            ("summary_metric", summary_metric, SUMMARY_METRICS),
+        ):
+            if value not in allowed:
+                raise ConfigError(f"{label} must be one of {', '.join(allowed)}; got {value!r}")
+        self.gate_rule, self.math_precision, self.summary_metric = (
+            gate,
+            math_precision,
+            summary_metric,
+        )
         if kappa <= 0:
             raise ConfigError(f"kappa must be > 0, got {kappa}")
         if min(alpha, beta, gamma, delta) < 0:
@@ -194,8 +262,11 @@ class OrchMASEnv(OrchestrationEnv):
         # episode state
         self.history: list[dict[str, Any]] = []  # one entry per turn
         self.format_sum = 0.0  # uncapped alpha * sum Lambda_t (+ final-turn terms)
+        self.final_checks: tuple[bool, bool, bool] | None = None  # (B_m, B_v, I_c) of the answer
         self.answer: str | None = None  # the final answer, once given
-        self.grade: tuple[bool, float] = (False, 0.0)  # its (exact match, F1)
+        self.grade: tuple[bool, float] = (False, 0.0)  # its (exact match, precision)
+        self.extra_metrics: dict[str, float] = {}  # token F1 / cosine of the answer
+        self._embedder: Any = None  # the cosine metric's model, loaded on first use
 
     def _build_pool(self) -> AgentPool:
         if self._pool_arg == "orchmas":
@@ -205,6 +276,11 @@ class OrchMASEnv(OrchestrationEnv):
         if self._executor_arg is not None and self._executor_arg not in pool.names:
             raise UnknownNameError("executor agent", self._executor_arg, pool.names)
         return pool
+
+    @property
+    def max_calls(self) -> int:
+        """Executor calls an episode may make: every turn but the answer turn."""
+        return self.max_turns - 1
 
     @property
     def executor(self) -> str:
@@ -228,12 +304,18 @@ class OrchMASEnv(OrchestrationEnv):
         """Answer, then solve as each role, then verify as each role (see "Discrete
         actions" above)."""
         if self.task is None:
-            return [None] * (1 + 2 * len(CHOICE_ROLES))
+            return [None] * (1 + 3 * len(CHOICE_ROLES))
+        last = self.last_executor_answer()
+        asked = sum(
+            h["kind"] == "call" and h["prompt"].startswith(SUBQUESTION_PREFIX) for h in self.history
+        )
+        chain = [h for h in self.task.meta.get("chain") or () if isinstance(h, Mapping)]
         return canonical_choices(
             self.task.prompt,
-            self.last_executor_answer(),
+            last,
             has_reply=self._last_reply() is not None,
             can_call=not self.is_last_turn,
+            subquestion=next_subquestion(chain, asked, last),
         )
 
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
@@ -267,26 +349,37 @@ class OrchMASEnv(OrchestrationEnv):
 
     # -- prompts ----------------------------------------------------------------------
     def _messages(self) -> list[Message]:
+        """System prompt, the question, then each turn as the policy wrote it (an
+        ``assistant`` message, verbatim) and what came back (a ``user`` message: the
+        executor's reply in ``<interaction_response>``, or why the turn was unusable)."""
         assert self.task is not None
-        parts = [f"Question:\n{self.task.prompt}"]
-        for i, entry in enumerate(self.history, 1):
+        system = CONTROLLER_SYSTEM.format(max_turns=self.max_turns, max_calls=self.max_calls)
+        messages: list[Message] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"Question:\n{self.task.prompt}"},
+        ]
+        last = len(self.history) - 1
+        for i, entry in enumerate(self.history):
+            messages.append({"role": "assistant", "content": entry["action"]})
             if entry["kind"] == "call":
-                parts.append(
-                    f"Turn {i}:\n<think>{entry['think'] or ''}</think>\n"
-                    f"Request to the executor (role: {entry['role'] or '(none)'}):\n"
-                    f"{entry['prompt']}\n"
-                    f"<interaction_response>{entry['reply'][: self.max_reply_chars]}"
-                    "</interaction_response>"
+                reply = entry["reply"][: self.max_reply_chars]
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": f"<interaction_response>{reply}</interaction_response>",
+                    }
                 )
             elif entry["kind"] == "invalid":
-                parts.append(f"Turn {i}: your reply could not be used ({entry['error']})")
-            else:
-                parts.append(f"Turn {i}: final answer given: {entry['answer']}")
-        parts.append(self.turn_line())
-        return [
-            {"role": "system", "content": CONTROLLER_SYSTEM.format(max_turns=self.max_turns)},
-            {"role": "user", "content": "\n\n".join(parts)},
-        ]
+                # the latest unusable turn gets the env's notice appended (core)
+                text = (
+                    "Nothing was sent to the executor."
+                    if i == last
+                    else (f"Nothing was sent to the executor: {entry['error']}")
+                )
+                messages.append({"role": "user", "content": text})
+        if messages[-1]["role"] == "user":
+            messages[-1]["content"] += f"\n\n{self.turn_line()}"
+        return messages
 
     def _executor_messages(self, role: str, prompt: str) -> list[Message]:
         messages: list[Message] = [{"role": "system", "content": EXECUTOR_SYSTEM.format(role=role)}]
@@ -305,15 +398,21 @@ class OrchMASEnv(OrchestrationEnv):
         self.task = self.pick_task(options)
         self.history = []
         self.format_sum = 0.0
-        self.answer, self.grade = None, (False, 0.0)
+        self.final_checks = None
+        self.answer, self.grade, self.extra_metrics = None, (False, 0.0), {}
         return {"privileged": {"domain": task_domain(self.task)}}
 
     def _capped(self) -> float:
         return min(self.kappa, self.format_sum)
 
     def _gate(self) -> bool:
-        """Whether the format reward reached its cap (the precision counts only then)."""
-        return self._capped() >= self.kappa - 1e-12
+        """Whether the precision counts: the format reward reached its cap and (with
+        ``gate="final-checks"``) the final turn passed B_m, B_v and I_c."""
+        if self._capped() < self.kappa - 1e-12:
+            return False
+        if self.gate_rule == "cap":
+            return True
+        return self.final_checks is not None and all(self.final_checks)
 
     def _last_reply(self) -> str | None:
         return next((h["reply"] for h in reversed(self.history) if h["kind"] == "call"), None)
@@ -327,9 +426,10 @@ class OrchMASEnv(OrchestrationEnv):
         error = None
         if answer is not None:
             b_m, b_v, i_c = answer_format(action)
+            self.final_checks = (b_m, b_v, i_c)
             self.format_sum += self.beta * b_m + self.gamma * b_v + self.delta * i_c
             info["format_checks"] = {"B_m": b_m, "B_v": b_v, "I_c": i_c}
-            self.history.append({"kind": "answer", "answer": answer})
+            self.history.append({"kind": "answer", "answer": answer, "action": action})
             em, f1, grading = self._grade(answer)
             self.answer, self.grade = answer, (em, f1)
             if grading != "ok":  # refused or timed out: counted wrong, and said so
@@ -337,9 +437,11 @@ class OrchMASEnv(OrchestrationEnv):
         else:
             call, error = parse_call(action)
             if call is None:
-                self.history.append({"kind": "invalid", "error": error})
+                self.history.append({"kind": "invalid", "error": error, "action": action})
             else:
-                info.update(self._call_executor(call, extract_tag(action, "think"), privileged))
+                info.update(
+                    self._call_executor(call, extract_tag(action, "think"), privileged, action)
+                )
         base = -self.kappa / self.max_turns
         reward = base + (self._capped() - before)
         components = {"format": self._capped() - before, "base": base, "precision": 0.0}
@@ -353,7 +455,7 @@ class OrchMASEnv(OrchestrationEnv):
         return Outcome(reward=reward, done=answer is not None, error=error, info=info)
 
     def _call_executor(
-        self, call: dict[str, str], think: str | None, privileged: dict[str, Any]
+        self, call: dict[str, str], think: str | None, privileged: dict[str, Any], action: str
     ) -> dict[str, Any]:
         """Send one well-formed request to the executor; return the step's info."""
         assert self.task is not None
@@ -369,9 +471,11 @@ class OrchMASEnv(OrchestrationEnv):
                 "role": call["agent_role"],
                 "prompt": call["prompt"],
                 "reply": completion.text,
+                "action": action,
             }
         )
-        privileged["executor_correct"] = self._grade(extract_boxed(completion.text))[0]
+        reply_answer = extract_boxed(completion.text)
+        privileged["executor_correct"] = self._grade(reply_answer, record=False)[0]
         return {
             "format_checks": {"Lambda": well_formed},
             "called_agent": self.executor,
@@ -379,35 +483,66 @@ class OrchMASEnv(OrchestrationEnv):
             "latency_s": completion.latency_s,
         }
 
-    def _grade(self, answer: str | None) -> tuple[bool, float, str]:
-        """(exact match, precision F1, grading status) of an answer against the task's
-        references; the status is ``orchenv.grading.Verdict.status`` ("ok" for text)."""
+    def _grade(self, answer: str | None, *, record: bool = True) -> tuple[bool, float, str]:
+        """(exact match, precision, grading status) of an answer against the task's
+        references; with ``record``, also ``self.extra_metrics`` (``f1``, and ``cos`` for
+        summaries; without it no embedding is computed).
+
+        Precision is eq. (11)-(12)'s token F1 (``orchenv.grading.f1_score``: SQuAD
+        normalisation, max over references) for every task. Math tasks: exact match is
+        ``math_equal`` on the boxed (else raw) answer, and an equal answer has F1 1 (an
+        equivalent form is the same standardised answer); ``math_precision="exact"`` pays
+        the exact match instead of F1. Summaries (``meta["metric"] == "cosine"``): with
+        ``summary_metric="cosine"`` the precision is the cosine similarity of the answer's
+        and the best reference's MiniLM embeddings (section 4.1; ``metrics.cosine_score``).
+        The status is ``orchenv.grading.Verdict.status`` ("ok" for text)."""
         assert self.task is not None
+        extra: dict[str, float] = {}
+        if record:
+            self.extra_metrics = extra
         if answer is None:
             return False, 0.0, "ok"
+        refs = self.task.answers
         if task_domain(self.task) == "math":
-            verdict = match_any(self.task.answers, extract_boxed(answer) or answer)
-            return verdict.equal, float(verdict.equal), verdict.status
-        em = any(exact_match(ref, answer) for ref in self.task.answers)
-        f1 = max((f1_score(ref, answer) for ref in self.task.answers), default=0.0)
+            candidate = extract_boxed(answer) or answer
+            verdict = match_any(refs, candidate)
+            f1 = 1.0 if verdict.equal else max((f1_score(r, candidate) for r in refs), default=0.0)
+            extra["f1"] = f1
+            precision = float(verdict.equal) if self.math_precision == "exact" else f1
+            return verdict.equal, precision, verdict.status
+        em = any(exact_match(ref, answer) for ref in refs)
+        f1 = max((f1_score(ref, answer) for ref in refs), default=0.0)
+        extra["f1"] = f1
+        if record and self.task.meta.get("metric") == "cosine":
+            if self._embedder is None:
+                self._embedder = load_embedder()
+            cos = cosine_score(self._embedder, answer, refs)
+            extra["cos"] = cos
+            if self.summary_metric == "cosine":
+                return em, cos, "ok"
         return em, f1, "ok"
 
     def _summary(self) -> dict[str, Any]:
-        em, f1 = self.grade
+        em, precision = self.grade
+        f1 = self.extra_metrics.get("f1", 0.0)
         capped, gate = self._capped(), self._gate()
+        metrics = {
+            "f1": float(f1),
+            "em": float(em),
+            "precision": float(precision),
+            "format_reward": capped,
+            "gate": float(gate),
+            "executor_calls": float(self.executor_calls()),
+        }
+        if "cos" in self.extra_metrics:
+            metrics["cos"] = float(self.extra_metrics["cos"])
         return {
             "final_answer": self.answer,
             "correct": bool(em),
             "em": float(em),
             "f1": float(f1),
-            "score": float(f1),
+            "score": float(precision),
             "format_reward": capped,
             "gate": gate,
-            "metrics": {
-                "f1": float(f1),
-                "em": float(em),
-                "format_reward": capped,
-                "gate": float(gate),
-                "executor_calls": float(sum(h["kind"] == "call" for h in self.history)),
-            },
+            "metrics": metrics,
         }

@@ -1,44 +1,81 @@
-"""A simulated executor whose accuracy depends on the role and the request it is given.
+"""A simulated executor that reads the request: the role, what is asked, and the evidence.
 
 OrchMAS (seed 002) learns free-form agent roles and requests for one external
 executor LLM. Offline, that action space only carries signal if the simulated
-executor reacts to it. ``RoleAwareExecutorBackend`` extends ``SimulatedBackend``
-(same calibrated item-response model, same per-task luck ``xi``) and adds a
-documented bonus to the agent's margin, read from the messages it receives:
+executor reacts to what the request says. ``RoleAwareExecutorBackend`` extends
+``SimulatedBackend`` (same calibrated item-response model: ability ``theta`` from
+``calibration["accuracy"]``, task difficulty ``b(z)``, logistic luck ``xi``) and
+first *reads* the request (``read_request``):
 
-* **role fit** (``role_fit_logit``, +1.0): the role (the system prompt's first
-  line, ``"Act as: ROLE"``) mentions the task's domain: a word of
-  ``task.meta["type"]`` or one of the domain's keywords (``DOMAIN_KEYWORDS``,
-  e.g. "math", "algebra", "solver" for math tasks; "geograph", "atlas" for
-  capital questions);
-* **mismatched expert** (``mismatch_logit``, -0.5): the role names another
-  domain's keywords and not this task's;
-* **empty role** (``empty_role_logit``, -1.0): no role at all (blank);
-* **verification request** (``verify_logit``, +0.5): the current request asks
-  to verify / check / double-check / validate / confirm;
-* **refinement** (inherited, ``refinement_logit`` +0.75): earlier exchanges
-  are in the conversation (``context.draft`` is the previous reply).
+* **what it asks** (``RequestReading.target``):
 
-A generic role ("assistant", "expert") gets no bonus, so the calibration
-accuracy (``calibration["accuracy"]``) is the accuracy of a one-shot call with
-a generic role. Outcomes are deterministic in (seed, task, agent, bonus).
+  - ``"question"``: the request carries the question: at least ``carry_threshold``
+    (0.6) of the question's content words (``content_words``: normalised tokens
+    minus a short stop list) appear in it;
+  - ``"hop"``: it carries a correct sub-question of a multi-hop chain
+    (``task.meta["chain"]``, from ``SyntheticMultihopSource`` or the multihop
+    loaders): the hop's entity is named in full and ``carry_threshold`` of the hop
+    question's other content words appear. A sub-question about a *wrong* bridge
+    entity (the executor's earlier mistake carried forward) is not a correct
+    sub-question;
+  - a request that names none of these but asks to verify / check while an
+    earlier request in the conversation carried the question or a hop inherits
+    that target (the paper's clarifier turns, Table 7);
+  - ``"off-chain"``: on topic (a quarter of the question's or a hop's content
+    words) but not a correct question or sub-question: the reply boxes a wrong
+    answer (a wrong entity, a near number);
+  - ``"irrelevant"``: anything else ("hello, please tell me a joke"): the reply
+    gives no answer at all.
 
-Replies: math tasks get a worked solution ending in ``\\boxed{...}`` (as the
-parent backend writes them); other tasks (short-answer QA) get a short
-justification ending in ``\\boxed{ANSWER}``, where a wrong reply boxes one of
-``task.meta["distractors"]`` (or a made-up name).
+* **how well** (a bonus to the margin, logits, all ``RoleAwareExecutorBackend``
+  arguments):
+
+  - role fit (``role_fit_logit`` +1.0), mismatched expert (``mismatch_logit``
+    -0.5), empty role (``empty_role_logit`` -1.0), as before: ``role_fit``;
+  - verification request (``verify_logit`` +0.5);
+  - a repeat of an earlier target in the conversation (``refinement_logit``,
+    inherited, +0.75): the executor sees its earlier attempt;
+  - a single-hop sub-question (``subquestion_logit`` +2.0): one hop is easier
+    than the whole chain;
+  - the whole of a multi-hop question in one go (``extra_hop_logit`` -0.75 per hop
+    beyond the first, times the share of hops not yet established): a one-shot answer
+    must resolve every hop at once (seed 002 appendix A.3 (iv); Table 3's one-shot
+    GPT-4o-mini scores 35-41 F1 on 2Wiki / HotpotQA);
+  - evidence (``evidence_logit`` +3.0 times the share of the chain's hops whose
+    answers already appear in the executor's earlier replies): answering the whole
+    question after its hops are established is easier (the paper's
+    "environment-guided execution");
+  - a reading-comprehension task (``task.meta["passage"]``) whose passage the
+    request does not carry (``missing_passage_logit`` -3.0).
+
+The luck ``xi`` is drawn per (seed, task, agent, target), so a hop and the whole
+question are separate draws, and a repeat of the same target (a verification) keeps its
+draw: a right answer stays right, a wrong one is fixed when the bonus lifts the margin
+over the draw. A generic role asking the whole question once, with no evidence, gets no
+bonus, so ``calibration["accuracy"]`` is the accuracy of that call. Outcomes depend on
+(seed, task, agent, what the request is read as), never on its surface wording.
+
+Replies: math tasks from the procedural source get a worked solution ending in
+``\\boxed{...}`` (the parent's writer); other tasks and sub-questions get a short reply
+ending in ``\\boxed{ANSWER}``; a wrong reply boxes a plausible wrong answer
+(``wrong_answer``).
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
 from orchenv.backends.common import require_task
 from orchenv.backends.simulated import OUTCOMES_KEYED_ON, SimulatedBackend, sigmoid
+from orchenv.grading import normalize_text
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
 from orchenv.seeding import stable_uniform
-from orchenv.tasks import Task
+from orchenv.tasks import Task, difficulty_of
 
 #: name of this backend in env-built pools
 BACKEND_NAME = "orchmas-executor"
@@ -53,10 +90,18 @@ _MATH_KEYWORDS = (
     "math", "algebra", "arithmetic", "calculat", "number theor", "geometr", "probabilit",
     "combinator", "statistic", "solver", "quantitative",
 )  # fmt: skip
+_KNOWLEDGE_KEYWORDS = (
+    "research", "fact", "knowledge", "encyclop", "wiki", "trivia", "histor", "librar",
+    "domain expert",
+)  # fmt: skip
 
 #: domain -> keywords (lower-case substrings) that make a role fit that domain
 DOMAIN_KEYWORDS: dict[str, tuple[str, ...]] = {
     "math": _MATH_KEYWORDS,
+    "multihop": _KNOWLEDGE_KEYWORDS,
+    "factoid": _KNOWLEDGE_KEYWORDS,
+    "reading": ("reading", "reader", "comprehension", "extract", "passage", "annotat"),
+    "summarization": ("summar", "editor", "writer", "abstract", "condens"),
     "geography": ("geograph", "atlas", "cartograph", "capital", "travel"),
     "economics": ("econom", "financ", "currenc", "monetar", "banker"),
     "linguistics": ("linguist", "language", "translat", "philolog"),
@@ -66,12 +111,25 @@ VERIFY_WORDS = ("verify", "verif", "check", "validate", "confirm", "double-check
 
 _MATH_TYPES = ("algebra", "prealgebra", "number theory", "counting", "probability", "geometry")
 
+#: words that carry no content when comparing a request with a question
+_STOP_TEXT = """a an the of in on at to for by with and or but is are was were be been being do does
+    did what which who whom whose where when why how this that these those it its from as
+    into than then there their they he she his her him i me you your we our us my please
+    give tell find answer question final solve verify check previous step steps following
+    can could would should will shall may might must not no yes if so about also just"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+Target = str  # "question" | "hop" | "off-chain" | "irrelevant"
+
 
 def task_domain(task: Task) -> str:
-    """The domain of a task: its ``meta["domain"]``, else "math" for MATH-style types."""
+    """The domain of a task: its ``meta["domain"]``; "multihop" for tasks with a hop
+    ``chain``; else "math" for MATH-style types (and tasks without a type)."""
     domain = task.meta.get("domain")
     if isinstance(domain, str) and domain:
         return domain
+    if task.meta.get("chain"):
+        return "multihop"
     kind = str(task.meta.get("type", "")).lower()
     if not kind or any(word in kind for word in _MATH_TYPES):
         return "math"
@@ -100,23 +158,179 @@ def role_fit(role: str | None, task: Task) -> str:
     )
     if any(word in text for word in own):
         return "fit"
-    others = [kw for d, kws in DOMAIN_KEYWORDS.items() if d != domain for kw in kws]
+    others = [
+        kw for d, kws in DOMAIN_KEYWORDS.items() if d != domain for kw in kws if kw not in own
+    ]
     if any(word in text for word in others):
         return "mismatch"
     return "generic"
 
 
-def asks_verification(messages: Sequence[Message]) -> bool:
-    """Whether the last user message asks to verify or check something."""
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            text = message.get("content", "").lower()
-            return any(word in text for word in VERIFY_WORDS)
-    return False
+_MARKUP = re.compile(r"[\\{}$^_]")
+
+
+def plain_words(text: str) -> str:
+    """SQuAD-normalised text with LaTeX markup (``\\boxed{x}``) split off the words."""
+    return normalize_text(_MARKUP.sub(" ", text[:20_000]))
+
+
+@lru_cache(maxsize=65_536)
+def content_words(text: str) -> frozenset[str]:
+    """The normalised words of ``text`` (``plain_words``) minus ``STOP_WORDS``."""
+    return frozenset(w for w in plain_words(text).split() if w not in STOP_WORDS)
+
+
+def _recall(needed: frozenset[str], have: frozenset[str]) -> float:
+    return len(needed & have) / len(needed) if needed else 0.0
+
+
+def asks_verification(text: str) -> bool:
+    """Whether a request asks to verify or check something."""
+    low = text.lower()
+    return any(word in low for word in VERIFY_WORDS)
+
+
+def _user_texts(messages: Sequence[Message]) -> list[str]:
+    return [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
+
+
+def _question_of(task: Task) -> str:
+    return str(task.meta.get("question") or task.prompt)
+
+
+def _chain(task: Task) -> list[Mapping[str, Any]]:
+    chain = task.meta.get("chain") or ()
+    return [h for h in chain if isinstance(h, Mapping) and h.get("question")]
+
+
+@dataclass(frozen=True)
+class RequestReading:
+    """What the executor reads a request as: its ``target`` ("question", "hop",
+    "off-chain", "irrelevant"), the ``hop`` index for a sub-question, whether it asks
+    for ``verify``-cation, and whether it ``repeats`` an earlier request's target."""
+
+    target: Target
+    hop: int | None = None
+    verify: bool = False
+    repeats: bool = False
+
+    @property
+    def key(self) -> str:
+        """The outcome key: ``"question"``, ``"hop0"``, ``"hop1"``, ..."""
+        return f"hop{self.hop}" if self.target == "hop" else self.target
+
+
+def _classify(text: str, task: Task, threshold: float) -> tuple[Target, int | None]:
+    words = content_words(text)
+    question = content_words(_question_of(task))
+    best_q = _recall(question, words)
+    if best_q >= threshold:
+        return "question", None
+    best, best_k, near = 0.0, None, best_q
+    for k, hop in enumerate(_chain(task)):
+        needed = content_words(str(hop["question"]))
+        entity = hop.get("entity")
+        near = max(near, _recall(needed, words))
+        if entity:
+            names = content_words(str(entity))
+            if not names <= words:
+                continue
+            needed = needed - names
+        score = _recall(needed, words) if needed else 1.0
+        if score >= threshold and score > best:
+            best, best_k = score, k
+    if best_k is not None:
+        return "hop", best_k
+    return ("off-chain" if near >= 0.25 else "irrelevant"), None
+
+
+def read_request(messages: Sequence[Message], task: Task, threshold: float = 0.6) -> RequestReading:
+    """Read the last user message of ``messages`` as a request about ``task``."""
+    users = _user_texts(messages)
+    if not users:
+        return RequestReading("irrelevant")
+    current, earlier = users[-1], users[:-1]
+    verify = asks_verification(current)
+    target, hop = _classify(current, task, threshold)
+    readings = [_classify(text, task, threshold) for text in earlier]
+    if target in ("off-chain", "irrelevant") and verify:
+        relevant = [r for r in readings if r[0] in ("question", "hop")]
+        if relevant:
+            target, hop = relevant[-1]
+    repeats = (target, hop) in readings and target in ("question", "hop")
+    return RequestReading(target, hop, verify, repeats)
+
+
+def _evidence_share(messages: Sequence[Message], task: Task) -> float:
+    """The share of the chain's hops whose answers appear in earlier executor replies."""
+    chain = _chain(task)
+    if not chain:
+        return 0.0
+    replies = " ".join(
+        plain_words(str(m.get("content", ""))) for m in messages if m.get("role") == "assistant"
+    )
+    if not replies:
+        return 0.0
+    padded = f" {replies} "
+    found = sum(
+        1 for hop in chain if (a := plain_words(str(hop.get("answer", "")))) and f" {a} " in padded
+    )
+    return found / len(chain)
+
+
+_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+
+
+def wrong_answer(task: Task, correct: str, key: str, seed: int = 0) -> str:
+    """A plausible wrong answer to ``correct`` (deterministic in the arguments).
+
+    A distractor from ``task.meta["distractors"]``, else a number near a numeric answer,
+    the other of yes / no, another paragraph title of the task's context (multihop; never
+    the answer of a hop of the chain), or "Unknown".
+    """
+    u = stable_uniform("orchmas-wrong", seed, task.id, key)
+    bad = {normalize_text(correct), *(normalize_text(a) for a in task.answers)}
+    bad |= {normalize_text(str(hop.get("answer", ""))) for hop in _chain(task)}
+    wrong = [str(d) for d in task.meta.get("distractors", ()) if normalize_text(str(d)) not in bad]
+    if wrong:
+        return wrong[int(u * len(wrong))]
+    plain = correct.replace(",", "").strip()
+    if _NUMBER.match(plain):
+        value = float(plain)
+        step = max(1, round(abs(value) * 0.1)) if abs(value) >= 10 else 1
+        delta = step * (1 + int(u * 5)) * (1 if u < 0.5 else -1)
+        out = value + delta
+        return str(int(out)) if out == int(out) else f"{out:g}"
+    low = normalize_text(correct)
+    if low in ("yes", "no"):
+        return "no" if low == "yes" else "yes"
+    titles = [
+        str(c[0])
+        for c in task.meta.get("context", ())
+        if isinstance(c, Sequence) and c and normalize_text(str(c[0])) not in bad
+    ]
+    if titles:
+        return titles[int(u * len(titles))]
+    return "Unknown"
+
+
+_IRRELEVANT_REPLIES = (
+    "I'm not sure what you are asking me to work out: the request names no question. "
+    "Could you state the question you want answered?",
+    "Happy to help, but the request does not say which problem to solve. "
+    "Please send the question itself.",
+    "There is no question in this request that I can answer. What should I solve?",
+)
+_OPENERS = (
+    "Going through what I know about this,",
+    "Based on the available facts,",
+    "After weighing the candidates,",
+    "From the reference material,",
+)
 
 
 class RoleAwareExecutorBackend(SimulatedBackend):
-    """``SimulatedBackend`` plus role / request bonuses (see the module docstring)."""
+    """``SimulatedBackend`` that reads the role and the request (see the module docstring)."""
 
     def __init__(
         self,
@@ -125,6 +339,11 @@ class RoleAwareExecutorBackend(SimulatedBackend):
         mismatch_logit: float = -0.5,
         empty_role_logit: float = -1.0,
         verify_logit: float = 0.5,
+        subquestion_logit: float = 2.0,
+        evidence_logit: float = 3.0,
+        extra_hop_logit: float = -0.75,
+        missing_passage_logit: float = -3.0,
+        carry_threshold: float = 0.6,
         **kwargs: float,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -132,70 +351,102 @@ class RoleAwareExecutorBackend(SimulatedBackend):
         self.mismatch_logit = float(mismatch_logit)
         self.empty_role_logit = float(empty_role_logit)
         self.verify_logit = float(verify_logit)
+        self.subquestion_logit = float(subquestion_logit)
+        self.evidence_logit = float(evidence_logit)
+        self.extra_hop_logit = float(extra_hop_logit)
+        self.missing_passage_logit = float(missing_passage_logit)
+        self.carry_threshold = float(carry_threshold)
+
+    def read(self, messages: Sequence[Message], task: Task) -> RequestReading:
+        """What this executor reads the request as (``read_request``)."""
+        return read_request(messages, task, self.carry_threshold)
 
     def prompt_logit(self, messages: Sequence[Message], task: Task) -> float:
-        """The margin bonus the role and the request earn on this task."""
+        """The margin bonus the role and the request earn on this task (``-inf`` when the
+        request asks nothing the executor can answer right)."""
+        reading = self.read(messages, task)
+        if reading.target not in ("question", "hop"):
+            return -math.inf
         fit = role_fit(role_of(messages), task)
         bonus = {
             "fit": self.role_fit_logit,
             "mismatch": self.mismatch_logit,
             "empty": self.empty_role_logit,
         }.get(fit, 0.0)
-        if asks_verification(messages):
+        if reading.verify:
             bonus += self.verify_logit
+        if reading.repeats:
+            bonus += self.refinement_logit
+        if reading.target == "hop":
+            bonus += self.subquestion_logit
+        else:
+            share = _evidence_share(messages[:-1], task)
+            extra_hops = max(len(_chain(task)) - 1, 0)
+            bonus += self.evidence_logit * share + self.extra_hop_logit * extra_hops * (1 - share)
+        passage = task.meta.get("passage")
+        if isinstance(passage, str) and passage:
+            request = _user_texts(messages)[-1]
+            if _recall(content_words(passage), content_words(request)) < 0.5:
+                bonus += self.missing_passage_logit
         return bonus
+
+    def _margin(self, spec: AgentSpec, task: Task, messages: Sequence[Message]) -> float:
+        z = min(max(difficulty_of(task), 1e-6), 1.0 - 1e-6)
+        base = self.ability(spec) - self.discrimination * math.log(z / (1.0 - z))
+        return base + self.prompt_logit(messages, task)
+
+    def _draw(self, spec: AgentSpec, task: Task, key: str) -> float:
+        u = stable_uniform("orchmas-executor", self.seed, task.id, spec.name, key)
+        u = min(max(u, 1e-15), 1.0 - 1e-15)
+        return math.log(u / (1.0 - u))
 
     def p_correct_for(
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> float:
         """The model's probability of a right reply to these messages (analysis, tests)."""
         assert context.task is not None
-        margin = self._mean_margin(spec, context.task, context)
-        margin += self.prompt_logit(messages, context.task)
-        return sigmoid(margin / self.agent_noise)
+        margin = self._margin(spec, context.task, messages)
+        return 0.0 if margin == -math.inf else sigmoid(margin / self.agent_noise)
 
     def complete(
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> Completion:
         task = require_task(context, spec, "simulated executor", OUTCOMES_KEYED_ON)
-        margin = self._mean_margin(spec, task, context) + self.prompt_logit(messages, task)
-        correct = margin + self.agent_noise * self._luck(spec, task) > 0.0
+        reading = self.read(messages, task)
+        margin = self._margin(spec, task, messages)
+        correct = margin + self.agent_noise * self._draw(spec, task, reading.key) > 0.0
         digest = self._prompt_digest(spec, task, messages)
         variant = digest[0] % self.text_variants
-        if task_domain(task) == "math" and "family" in task.meta:
+        if reading.target == "irrelevant":
+            text = _IRRELEVANT_REPLIES[variant % len(_IRRELEVANT_REPLIES)]
+        elif reading.target == "question" and task_domain(task) == "math" and "family" in task.meta:
             text = self._solution_text(spec, task, correct, variant)
         else:
-            text = self._short_answer_text(task, correct, variant)
-        return self.metered(
-            spec,
-            task,
-            messages,
+            text = self._short_answer_text(task, reading, correct, variant)
+        meta = self.outcome_meta(
             text,
-            digest,
-            self.outcome_meta(text, margin, correct, role_fit=role_fit(role_of(messages), task)),
+            margin if math.isfinite(margin) else -1e9,
+            correct,
+            role_fit=role_fit(role_of(messages), task),
+            request=reading.key,
         )
+        return self.metered(spec, task, messages, text, digest, meta)
 
-    def _short_answer_text(self, task: Task, correct: bool, variant: int) -> str:
-        if correct:
-            answer = task.answer
+    def _short_answer_text(
+        self, task: Task, reading: RequestReading, correct: bool, variant: int
+    ) -> str:
+        chain = _chain(task)
+        if reading.target == "hop" and reading.hop is not None:
+            right = str(chain[reading.hop].get("answer", ""))
         else:
-            wrong = [d for d in task.meta.get("distractors", ()) if d not in task.answers]
-            if wrong:
-                pick = int(stable_uniform("executor-distractor", self.seed, task.id) * len(wrong))
-                answer = wrong[pick]
-            else:
-                answer = "Unknown"
-        openers = (
-            "Going through what I know about this,",
-            "Based on the available facts,",
-            "After weighing the candidates,",
-            "From the reference material,",
-        )
-        return f"{openers[variant % len(openers)]} the answer is \\boxed{{{answer}}}."
+            right = task.answer
+        answer = right if correct else wrong_answer(task, right, reading.key, self.seed)
+        return f"{_OPENERS[variant % len(_OPENERS)]} the answer is \\boxed{{{answer}}}."
 
 
 def orchmas_pool(*, seed: int = 0, accuracy: float = 0.6, **backend_kwargs: float) -> AgentPool:
-    """The default pool: one executor, Qwen2.5-7B-Instruct, on the role-aware simulated backend.
+    """The default pool: one executor, Qwen2.5-7B-Instruct, on the request-reading simulated
+    backend.
 
     The paper's executor is GPT-OSS-120B (section 4.1); orchenv's default is a
     7B instruct model so that the role and request matter (calibration accuracy

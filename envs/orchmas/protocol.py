@@ -34,7 +34,8 @@ it (outline -> details -> refine -> check); do not repeat yourself:
 3. When the answer is ready:
    <think>final reasoning</think>
    <answer>the final answer only</answer>
-You have at most {max_turns} turns; an episode without an <answer> scores nothing."""
+You may call the executor at most {max_calls} times; the answer takes one more turn \
+({max_turns} turns in all). An episode without an <answer> scores nothing."""
 
 EXECUTOR_SYSTEM = (
     ROLE_PREFIX + "{role}\n"
@@ -43,9 +44,14 @@ EXECUTOR_SYSTEM = (
     "\\boxed{{...}}."
 )
 
+#: what a usable turn looks like, for the notice after an unusable one. Written so that the
+#: notice is not itself a usable action: it holds no ``<interaction_prompt>`` or ``<answer>``
+#: tag and its JSON has placeholders, not strings (a policy that copies it back is invalid)
 CALL_FORMAT = (
-    '<interaction_prompt>{"name": "prompt_dynamic", "arguments": {"prompt": "...", '
-    '"agent_role": "..."}}</interaction_prompt> (JSON inside the tags), or <answer>...</answer>'
+    "<think>your reasoning</think> followed by an interaction_prompt tag pair around the JSON "
+    'object {"name": "prompt_dynamic", "arguments": {"prompt": YOUR_REQUEST, "agent_role": '
+    "YOUR_ROLE}} with YOUR_REQUEST and YOUR_ROLE as JSON strings; or, to finish, "
+    "<think>your reasoning</think> followed by the final answer inside an answer tag pair"
 )
 
 _TAG_RE = re.compile(r"<(/?)(think|interaction_prompt|answer)\s*>", re.IGNORECASE)
@@ -67,21 +73,21 @@ def parse_call(text: str) -> tuple[dict[str, str] | None, str | None]:
     body = extract_tag(text, "interaction_prompt")
     if body is None:
         if has_open_tag(text, "interaction_prompt"):
-            return None, f"<interaction_prompt> is not closed. Expected {CALL_FORMAT}."
-        return None, f"no <interaction_prompt> and no <answer> found. Expected {CALL_FORMAT}."
+            return None, f"the interaction_prompt tag is not closed. Expected {CALL_FORMAT}."
+        return None, f"no interaction_prompt tag and no answer tag found. Expected {CALL_FORMAT}."
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:
         return (
             None,
-            f"the <interaction_prompt> body is not valid JSON ({exc}). Expected {CALL_FORMAT}.",
+            f"the interaction_prompt body is not valid JSON ({exc}). Expected {CALL_FORMAT}.",
         )
     if not isinstance(data, dict):
-        return None, f"the <interaction_prompt> JSON must be an object. Expected {CALL_FORMAT}."
+        return None, f"the interaction_prompt JSON must be an object. Expected {CALL_FORMAT}."
     if data.get("name") != "prompt_dynamic":
         return (
             None,
-            f'"name" must be "prompt_dynamic", got {_short_repr.repr(data.get("name"))}. '
+            f'"name" must be "prompt_dynamic", got {_short_repr.repr(data.get("name")).replace("<", "&lt;")}. '
             f"Expected {CALL_FORMAT}.",
         )
     args = data.get("arguments")

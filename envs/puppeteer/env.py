@@ -1,41 +1,49 @@
 """``orch/Puppeteer-v0``: a centralized puppeteer names the next agent each step.
 
 Seed 003 (Puppeteer; agent space of appendix B, reward eq. 6) as a Gymnasium environment.
-The paper's formulas were lost in text extraction; the reward follows eq. 6 as restated in
-the class docstring. The agent space and simulated agents are in
-``orchenv.envs.puppeteer.agents``, the prompt and parser in ``.protocol``, the task kinds in
-``.tasks``; tools are offline (``.tools``): web tools are out of scope.
+The agents are (model, reasoning pattern or tool) pairs that act for themselves: a tool
+agent's model writes its tool call, and the team's answer is always an agent's
+``FINAL ANSWER``, never a tool's output. The agents and their prompts are in ``.agents``,
+the agent spaces in ``.presets``, the simulated revision dynamics in ``.revision``, the
+prompt and parser in ``.protocol``, the task kinds in ``.tasks``; tools are offline
+(``.tools``; web tools are out of scope). docs/puppeteer.md describes the model.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
 from orchenv.backends.simulated import estimate_tokens
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
-from orchenv.envs.puppeteer.agents import PRESETS, agent_messages, majority_vote, puppeteer_pool
+from orchenv.envs.puppeteer import outputs, revision
+from orchenv.envs.puppeteer.agents import (
+    PATTERNS,
+    REVISING,
+    TOOLS,
+    agent_messages,
+    majority_vote,
+    parse_tool_call,
+    puppeteer_pool,
+    reply_answer,
+    reply_reasoning,
+)
 from orchenv.envs.puppeteer.choices import canonical_choices, shortcuts
+from orchenv.envs.puppeteer.presets import PRESETS
 from orchenv.envs.puppeteer.protocol import (
-    SEARCH_CORPUS,
     agent_names,
     controller_prompt,
     parse_action,
     random_action,
 )
 from orchenv.envs.puppeteer.sandbox import OwnedTempDir
-from orchenv.envs.puppeteer.tasks import (
-    SPLITS,
-    TASK_KINDS,
-    PuppeteerTaskSource,
-    extract_answer,
-    graded_score,
-    score_answer,
-)
+from orchenv.envs.puppeteer.tasks import SPLITS, TASK_KINDS, PuppeteerTaskSource, graded_score
 from orchenv.envs.puppeteer.tools import (
     SANDBOX_MODES,
     SearchIndex,
@@ -49,132 +57,140 @@ from orchenv.envs.puppeteer.tools import (
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.pool import AgentPool, CallContext, Message
 
+#: the most program runs / grades remembered per env (and its forks)
+CACHE_SIZE = 4096
+#: the most characters of a team answer that are kept
+MAX_ANSWER_CHARS = 20_000
+
+
+@dataclass
+class Branch:
+    """One parallel exploration: its trajectory, its current answer (``draft``), its latest
+    critique since then, and the evidence its tools and plans gathered (simulation only:
+    a logit per source, see ``revision``)."""
+
+    history: list[tuple[str, str]] = field(default_factory=list)
+    draft: str | None = None
+    critique: str | None = None
+    evidence: dict[str, float] = field(default_factory=dict)
+
+    def guidance(self) -> float:
+        low, high = revision.GUIDANCE_RANGE
+        return min(high, max(low, sum(self.evidence.values())))
+
+
+class _Cache(OrderedDict[Any, Any]):
+    """A small LRU map (program runs and grades are deterministic, and forks share it)."""
+
+    def put(self, key: Any, value: Any) -> Any:
+        self[key] = value
+        if len(self) > CACHE_SIZE:
+            self.popitem(last=False)
+        return value
+
 
 class PuppeteerEnv(OrchestrationEnv):
-    """Name the next agent (model x reasoning pattern, a tool, or terminate) each step.
+    """Name the next agent (model x reasoning pattern, model x tool, or terminate) each step.
 
     ## Description
-    A centralized puppeteer (seed 003) orchestrates agents on a GSM-Hard-style word problem
-    with large numbers (``gsm_hard_task``, procedural). Each step it names one agent, which
-    acts on the task and the trajectory so far; the latest answer any agent produced is the
-    team's current answer. Model agents are simulated (``PatternBackend``): their success
-    depends on the pattern (reasoning +1.0 logit, planning +0.5, question -0.5, critique /
-    reflect / modify +0.5 once an answer exists, summarize / conclude restate it). Presets:
-    ``"mimas"`` (Qwen2.5-1.5B / 7B, 15% / 30% neutral accuracy) and ``"titan"``
-    (GPT-4o-mini / Llama-3.1-405B, 45% / 55%). ``tool:run_python`` with correct code solves
-    the task exactly.
+    A centralized puppeteer (seed 003) orchestrates agents on a task: GSM-Hard-style math,
+    MMLU-Pro-style multiple choice (10 options), CommonGen-Hard-style sentence writing or an
+    SRDD-style software task (``tasks``). Each step it names one agent per branch; the agent
+    reads the task and its branch's trajectory and acts:
 
-    ``tasks`` picks the task kind (``TASK_KINDS``): ``"gsm-hard"`` (default, above);
-    ``"multiple-choice"`` (``multiple_choice_task``: options A-D, graded by the letter, see
-    ``extract_choice``; agents box a letter); ``"commongen"`` (``commongen_task``: 3-6 concept
-    words, the answer is a sentence boxed by the agent, or its last line; the score is
-    ``concept_coverage`` in [0, 1]; agents cover each concept with the pattern-dependent
-    probability). For every kind the tools' last stdout line of ``run_python`` becomes the answer.
+    - a reasoning agent ``MODEL:PATTERN`` writes reasoning and a ``FINAL ANSWER``, which
+      becomes the branch's current answer (``planning`` writes a plan and no answer);
+      ``critique`` / ``reflect`` / ``modify`` / ``summarize`` / ``conclude`` act on that
+      answer, ``reasoning`` / ``question`` answer afresh;
+    - a tool agent ``MODEL:TOOL`` has its model write the tool call (``run_python``: a
+      program, run in the bubblewrap sandbox; ``read_file``: a file of the task's folder;
+      ``search``: a query over the offline corpus). The result enters the trajectory for
+      later agents to use; it never becomes the answer.
 
-    ``width`` (default 1; the paper explores up to 3 in parallel): each named model agent is
-    called ``width`` times per step, branch b (0-based) with ``CallContext.turn = t + 1000 b``
-    and a "Branch b+1 of W" line in its system prompt (width 1 adds no line), so simulated
-    outcomes differ; the step's answer is the majority vote of the branches' answers (exact
-    string match, ties to the earliest branch; ``majority_vote``), listed in
-    ``info["branch_answers"]``. All branches' tokens count in ``F_t`` and in the metering.
-    Tools, terminate and malformed actions are not branched.
+    The presets are simulated (``PatternBackend``; docs/puppeteer.md): Mimas (6 models),
+    Titan (8) and their Mono settings, each model's single ``reasoning`` call calibrated to
+    seed 003 Table 1 where the paper has the row. Tool results raise later answers' chance
+    when the agent's program / query / path was the right one; revisions keep a right answer
+    mostly right and fix a wrong one with a chance that a specific critique raises.
+
+    ``width`` W (1 to 3; the paper explores up to 3): W branches with separate
+    trajectories; the action names one agent per branch (or one for all); the team's answer
+    is the majority vote of the branches' answers (exact match after stripping; ties to the
+    lowest branch). All branches' tokens count in ``F_t``.
 
     ## Action format
-    ``<agent>NAME</agent>`` plus the tool's argument (``orchenv.envs.puppeteer.protocol``):
-
-    - ``<agent>MODEL:PATTERN</agent>``, PATTERN one of ``PATTERNS`` (appendix B);
-    - ``<agent>tool:run_python</agent><code>...</code>``: the last non-empty stdout line
-      becomes the current answer (if the program succeeds);
-    - ``<agent>tool:read_file</agent><path>problem.txt</path>`` (inside the task's sandbox);
-    - ``<agent>tool:search</agent><query>...</query>`` (BM25 over ``SEARCH_CORPUS``);
-    - ``<agent>terminate</agent>``: stop.
-
-    Anything else (no tag, unknown model or pattern, missing argument) is malformed: it adds
-    ``format_penalty`` (default -0.1) to the step's reward, calls nobody, costs no tokens, uses
-    up the step; ``info["parse_error"]`` says what was wrong and the next observation repeats
-    it. It never raises.
+    ``protocol``: ``<agent>MODEL:PATTERN</agent>``, ``<agent>MODEL:TOOL</agent>`` (up to W
+    tags when ``width`` > 1) or ``<agent>terminate</agent>``. The old format in which the
+    controller wrote a tool's argument (``tool:NAME`` with ``<code>``/``<path>``/``<query>``)
+    is refused with a notice naming the new one. Anything unusable adds ``format_penalty``
+    (default -0.1), calls nobody, costs no tokens and uses up the step; ``info["parse_error"]``
+    says what was wrong. It never raises.
 
     ## Observation
-    The controller prompt: agents, action format, task, trajectory (each step's agent and its
-    output, truncated to ``max_reply_chars``), current answer. ``info["phase"]`` is ``"act"``;
-    ``info["valid_agents"]`` lists every agent name (``MODEL:PATTERN``, ``tool:...``,
-    ``terminate``); ``info["sandbox"]`` names the containment ``tool:run_python`` gets here
-    (``"bwrap+cgroup"``, ``"bwrap+rlimit"``, ``"unsafe-no-isolation"`` or ``"refused"``) and
-    ``info["network_mode"]`` is ``"netns"`` under bwrap, else ``"none"``. A tool step's
-    ``info["tool_call"]["containment"]`` says which mode that call ran in.
+    The controller prompt: agents, action format, task, and each branch's trajectory (agent
+    and output, cut at ``max_reply_chars``) and current answer. ``info["phase"]`` is
+    ``"act"``; ``info["valid_agents"]`` lists every agent name; ``info["sandbox"]`` names
+    the containment ``run_python`` gets (``"bwrap+cgroup"``, ``"bwrap+rlimit"``,
+    ``"unsafe-no-isolation"`` or ``"refused"``), ``info["network_mode"]`` is ``"netns"``
+    under bwrap, else ``"none"``; a tool step's ``info["tool_calls"]`` lists per branch the
+    tool, whether a call was found, ``ok``, ``error`` and the containment.
 
     ## Rewards
     Eq. 6: ``R_T = r - lambda * C_T`` and ``R_t = gamma * R_{t+1} - lambda * C_t`` with
     ``C_t = F_t * log(1 + t / phi)``, t the 1-based step, ``F_t`` = the step's tokens / 1000
-    (a model call's prompt + completion tokens, summed over width branches; a tool's input +
-    output tokens estimated as characters / 4; terminate and malformed actions 0). ``r`` = 1
-    if the final answer equals the reference (``math_equal``) else 0. Reported per step as
-    ``-lambda * C_t`` at non-final steps and ``r - lambda * C_T`` at the final step (the one
-    that terminates or truncates the episode), so the ``gamma``-discounted return from step t
-    equals ``R_t``. Defaults: ``lam=0.1``, ``gamma=0.99`` (reported in ``info["gamma"]``),
-    ``phi=4.0`` (the default episode length: the cost factor reaches ``log 2`` at the last
-    step). ``info`` has ``step_tokens`` (F_t * 1000) and ``step_cost`` (C_t). For
-    ``tasks="commongen"``, ``r`` is the concept coverage score (partial credit).
+    (each agent call's prompt + completion tokens, plus a tool's output tokens as
+    characters / 4, summed over branches; terminate and malformed actions 0). ``r`` is the
+    team answer's score (``tasks.score_answer``: 1/0 for GSM-Hard and MMLU-Pro, in [0, 1] for
+    CommonGen-Hard and SRDD). Reported per step as ``-lambda * C_t`` and, at the final step,
+    ``r - lambda * C_T``, so the ``gamma``-discounted return from step t equals ``R_t``.
+    Defaults: ``lam=0.1``, ``gamma=0.99`` (``info["gamma"]``), ``phi`` = ``max_turns`` (the
+    step budget, as the paper defines it). ``info`` has ``step_tokens`` and ``step_cost``.
 
     ## Episode end
-    ``terminated`` at ``<agent>terminate</agent>``; ``truncated`` when ``max_turns`` steps
-    (default 4) pass without it (the last named agent acts first). Either way the latest
-    answer is graded and ``info`` carries ``task_id``, ``final_answer``, ``score`` (``r``),
-    ``correct`` (``score == 1.0``), ``turns`` and ``metrics``: ``tokens`` (the sum of
-    ``step_tokens``), ``token_cost`` (the sum of ``C_t``), ``tool_calls`` (tool steps) and
-    ``agent_steps`` (model agent steps).
+    ``terminated`` at ``terminate``; ``truncated`` after ``max_turns`` steps (default 4,
+    the paper's episode length). The team's answer is graded either way and ``info``
+    carries ``task_id``, ``final_answer``, ``score``, ``correct`` (score 1.0), ``turns`` and
+    ``metrics``: ``tokens``, ``token_cost``, ``tool_calls`` and ``agent_steps``.
 
     ## Arguments
-    - ``preset``: the simulated model pool, ``"mimas"`` (default) or ``"titan"``.
-    - ``pool``: an ``AgentPool``, preset name or pool file to use instead of ``preset``
-      (its agents are the models; the pattern reaches them as the system prompt's first
-      line, ``Pattern: X``).
-    - ``tasks``: the task kind, one of ``TASK_KINDS`` (default ``"gsm-hard"``).
-    - ``split``: ``"train"`` or ``"test"`` (disjoint random streams).
-    - ``task_seed``, ``n_tasks``: the tasks of a split are ``make_task(tasks, task_seed, i,
-      split)`` for ``i < n_tasks`` (default 0 and 10,000); ``reset`` draws one uniformly, or
-      takes ``options={"task_index": i}`` or ``options={"task_id": ...}``.
-    - ``max_turns``: controller steps per episode (default 4).
-    - ``lam``, ``gamma``, ``phi``: lambda, gamma and phi of eq. 6 (defaults 0.1, 0.99, 4.0).
-    - ``format_penalty``: added to a step whose action cannot be used (default -0.1).
-    - ``width``: model calls per named model agent and step, majority-voted (default 1).
-    - ``tool_timeout_s``: wall-clock limit of one ``run_python`` call (default 4 s, so a
-      step stays under 5 s with the sandbox's start-up).
-    - ``sandbox``: how ``tool:run_python`` contains the controller's code: ``"bwrap"``
-      (default: bubblewrap, see ``orchenv.envs.puppeteer.sandbox``; where it cannot run, the
-      call is refused with the fix and the step goes on) or ``"unsafe-no-isolation"`` (a plain
-      subprocess with rlimits, for machines without bwrap; only for trusted controllers).
-    - ``max_reply_chars``: how much of each agent's or tool's output enters the trajectory
-      (default 2,000).
-    - ``backend``, ``backend_kwargs``: override the backends of a ``pool`` given by name or
-      file (the presets are simulated and take none).
-    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+    - ``preset``: ``"mimas"`` (default), ``"titan"``, ``"mimas-mono"``, ``"titan-mono"``.
+    - ``pool``: an ``AgentPool``, preset name or pool file to use instead (its agents are
+      the models; a live model receives the pattern's prompts and writes its own tool
+      calls, parsed by ``agents.parse_tool_call``).
+    - ``tasks``: the task kind, one of ``tasks.TASK_KINDS`` (default ``"gsm-hard"``).
+    - ``split``, ``task_seed``, ``n_tasks``: the tasks of a split are ``make_task(tasks,
+      task_seed, i, split)`` for ``i < n_tasks``; ``reset`` draws one, or takes
+      ``options={"task_index": i}`` / ``{"task_id": ...}``.
+    - ``max_turns`` (4), ``lam`` (0.1), ``gamma`` (0.99), ``phi`` (None: ``max_turns``),
+      ``format_penalty`` (-0.1), ``width`` (1; at most ``MAX_WIDTH``).
+    - ``tool_timeout_s`` (4 s per ``run_python``), ``sandbox`` (``"bwrap"``: bubblewrap, or
+      the call is refused with the fix; ``"unsafe-no-isolation"``: a plain subprocess, for
+      trusted setups only), ``max_reply_chars`` (2,000 per trajectory entry).
+    - ``backend``, ``backend_kwargs``, ``max_obs_chars``, ``render_mode``: as for every env.
 
     ## Discrete actions
-    ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``):
-    every ``MODEL:PATTERN`` (models in pool order, then ``PATTERNS``), ``tool:read_file`` on
-    ``problem.txt``, ``tool:search`` with the task text as query, and ``terminate``; all
-    available in every state. ``tool:run_python`` is not among them: its code would be the
-    solution, which a fixed menu cannot write without the reference. ``audit_strategies()``
+    ``action_choices()``: every ``MODEL:PATTERN`` and ``MODEL:TOOL`` (pool order) and
+    ``terminate``; all available in every state (one tag: every branch). ``audit_strategies``
     names the shortcuts the audit must find clearly worse than the best response;
     ``observation_features()`` adds whether there is an answer and whether the last step
-    was a model agent's.
+    was a reasoning agent's.
 
     ## Version history
-    - v0: initial version (web tools out of scope); later added ``tasks`` (multiple-choice,
-      commongen) and ``width`` with majority vote, defaults unchanged. Since the one-shape
-      refactor the horizon is ``max_turns`` (it was ``max_steps``) and reaching it is
-      ``truncated`` (it was ``terminated``; the reward is unchanged, the final step is graded
-      either way); ``info["metrics"]`` holds the episode's numbers; tasks come from a task
-      source, so ``task_index`` must be below ``n_tasks`` and ``task_id`` selects a task;
-      ``pool`` may also be a preset name or pool file. ``sandbox`` added: ``run_python`` runs
-      under bubblewrap or is refused (it was a subprocess with rlimits and Python-level hooks).
+    - v0: initial version; later ``tasks`` kinds, ``width``, the one-shape refactor
+      (``max_turns``, ``truncated``), ``sandbox``. Issue 15: agents are (model, pattern or
+      tool) and write their own tool calls (the controller's ``tool:NAME`` + argument format
+      is refused); tool output never becomes the answer; revisions act on the current draft;
+      Mimas / Titan / Mono presets calibrated to Table 1; width branches keep separate
+      trajectories and vote at the end; ``phi`` defaults to ``max_turns``.
     """
 
+    MAX_WIDTH: ClassVar[int] = 3
     _shared_attrs: ClassVar[tuple[str, ...]] = (
         *OrchestrationEnv._shared_attrs,
         "_search_index",
         "_task_folder",
+        "_runs",
+        "_grades",
     )
 
     def __init__(
@@ -189,7 +205,7 @@ class PuppeteerEnv(OrchestrationEnv):
         max_turns: int = 4,
         lam: float = 0.1,
         gamma: float = 0.99,
-        phi: float = 4.0,
+        phi: float | None = None,
         format_penalty: float = -0.1,
         width: int = 1,
         tool_timeout_s: float = 4.0,
@@ -203,10 +219,10 @@ class PuppeteerEnv(OrchestrationEnv):
         super().__init__(**arguments_for(super().__init__, locals()))
         if tasks not in TASK_KINDS:
             raise UnknownNameError("puppeteer tasks", tasks, TASK_KINDS)
-        if int(width) < 1:
-            raise ConfigError(f"width must be >= 1, got {width}")
-        if not phi > 0:
-            raise ConfigError(f"phi must be > 0, got {phi}")
+        if not 1 <= int(width) <= self.MAX_WIDTH:
+            raise ConfigError(f"width must be 1 to {self.MAX_WIDTH} (seed 003), got {width}")
+        if phi is not None and not phi > 0:
+            raise ConfigError(f"phi must be > 0 (or None: max_turns), got {phi}")
         if int(n_tasks) < 1:
             raise ConfigError(f"n_tasks must be >= 1, got {n_tasks}")
         if pool is None and preset not in PRESETS:
@@ -218,16 +234,18 @@ class PuppeteerEnv(OrchestrationEnv):
         if sandbox not in SANDBOX_MODES:
             raise UnknownNameError("run_python sandbox", sandbox, SANDBOX_MODES)
         self.preset, self.tasks, self.width = preset, tasks, int(width)
-        self.lam, self.gamma, self.phi = lam, gamma, phi
+        self.lam, self.gamma = lam, gamma
+        self.phi = float(max_turns if phi is None else phi)
         self.task_seed, self.n_tasks = task_seed, int(n_tasks)
         self.tool_timeout_s, self.sandbox = tool_timeout_s, sandbox
         self.max_reply_chars = max_reply_chars
         self._search_index: SearchIndex | None = None
         self._sandbox_root: str | None = None
         self._task_folder: OwnedTempDir | None = None  # removed at close, GC or exit
+        self._runs: _Cache = _Cache()
+        self._grades: _Cache = _Cache()
         # episode state
-        self.history: list[tuple[str, str]] = []  # (agent, output)
-        self.answer: str | None = None
+        self.branches: list[Branch] = [Branch()]
         self.totals: dict[str, float] = {}
 
     # -- collaborators, built on first use ------------------------------------------------
@@ -241,17 +259,22 @@ class PuppeteerEnv(OrchestrationEnv):
 
     def _index(self) -> SearchIndex:
         if self._search_index is None:
-            self._search_index = SearchIndex(SEARCH_CORPUS)
+            from orchenv.envs.puppeteer.corpus import corpus_index
+
+            self._search_index = corpus_index()
         return self._search_index
 
     def sandbox_dir(self) -> str:
-        """The current task's sandbox dir for ``tool:read_file`` (holds ``problem.txt``)."""
+        """The current task's folder for ``read_file`` (its ``meta["files"]``, at least
+        ``problem.txt``)."""
         assert self._sandbox_root is not None and self.task is not None
         path = os.path.join(self._sandbox_root, self.task.id)
         if not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)
-            with open(os.path.join(path, "problem.txt"), "w", encoding="utf-8") as handle:
-                handle.write(self.task.prompt)
+            for name, text in outputs.task_files(self.task).items():
+                if os.path.basename(name) == name and name not in ("", ".", ".."):
+                    with open(os.path.join(path, name), "w", encoding="utf-8") as handle:
+                        handle.write(text)
         return path
 
     def close(self) -> None:
@@ -264,22 +287,34 @@ class PuppeteerEnv(OrchestrationEnv):
         return agent_names(self.pool.names)
 
     def demo_action(self, rng: np.random.Generator) -> str:
-        """A random valid action: mostly a model with a pattern, sometimes a tool or stop."""
+        """A random valid action: mostly a reasoning agent, sometimes a tool agent or stop."""
         return random_action(rng, self.pool.names)
+
+    # -- views used by strategies, features and tests -------------------------------------
+    @property
+    def history(self) -> list[tuple[str, str]]:
+        """Branch 0's trajectory (every branch has as many entries)."""
+        return self.branches[0].history
+
+    @property
+    def answer(self) -> str | None:
+        """The team's current answer: the majority vote of the branches' answers."""
+        return majority_vote([b.draft for b in self.branches])
 
     # -- discrete actions (orchenv.discrete, orchenv audit) -------------------------------
     def action_choices(self) -> list[str | None]:
-        """Each model agent, two tools and terminate (see "Discrete actions" above)."""
-        return list(canonical_choices(self.pool.names, self.task.prompt if self.task else ""))
+        """Every agent and terminate (see "Discrete actions" above)."""
+        return list(canonical_choices(self.pool.names))
 
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return shortcuts(self.pool.strongest())
 
     def observation_features(self) -> np.ndarray:
-        """Whether the team has an answer, and whether the last step was a model agent's."""
-        last_model = bool(self.history) and not self.history[-1][0].startswith("tool:")
-        return np.array([float(self.answer is not None), float(last_model)], dtype=np.float32)
+        """Whether the team has an answer, and whether the last step was a reasoning agent's."""
+        last = self.history[-1][0] if self.history else ""
+        reasoning = bool(last) and last.rsplit(":", 1)[-1] in PATTERNS
+        return np.array([float(self.answer is not None), float(reasoning)], dtype=np.float32)
 
     # -- observation ------------------------------------------------------------------------
     def _messages(self) -> list[Message]:
@@ -289,8 +324,7 @@ class PuppeteerEnv(OrchestrationEnv):
             max_turns=self.max_turns,
             models=self.pool.names,
             problem=self.task.prompt,
-            history=self.history,
-            answer=self.answer,
+            branches=[(b.history, b.draft) for b in self.branches],
         )
         return [{"role": "user", "content": prompt}]
 
@@ -307,100 +341,165 @@ class PuppeteerEnv(OrchestrationEnv):
             self._task_folder = OwnedTempDir("orchenv-puppeteer-")
             self._sandbox_root = self._task_folder.path
         self.task = self.pick_task(options)
-        self.history, self.answer = [], None
+        self.branches = [Branch() for _ in range(self.width)]
         self.totals = {"tokens": 0.0, "token_cost": 0.0, "tool_calls": 0.0, "agent_steps": 0.0}
         return {}
 
     def _apply(self, action: str) -> Outcome:
         assert self.task is not None
-        parsed = parse_action(action, self.pool.names)
+        parsed = parse_action(action, self.pool.names, self.width)
         info: dict[str, Any] = {"gamma": self.gamma}
         tokens = 0
-        if parsed.kind == "tool":
-            assert parsed.name is not None and parsed.argument is not None
-            tokens = self._run_tool(parsed.name, parsed.argument, info)
-            self.totals["tool_calls"] += 1
-        elif parsed.kind == "model":
-            assert parsed.name is not None and parsed.argument is not None
-            tokens = self._call_model(parsed.name, parsed.argument, info)
-            self.totals["agent_steps"] += 1
+        if parsed.agents:
+            for b, (model, what) in enumerate(parsed.agents):
+                if what in TOOLS:
+                    tokens += self._tool_agent(b, model, what, info)
+                    self.totals["tool_calls"] += 1
+                else:
+                    tokens += self._reasoning_agent(b, model, what, info)
+                    self.totals["agent_steps"] += 1
+            info["called_agents"] = [f"{m}:{w}" for m, w in parsed.agents]
         cost = (tokens / 1000.0) * math.log(1.0 + self.turn / self.phi)
         self.totals["tokens"] += tokens
         self.totals["token_cost"] += cost
         reward = 0.0 - self.lam * cost
-        done = parsed.kind == "terminate"
+        done = parsed.terminate
         if done or self.turn >= self.max_turns:  # the final step: R_T = r - lambda * C_T
-            score, grading = graded_score(self.tasks, self.task, self.answer)
+            score, grading = self._grade(self.answer)
             reward += score
             if grading != "ok":  # refused or timed out: scored 0, and said so
                 info["grading"] = grading
         info.update(step_tokens=tokens, step_cost=cost, privileged={"reference": self.task.answer})
         return Outcome(reward=reward, done=done, error=parsed.error, info=info)
 
-    def _run_tool(self, tool: str, argument: str, info: dict[str, Any]) -> int:
-        """Run a tool, log its output in the trajectory; return its tokens (F_t * 1000)."""
-        result: ToolResult
-        if tool == "run_python":
-            result = run_python(argument, timeout_s=self.tool_timeout_s, sandbox=self.sandbox)
-            if result.ok:
-                last = [ln for ln in result.output.splitlines() if ln.strip()]
-                if last:
-                    self.answer = last[-1].strip()[:200]
-        elif tool == "read_file":
-            result = read_file(argument.strip(), self.sandbox_dir())
-        else:
-            result = search(argument, self._index())
-        output = result.text()[: self.max_reply_chars]
-        meta = {"tool": tool, "ok": result.ok, "error": result.error}
-        for key in ("containment", "network", "timed_out", "returncode"):
-            if key in result.meta:
-                meta[key] = result.meta[key]
-        info["tool_call"] = meta
-        self.history.append((f"tool:{tool}", output))
-        self.transcript.append({"turn": self.turn, "role": f"tool:{tool}", "text": output})
-        return estimate_tokens(argument) + estimate_tokens(output)
+    def _context(self, b: int, branch: Branch, **kwargs: Any) -> CallContext:
+        return CallContext(task=self.task, turn=self.turn + 1000 * b, draft=branch.draft, **kwargs)
 
-    def _call_model(self, model: str, pattern: str, info: dict[str, Any]) -> int:
-        """Call ``model`` with ``pattern`` once per width branch; the branches' majority answer
-        becomes the current answer. Return the tokens of all branches (F_t * 1000)."""
+    def _reasoning_agent(self, b: int, model: str, pattern: str, info: dict[str, Any]) -> int:
+        """Call a reasoning agent on branch ``b``; its ``FINAL ANSWER`` becomes the branch's
+        answer. Returns its tokens."""
         assert self.task is not None
-        tokens, texts, answers = 0, [], []
-        for branch in range(self.width):
-            messages = agent_messages(
-                self.tasks,
-                pattern,
-                self.task.prompt,
-                self.history,
-                branch=branch,
-                width=self.width,
-            )
-            context = CallContext(task=self.task, turn=self.turn + 1000 * branch, draft=self.answer)
-            completion = self.call_agent(model, messages, context)
-            tokens += completion.prompt_tokens + completion.completion_tokens
-            texts.append(completion.text)
-            answers.append(extract_answer(self.tasks, completion.text))
-        voted = majority_vote(answers)
-        reply = texts[answers.index(voted) if voted is not None else 0]
-        if self.width > 1:
-            count = sum(1 for a in answers if a == voted)
-            reply = f"{reply} [majority {count}/{self.width}]"
-            info["branch_answers"] = answers
-        self.history.append((f"{model}:{pattern}", reply[: self.max_reply_chars]))
-        if voted is not None:
-            self.answer = voted
-        info["called_agent"] = f"{model}:{pattern}"
+        branch = self.branches[b]
+        messages = agent_messages(
+            self.tasks,
+            pattern,
+            self.task.prompt,
+            branch.history,
+            draft=branch.draft,
+            branch=b,
+            width=self.width,
+        )
+        feedback = branch.critique if pattern == "modify" else None
+        context = self._context(b, branch, feedback=feedback, guidance=branch.guidance())
+        completion = self.call_agent(model, messages, context)
+        text = completion.text
+        if pattern == "planning":
+            branch.evidence["plan"] = revision.PLAN_LOGIT
+        else:
+            answer = reply_answer(self.tasks, text)
+            if answer:
+                branch.draft = answer[:MAX_ANSWER_CHARS]
+            if pattern in ("critique", "reflect"):
+                branch.critique = reply_reasoning(text)
+            elif pattern in REVISING or pattern in ("reasoning", "question"):
+                branch.critique = None  # a new or revised answer: the old critique is spent
+        branch.history.append((f"{model}:{pattern}", text[: self.max_reply_chars]))
+        return completion.prompt_tokens + completion.completion_tokens
+
+    def _tool_agent(self, b: int, model: str, tool: str, info: dict[str, Any]) -> int:
+        """Have ``model`` write a ``tool`` call on branch ``b``, run it, and log the result in
+        the branch's trajectory. Returns the call's tokens plus the result's."""
+        assert self.task is not None
+        branch = self.branches[b]
+        messages = agent_messages(
+            self.tasks,
+            tool,
+            self.task.prompt,
+            branch.history,
+            draft=branch.draft,
+            branch=b,
+            width=self.width,
+        )
+        completion = self.call_agent(model, messages, self._context(b, branch))
+        tokens = completion.prompt_tokens + completion.completion_tokens
+        argument = parse_tool_call(tool, completion.text)
+        record: dict[str, Any] = {"branch": b, "tool": tool, "call_found": argument is not None}
+        if argument is None:
+            output = "(the agent's reply held no tool call)"
+        else:
+            result = self._run_tool(tool, argument)
+            output = result.text()[: self.max_reply_chars]
+            record.update(ok=result.ok, error=result.error)
+            for key in ("containment", "network", "timed_out", "returncode"):
+                if key in result.meta:
+                    record[key] = result.meta[key]
+            branch.evidence[tool] = self._evidence(tool, argument, result)
+            shown = argument[:300] + ("..." if len(argument) > 300 else "")
+            output = f"call: {shown}\nresult: {output}"
+            tokens += estimate_tokens(output)
+        info.setdefault("tool_calls", []).append(record)
+        branch.history.append((f"{model}:{tool}", output[: self.max_reply_chars]))
+        self.transcript.append({"turn": self.turn, "role": f"{model}:{tool}", "text": output})
         return tokens
 
-    def _score(self) -> float:
-        """``r``: the current answer's score for this task (``score_answer``)."""
+    def _run_tool(self, tool: str, argument: str) -> ToolResult:
+        if tool == "run_python":
+            key = ("run", self.sandbox, argument)
+            cached = self._runs.get(key)
+            if cached is not None:
+                return cached  # type: ignore[no-any-return]
+            result = run_python(argument, timeout_s=self.tool_timeout_s, sandbox=self.sandbox)
+            if result.meta.get("containment") != "refused" and not result.meta.get("timed_out"):
+                self._runs.put(key, result)
+            return result
+        if tool == "read_file":
+            return read_file(argument.strip(), self.sandbox_dir())
+        return search(argument, self._index())
+
+    def _evidence(self, tool: str, argument: str, result: ToolResult) -> float:
+        """What a tool result is worth to later simulated answers in its branch (a logit;
+        privileged: judged against the task's ground truth; live agents read the result
+        themselves and ignore it). ``revision.EVIDENCE`` has the values."""
         assert self.task is not None
-        return score_answer(self.tasks, self.task, self.answer)
+        family = outputs.family_of(self.task)
+        right_run, wrong_run, good_search, data_read = revision.EVIDENCE[family]
+        if tool == "run_python":
+            if family == "srdd":
+                return right_run if self._grade(argument)[0] >= 0.999 else wrong_run
+            if not result.ok:
+                return 0.0
+            lines = [ln.strip() for ln in result.output.splitlines() if ln.strip()]
+            right = bool(lines) and self._grade(lines[-1])[0] >= 0.999
+            return right_run if right else wrong_run
+        if tool == "search":
+            wanted = set(outputs.good_query(self.task).lower().split())
+            got = set(argument.lower().split())
+            good = bool(wanted) and len(wanted & got) >= 0.5 * len(wanted)
+            return good_search if good and result.ok else 0.0
+        data = outputs.data_file(self.task)
+        return data_read if result.ok and data is not None and argument.strip() == data else 0.0
+
+    def _grade(self, answer: str | None) -> tuple[float, str]:
+        """``tasks.graded_score`` of ``answer``, remembered (SRDD grading runs the sandbox)."""
+        assert self.task is not None
+        key = (self.tasks, self.task.id, answer)
+        cached = self._grades.get(key)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        score, status = graded_score(self.tasks, self.task, answer)
+        if status == "ok":
+            self._grades.put(key, (score, status))
+        return score, status
 
     def _summary(self) -> dict[str, Any]:
-        score = self._score()
-        return {
-            "final_answer": self.answer,
+        answer = self.answer
+        score = self._grade(answer)[0]
+        summary: dict[str, Any] = {
+            "final_answer": answer,
             "score": score,
             "correct": score == 1.0,
             "metrics": dict(self.totals),
         }
+        if self.width > 1:
+            summary["branch_answers"] = [b.draft for b in self.branches]
+        return summary

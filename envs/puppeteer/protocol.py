@@ -1,59 +1,50 @@
 """What the puppeteer reads and writes: its prompt, its actions and their parser.
 
-An action names one agent: ``<agent>MODEL:PATTERN</agent>``, a tool with its argument
-(``<agent>tool:run_python</agent><code>...</code>``, ``tool:read_file`` + ``<path>``,
-``tool:search`` + ``<query>``) or ``<agent>terminate</agent>``.
+An action names agents only (seed 003: the orchestrator selects, the agents act):
+``<agent>MODEL:PATTERN</agent>`` (a reasoning agent), ``<agent>MODEL:TOOL</agent>`` (a tool
+agent: its model writes the tool call) or ``<agent>terminate</agent>``. With ``width`` W > 1
+the action may hold up to W ``<agent>`` tags, one per branch in order (one tag: every branch;
+fewer than W: the last one fills the remaining branches).
+The old format in which the controller wrote the tool's argument (``tool:run_python`` with
+``<code>``, ``<path>`` or ``<query>``) is refused with a notice that says what changed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from orchenv.envs.puppeteer.agents import PATTERNS
-from orchenv.parsing import extract_tag, match_agent
+from orchenv.envs.puppeteer.agents import PATTERNS, TOOLS
+from orchenv.parsing import match_agent
 
 TERMINATE = "terminate"
-#: each tool and the tag that holds its argument
-TOOL_ARGUMENT: dict[str, str] = {"run_python": "code", "read_file": "path", "search": "query"}
-TOOLS: tuple[str, ...] = tuple(TOOL_ARGUMENT)
-
-#: the local corpus of ``tool:search``
-SEARCH_CORPUS: dict[str, str] = {
-    "order-of-operations": "Order of operations: evaluate parentheses first, then "
-    "multiplication and division, then addition and subtraction.",
-    "python-big-integers": "Python integers have arbitrary precision, so run_python computes "
-    "products of large numbers exactly; print the result.",
-    "rate-problems": "Rate problems: a daily change times the number of days gives the total "
-    "change; add it to the starting amount.",
-    "unit-price": "Total price: number of items times the price per item, minus any discount "
-    "per item times the number of items.",
-    "percent": "A percent p of a quantity q is p / 100 times q.",
-}
+#: the argument tags of the old action format (the controller wrote the tool call)
+OLD_ARGUMENT_TAGS: tuple[str, ...] = ("code", "path", "query")
+#: the longest agent name read inside one ``<agent>`` tag
+MAX_NAME_CHARS = 200
+_AGENT_TAG = re.compile(r"<agent>([^<]{0,%d})</agent>" % MAX_NAME_CHARS, re.I)
 
 CONTROLLER_PROMPT = """\
 You are the puppeteer: each step, name the next agent to act on the task. Step {step} of {max_turns}.
 
-Agents: MODEL:PATTERN with MODEL in {models} and PATTERN in {patterns}; the tools \
-tool:run_python (runs your <code>, returns stdout), tool:read_file (a <path> in the task's \
-sandbox; it holds problem.txt), tool:search (a <query> over a small local corpus); and \
-terminate (stop; the latest answer in the trajectory is graded).
+Agents are MODEL:PATTERN (a reasoning agent) or MODEL:TOOL (a tool agent: the model writes \
+its own tool call), with MODEL in {models}, PATTERN in {patterns} and TOOL in {tools} \
+(run_python runs the program the agent writes; read_file reads a file of the task's folder; \
+search queries an offline encyclopedia). terminate stops; the team's current answer (the \
+latest FINAL ANSWER an agent gave) is graded.{width_note}
 
 Reply with exactly one of:
 <agent>MODEL:PATTERN</agent>
-<agent>tool:run_python</agent><code>print(...)</code>
-<agent>tool:read_file</agent><path>problem.txt</path>
-<agent>tool:search</agent><query>...</query>
+<agent>MODEL:TOOL</agent>
 <agent>terminate</agent>
 
 Task:
 {problem}
 
-Trajectory:
-{trajectory}
-Current answer: {answer}"""
+{trajectories}"""
 
 
 def controller_prompt(
@@ -62,82 +53,120 @@ def controller_prompt(
     max_turns: int,
     models: Sequence[str],
     problem: str,
-    history: Sequence[tuple[str, str]],
-    answer: str | None,
+    branches: Sequence[tuple[Sequence[tuple[str, str]], str | None]],
 ) -> str:
-    """The puppeteer's prompt for ``step`` (1-based): the agents, the action format, the task,
-    the trajectory (``(agent, output)`` pairs) and the current answer."""
-    lines = [f"{i + 1}. {agent}: {output}" for i, (agent, output) in enumerate(history)]
+    """The puppeteer's prompt for ``step`` (1-based): the agents, the action format, the task
+    and each branch's trajectory (``(agent, output)`` pairs) and current answer."""
+    parts = []
+    for b, (history, answer) in enumerate(branches):
+        lines = [f"{i + 1}. {agent}: {output}" for i, (agent, output) in enumerate(history)]
+        head = "Trajectory" if len(branches) == 1 else f"Branch {b + 1} trajectory"
+        parts.append(
+            f"{head}:\n" + ("\n".join(lines) or "(empty)") + f"\nCurrent answer: {answer or '(none)'}"
+        )
+    width = len(branches)
+    note = (
+        ""
+        if width == 1
+        else f"\n{width} branches explore in parallel, each with its own trajectory; write up to "
+        f"{width} <agent> tags, one per branch in order (one tag applies to every branch). The "
+        "branches' answers are majority-voted at the end."
+    )
     return CONTROLLER_PROMPT.format(
         step=step,
         max_turns=max_turns,
         models=", ".join(models),
         patterns=", ".join(PATTERNS),
+        tools=", ".join(TOOLS),
+        width_note=note,
         problem=problem,
-        trajectory="\n".join(lines) or "(empty)",
-        answer=answer or "(none)",
+        trajectories="\n\n".join(parts),
     )
 
 
 def agent_names(models: Sequence[str]) -> list[str]:
-    """Every agent the puppeteer can name: ``MODEL:PATTERN``, ``tool:NAME``, ``terminate``."""
-    names = [f"{m}:{p}" for m in models for p in PATTERNS]
-    return [*names, *(f"tool:{t}" for t in TOOLS), TERMINATE]
+    """Every agent the puppeteer can name: ``MODEL:PATTERN``, ``MODEL:TOOL``, ``terminate``."""
+    return [*(f"{m}:{p}" for m in models for p in (*PATTERNS, *TOOLS)), TERMINATE]
 
 
 @dataclass(frozen=True)
 class Action:
-    """One parsed action.
+    """One parsed action: ``terminate``, or ``agents`` (one ``(model, pattern_or_tool)`` per
+    branch). ``error`` is set (and the rest meaningless) when the text could not be used."""
 
-    ``kind`` is ``"model"`` (``name`` the model, ``argument`` the pattern), ``"tool"``
-    (``name`` the tool, ``argument`` its input) or ``"terminate"``. ``error`` is set (and the
-    other fields are meaningless) when the text could not be used.
-    """
-
-    kind: str | None = None
-    name: str | None = None
-    argument: str | None = None
+    terminate: bool = False
+    agents: tuple[tuple[str, str], ...] = ()
     error: str | None = None
 
 
-def parse_action(text: str, models: Sequence[str]) -> Action:
-    """The action in ``text``; never raises (an unusable text gives ``Action(error=...)``)."""
-    name = extract_tag(text, "agent")
-    if name is None:
-        return Action(error="no <agent>...</agent> tag found.")
-    name = name.strip()
-    if name.lower() == TERMINATE:
-        return Action(kind="terminate")
+def _old_format(text: str) -> str | None:
+    lower = text.lower()
+    if "tool:" in lower or any(f"<{tag}>" in lower for tag in OLD_ARGUMENT_TAGS):
+        return (
+            "the controller names an agent only; tool arguments (<code>, <path>, <query>) and "
+            "'tool:NAME' agents are no longer accepted: name a tool agent as "
+            "<agent>MODEL:run_python</agent> (or MODEL:read_file, MODEL:search) and its model "
+            "writes the call."
+        )
+    return None
+
+
+def _one_agent(name: str, models: Sequence[str]) -> tuple[str, str] | str:
     head, sep, tail = name.partition(":")
     if not sep:
-        return Action(error=f"{name[:80]!r} is not MODEL:PATTERN, tool:NAME or terminate.")
-    if head.strip().lower() == "tool":
-        tool = tail.strip().lower()
-        arg_tag = TOOL_ARGUMENT.get(tool)
-        if arg_tag is None:
-            return Action(error=f"unknown tool {tail[:40]!r}; tools: {', '.join(TOOLS)}.")
-        argument = extract_tag(text, arg_tag)
-        if argument is None or not argument.strip():
-            return Action(error=f"tool:{tool} needs a non-empty <{arg_tag}>.")
-        return Action(kind="tool", name=tool, argument=argument)
+        return f"{name[:80]!r} is not MODEL:PATTERN, MODEL:TOOL or terminate."
     model = match_agent(head.strip(), models)
     if model is None:
-        return Action(error=f"unknown model {head[:40]!r}; models: {tuple(models)}.")
-    pattern = tail.strip().lower()
-    if pattern not in PATTERNS:
-        return Action(error=f"unknown pattern {tail[:40]!r}; patterns: {PATTERNS}.")
-    return Action(kind="model", name=model, argument=pattern)
+        return f"unknown model {head[:40]!r}; models: {', '.join(models)}."
+    what = tail.strip().lower()
+    if what not in PATTERNS and what not in TOOLS:
+        return (
+            f"unknown pattern or tool {tail[:40]!r}; patterns: {', '.join(PATTERNS)}; tools: "
+            f"{', '.join(TOOLS)}."
+        )
+    return model, what
+
+
+def parse_action(text: str, models: Sequence[str], width: int = 1) -> Action:
+    """The action in ``text``; never raises, linear in ``len(text)`` (an unusable text gives
+    ``Action(error=...)``)."""
+    if not isinstance(text, str):
+        return Action(error="the action must be text.")
+    names = []
+    for match in _AGENT_TAG.finditer(text):
+        names.append(match.group(1).strip())
+        if len(names) > width:
+            break
+    old = _old_format(text)
+    if old is not None:
+        return Action(error=old)
+    if not names:
+        return Action(error="no <agent>...</agent> tag found.")
+    if len(names) > width:
+        return Action(error=f"at most {width} <agent> tag(s) (one per branch), got more.")
+    if any(n.lower() == TERMINATE for n in names):
+        if len(names) > 1:
+            return Action(error="terminate must be the only <agent> tag.")
+        return Action(terminate=True)
+    agents = []
+    for name in names:
+        parsed = _one_agent(name, models)
+        if isinstance(parsed, str):
+            return Action(error=parsed)
+        agents.append(parsed)
+    if len(agents) == 1:
+        agents = agents * width
+    elif len(agents) < width:
+        agents += [agents[-1]] * (width - len(agents))
+    return Action(agents=tuple(agents))
 
 
 def random_action(rng: np.random.Generator, models: Sequence[str]) -> str:
-    """A random valid action: mostly a model with a pattern, sometimes a tool or terminate."""
+    """A random valid action: mostly a reasoning agent, sometimes a tool agent or terminate."""
     u = rng.random()
     if u < 0.15:
         return f"<agent>{TERMINATE}</agent>"
-    if u < 0.25:
-        return "<agent>tool:search</agent><query>large number multiplication</query>"
-    if u < 0.3:
-        return "<agent>tool:read_file</agent><path>problem.txt</path>"
     model = models[int(rng.integers(len(models)))]
-    pattern = PATTERNS[int(rng.integers(len(PATTERNS)))]
-    return f"<agent>{model}:{pattern}</agent>"
+    if u < 0.35:
+        return f"<agent>{model}:{TOOLS[int(rng.integers(len(TOOLS)))]}</agent>"
+    return f"<agent>{model}:{PATTERNS[int(rng.integers(len(PATTERNS)))]}</agent>"

@@ -15,7 +15,8 @@ run, the call is refused with the fix, unless ``sandbox="unsafe-no-isolation"`` 
 ``ToolResult.meta["containment"]`` names the mode that ran: ``"bwrap+cgroup"``,
 ``"bwrap+rlimit"``, ``"unsafe-no-isolation"`` or ``"refused"``.
 
-``read_file`` opens a path inside the task folder one component at a time relative to
+``write_task_files`` puts a task's files (``task.meta["files"]``) into the task folder, and
+``read_file`` opens a path inside it one component at a time relative to
 directory file descriptors, never following a symlink, refusing anything but a regular file
 with a single link, and never blocking on a FIFO.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import signal
 import stat
 from collections.abc import Mapping, Sequence
@@ -41,6 +43,7 @@ from orchenv.envs.puppeteer.sandbox import (
     run_sandboxed,
     sandbox_problem,
 )
+from orchenv.error import ConfigError
 from orchenv.search import BM25Index
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "run_python",
     "sandbox_problem",
     "search",
+    "write_task_files",
 ]
 
 MAX_CODE_CHARS = 1_000_000
@@ -325,6 +329,41 @@ def _check_file(info: os.stat_result, device: int) -> os.stat_result:
     if info.st_dev != device:
         raise _Refused("outside sandbox")
     return info
+
+
+_TASK_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def write_task_files(files: Mapping[str, str], directory: str | os.PathLike[str]) -> list[str]:
+    """Write a task's files (``task.meta["files"]``: name -> text) into the task folder that
+    ``read_file`` serves, and return the names written.
+
+    Names must be plain file names (letters, digits, ``.``, ``_``, ``-``; no path, no
+    leading dot), else ``ConfigError``. Each file is created relative to the folder's
+    descriptor with ``O_EXCL | O_NOFOLLOW`` after removing any old entry of that name, so a
+    symlink planted in the folder is replaced, never followed.
+    """
+    bad = [str(n) for n in files if not isinstance(n, str) or not _TASK_FILE_NAME.fullmatch(n)]
+    if bad:
+        raise ConfigError(
+            f"task file names must be plain names like 'data.csv' (letters, digits, '.', '_', "
+            f"'-'), got {bad[:3]}; rename them in the task's meta['files']"
+        )
+    root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name, text in files.items():
+            with contextlib.suppress(FileNotFoundError):
+                info = os.stat(name, dir_fd=root, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    raise ConfigError(f"task file {name!r} is a directory in {directory}")
+                os.unlink(name, dir_fd=root)  # a planted symlink is removed, not followed
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(name, flags, 0o644, dir_fd=root)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(str(text))
+    finally:
+        os.close(root)
+    return list(files)
 
 
 # -- search -----------------------------------------------------------------------------------

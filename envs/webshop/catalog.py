@@ -10,6 +10,7 @@ a ``Product`` the first time it is looked at), so a 100k-product catalog is chea
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -24,6 +25,37 @@ log = logging.getLogger(__name__)
 
 #: how many catalogs (and their search indexes) one process keeps
 CACHE_SIZE = 4
+#: what a product's search document holds (``CatalogSpec.index_fields``)
+INDEX_FIELDS = ("original", "extended")
+#: how the original files' goals are ordered (``CatalogSpec.goal_order``)
+GOAL_ORDERS = ("original", "seeded")
+#: the original's goal shuffle seed (``SimServer``: ``random.seed(233)``)
+ORIGINAL_GOAL_SEED = 233
+
+
+def original_document(p: Product) -> str:
+    """A product's search document as the original indexes it
+    (``search_engine/convert_product_file_format.py``): title, description, first
+    bullet point and ``group: v1, v2, and group: ...``, lower-cased."""
+    option_text = ", and ".join(f"{group}: {', '.join(values)}" for group, values in p.options)
+    first_bullet = p.bullet_points[0] if p.bullet_points else ""
+    return " ".join((p.title, p.description, first_bullet, option_text)).lower()
+
+
+def extended_document(p: Product) -> str:
+    """``original_document`` plus the attributes and the category path
+    (``index_fields="extended"``, a named departure: it makes search easier)."""
+    extra = " ".join((" ".join(p.attributes), p.product_category)).lower()
+    return f"{original_document(p)} {extra}"
+
+
+def original_goal_order(n: int) -> list[int]:
+    """The positions of ``n`` goals after the original's ``random.seed(233);
+    random.shuffle(goals)`` (a private ``random.Random``, the same Mersenne Twister
+    stream, so the process's global ``random`` state is left alone)."""
+    order = list(range(n))
+    random.Random(ORIGINAL_GOAL_SEED).shuffle(order)
+    return order
 
 
 @dataclass(frozen=True)
@@ -35,7 +67,15 @@ class CatalogSpec:
     the rest ``train``. ``source="files"``: the original WebShop files in
     ``data_dir`` (or ``$WEBSHOP_DATA``), ``goals="human"`` or ``"synthetic"``
     instructions, the first ``num_products`` products (all when ``None``), ``seed``
-    for goal shuffling, price bounds and prices inside price ranges.
+    for price bounds and prices inside price ranges.
+
+    ``index_fields="original"``: a product's search document is what the original
+    indexes (title, description, first bullet point, option text; ``original_document``);
+    ``"extended"`` adds its attributes and category path (orchenv's earlier, easier
+    index: a departure). ``goal_order="original"``: the files' goals are shuffled as the
+    original's ``SimServer`` does (``random.seed(233); random.shuffle(goals)``), so
+    ``test`` is the original's first 500; ``"seeded"`` permutes them with numpy and
+    ``seed`` instead (orchenv's earlier order: a departure).
     """
 
     source: str = "generated"
@@ -45,6 +85,8 @@ class CatalogSpec:
     seed: int = 0
     data_dir: str | None = None
     goals: str = "human"
+    index_fields: str = "original"
+    goal_order: str = "original"
 
     def __post_init__(self) -> None:
         if self.source not in ("generated", "files"):
@@ -60,6 +102,10 @@ class CatalogSpec:
                 raise ConfigError(f"num_goals must be >= 2 (train and test), got {self.num_goals}")
             if not 0.0 < self.test_fraction < 1.0:
                 raise ConfigError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
+        if self.index_fields not in INDEX_FIELDS:
+            raise UnknownNameError("WebShop index_fields", self.index_fields, INDEX_FIELDS)
+        if self.goal_order not in GOAL_ORDERS:
+            raise UnknownNameError("WebShop goal_order", self.goal_order, GOAL_ORDERS)
         if self.goals not in ("human", "synthetic"):
             raise UnknownNameError("WebShop goal kind", self.goals, ("human", "synthetic"))
 
@@ -144,7 +190,7 @@ class Catalog:
         return self.product(index)
 
     def documents(self) -> list[str]:
-        """One search document per product (title, attributes, category path, options)."""
+        """One search document per product (see ``CatalogSpec.index_fields``)."""
         return self._documents()
 
     def goal(self, goal_id: str) -> Goal:

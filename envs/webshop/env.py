@@ -16,17 +16,21 @@ from typing import Any, ClassVar
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.envs.webshop import original
 from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, get_catalog
 from orchenv.envs.webshop.choices import canonical_choices, page_features, shortcuts, slot_count
 from orchenv.envs.webshop.products import Goal
-from orchenv.envs.webshop.reward import RewardBreakdown, webshop_reward
+from orchenv.envs.webshop.reward import REWARD_RULES, RewardBreakdown, webshop_reward
 from orchenv.envs.webshop.search import search_engine_for
-from orchenv.envs.webshop.site import DONE, Site, SiteState
-from orchenv.error import ConfigError
+from orchenv.envs.webshop.site import DONE, SEARCH_BUTTON, Site, SiteState
+from orchenv.envs.webshop.text import page_nodes, render_text, render_text_rich
+from orchenv.error import ConfigError, UnknownNameError
 from orchenv.parsing import strip_reasoning
 from orchenv.pool import Message
 from orchenv.tasks import Task, TaskSource
 
+#: observation modes: the original text env's two, and orchenv's chat prompt
+OBSERVATION_MODES = ("text", "text_rich", "chat")
 #: longest accepted search query (longer ones are refused as invalid, not truncated)
 MAX_QUERY_CHARS = 1000
 
@@ -35,7 +39,7 @@ You are shopping on WebShop, a simulated online store, for a customer. Find the 
 that fits the customer's instruction, choose its options, and buy it.
 
 Reply with exactly one action per turn:
-- search[your query]: look for products (only on the search page, which has the search bar).
+- search[your query]: look for products.
 - click[button]: press one of the buttons listed under "Available actions" (a product ID \
 on a results page, an option value, next >, < prev, back to search, description, features, \
 reviews, buy now).
@@ -90,7 +94,7 @@ class WebShopEnv(OrchestrationEnv):
     Planner / Searcher / Recommender team view is ``WebShopRoleGame``.
 
     ## Action format
-    ``search[query]`` (only where the page has the search bar) or ``click[button]``
+    ``search[query]`` (from any page; with ``protocol="orchenv"`` only on the search page) or ``click[button]``
     with a button the page offers (``info["available_actions"]["clickables"]``:
     ``back to search``, ``next >``, ``< prev``, product ASINs, option values,
     ``description``, ``features``, ``reviews``, ``buy now``). Case does not matter;
@@ -101,7 +105,10 @@ class WebShopEnv(OrchestrationEnv):
     ``format_penalty`` (default 0.0) and ``info["parse_error"]`` says why.
 
     ## Observation
-    One string: the rules (system message), the instruction, the current page as
+    ``observation_mode="text"`` (default): the page as the original text env renders it
+    (`` [SEP] ``-joined texts, ``orchenv.envs.webshop.text``), nothing added, also after
+    an unusable action; ``"text_rich"`` its rich form. ``"chat"``:
+    one string: the rules (system message), the instruction, the current page as
     text, the step count and the available actions (``search[<query>]`` and
     ``click[...]`` lines), and after an invalid action the shared notice ("Your
     previous reply could not be used: <why> Reply with one of the available
@@ -112,7 +119,8 @@ class WebShopEnv(OrchestrationEnv):
     ``info["instruction"]`` is the instruction.
 
     ## Rewards
-    Zero until ``click[buy now]``, then the paper's purchase reward in [0, 1]:
+    Zero until ``click[buy now]``, then the paper's purchase reward in [0, 1] by master's
+    rules (``reward="original"``; ``orchenv.envs.webshop.original``):
     ``r = r_type * (|U_att ∩ Y_att| + |U_opt ∩ Y_opt| + 1[y_price <= u_price]) /
     (|U_att| + |U_opt| + 1)``, with U the goal's attributes, options and price
     bound and Y the bought product's (see ``orchenv.envs.webshop.reward`` for the
@@ -121,7 +129,7 @@ class WebShopEnv(OrchestrationEnv):
 
     ## Episode end
     ``terminated`` by ``click[buy now]`` (the action that ends the episode);
-    ``truncated`` when ``max_turns`` actions (default 15) pass without a purchase
+    ``truncated`` when ``max_turns`` actions (default 100) pass without a purchase
     (score 0). The last ``info`` carries ``score`` (the reward, a float in [0, 1]),
     ``success`` (score == 1, WebShop's success rate), both also in ``metrics``,
     ``task_id``, ``final_answer`` (``{"asin", "title", "options", "price"}`` of the
@@ -141,8 +149,17 @@ class WebShopEnv(OrchestrationEnv):
     - ``data_dir``: the folder of the original data files (``"files"`` only).
     - ``goals``: ``"human"`` (default) or ``"synthetic"`` instructions (``"files"`` only).
     - ``split``: ``"train"`` or ``"test"`` (files: also ``"eval"``).
-    - ``max_turns``: actions per episode (default 15).
+    - ``max_turns``: actions per episode (default 100; the original has no limit, its RL
+      baselines stop at 100).
     - ``show_attrs``: add the original's optional ``attributes`` sub-page.
+    - ``reward``: ``"original"`` (default; master's ``get_reward``, needs the ``webshop``
+      extra) or ``"approx"`` (orchenv's earlier dependency-free rule, a departure).
+    - ``observation_mode``: ``"text"`` (default; the original's `` [SEP] `` text),
+      ``"text_rich"`` (its rich text) or ``"chat"`` (orchenv's earlier prompt).
+    - ``protocol``: ``"original"`` (default; search from any page, ``next >`` always,
+      clickables as the original lists them) or ``"orchenv"`` (the earlier strict one).
+    - ``index_fields``: ``"original"`` (title, description, first bullet, options) or
+      ``"extended"`` (plus attributes and category path, a departure).
     - ``format_penalty``: added to the reward of an invalid action (default 0.0, <= 0).
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
@@ -184,8 +201,12 @@ class WebShopEnv(OrchestrationEnv):
         data_dir: str | None = None,
         goals: str = "human",
         split: str = "train",
-        max_turns: int = 15,
+        max_turns: int = 100,
         show_attrs: bool = False,
+        reward: str = "original",
+        observation_mode: str = "text",
+        protocol: str = "original",
+        index_fields: str = "original",
         format_penalty: float = 0.0,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
@@ -196,6 +217,12 @@ class WebShopEnv(OrchestrationEnv):
                 f"format_penalty is added to the reward of an invalid action and must be <= 0, "
                 f"got {format_penalty}"
             )
+        if reward not in REWARD_RULES:
+            raise UnknownNameError("WebShop reward", reward, REWARD_RULES)
+        if observation_mode not in OBSERVATION_MODES:
+            raise UnknownNameError("WebShop observation_mode", observation_mode, OBSERVATION_MODES)
+        if reward == "original":
+            original.check_available()  # fail now, not at the first purchase
         self.spec_catalog = CatalogSpec(
             source=source,
             num_products=num_products,
@@ -204,8 +231,14 @@ class WebShopEnv(OrchestrationEnv):
             seed=catalog_seed,
             data_dir=data_dir,
             goals=goals,
+            index_fields=index_fields,
         )
         self.show_attrs = show_attrs
+        self.reward_rule = reward
+        self.observation_mode = observation_mode
+        self.protocol = protocol
+        if protocol not in ("original", "orchenv"):
+            raise UnknownNameError("WebShop protocol", protocol, ("original", "orchenv"))
         self._catalog: Catalog | None = None
         self._site: Site | None = None
         # episode state
@@ -226,7 +259,12 @@ class WebShopEnv(OrchestrationEnv):
         """The shop over the catalog and its search index (built on first use)."""
         if self._site is None:
             catalog = self.catalog
-            self._site = Site(catalog, search_engine_for(catalog), show_attrs=self.show_attrs)
+            self._site = Site(
+                catalog,
+                search_engine_for(catalog),
+                show_attrs=self.show_attrs,
+                protocol=self.protocol,
+            )
         return self._site
 
     def _build_task_source(self) -> TaskSource:
@@ -239,10 +277,28 @@ class WebShopEnv(OrchestrationEnv):
     def action_lines(self) -> list[str]:
         available = self.available_actions()
         lines = ["search[<your query>]"] if available["has_search_bar"] else []
-        return lines + [f"click[{c}]" for c in available["clickables"]]
+        return lines + [f"click[{c}]" for c in available["clickables"] if c != SEARCH_BUTTON]
+
+    def page_text(self) -> str:
+        """The current page as the original text env shows it (``observation_mode``
+        ``"text"`` or ``"text_rich"``; ``orchenv.envs.webshop.text``)."""
+        assert self.goal is not None
+        reward = self._result.reward if self._result is not None else None
+        nodes = page_nodes(self.site, self.state, self.goal.instruction, reward)
+        if self.observation_mode == "text_rich":
+            return render_text_rich(self.site, self.state, nodes)
+        return render_text(nodes)
+
+    def _with_notice(self, messages: list[Message]) -> list[Message]:
+        # the original shows an unusable action nothing but the unchanged page
+        if self.observation_mode != "chat":
+            return messages
+        return super()._with_notice(messages)
 
     def _messages(self) -> list[Message]:
         assert self.goal is not None
+        if self.observation_mode != "chat":
+            return [{"role": "user", "content": self.page_text()}]
         parts = [f"Instruction: {self.goal.instruction}", self.site.render(self.state)]
         if self.state.page != DONE:
             parts.append(self.turn_line("Step"))
@@ -293,7 +349,7 @@ class WebShopEnv(OrchestrationEnv):
             return Outcome(error=move.error)
         assert self.state.item is not None
         product = self.catalog.product(self.state.item)
-        self._result = webshop_reward(product, self.goal, self.state.chosen)
+        self._result = webshop_reward(product, self.goal, self.state.chosen, rule=self.reward_rule)
         return Outcome(
             reward=self._result.reward,
             done=True,

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.envs.webshop.catalog import Catalog, CatalogSpec
+from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, original_document
 from orchenv.envs.webshop.products import CATEGORY_SEP, Goal, Product, Review, options_text
 
 log = logging.getLogger(__name__)
@@ -331,12 +331,24 @@ def generate_catalog(spec: CatalogSpec) -> Catalog:
     n_test = max(1, round(len(goals) * spec.test_fraction))
     n_test = min(n_test, len(goals) - 1)
     log.debug("generated WebShop catalog: %d products, %d goals", len(cols.asins), len(goals))
-    return Catalog(
+    built: list[Catalog] = []
+
+    def documents() -> list[str]:
+        # "original": the original's fields (title, description, first bullet, options);
+        # "extended": orchenv's earlier document (title, attributes, category, options)
+        n = len(cols.asins)
+        if spec.index_fields == "extended":
+            return [cols.document(i) for i in range(n)]
+        return [original_document(built[0].product(i)) for i in range(n)]
+
+    catalog = Catalog(
         name=f"webshop-generated-{spec.num_products}-seed{spec.seed}",
         key=("generated", spec),
         spec=spec,
         asins=cols.asins,
         make_product=cols.product,
-        documents=lambda: [cols.document(i) for i in range(len(cols.asins))],
+        documents=documents,
         splits={"train": goals[n_test:], "test": goals[:n_test]},
     )
+    built.append(catalog)
+    return catalog

@@ -19,8 +19,9 @@ than 10 characters and repeated ASINs are skipped; option group names and values
 are lowercased and ``/`` in values becomes `` | ``; a product without attributes gets
 ``["DUMMY_ATTR"]``; a price range's price is drawn uniformly inside it. Goals follow
 ``get_human_goals`` / ``get_synthetic_goals`` (every option combination of a product
-with a synthetic instruction is one goal) and are shuffled with ``seed``
-(numpy's generator, so the order differs from the original's ``random.seed(233)``).
+with a synthetic instruction is one goal) and are ordered as the original's
+``random.seed(233); random.shuffle(goals)`` (``goal_order="original"``; ``"seeded"``
+permutes them with numpy and ``seed``, orchenv's earlier order).
 With more than 1,500 goals the splits are those of the original baselines (test:
 the first 500, eval: the next 1,000, train: the rest); with fewer, every split
 holds all goals (as the original does for small product subsets).
@@ -39,7 +40,13 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.envs.webshop.catalog import Catalog, CatalogSpec
+from orchenv.envs.webshop.catalog import (
+    Catalog,
+    CatalogSpec,
+    extended_document,
+    original_document,
+    original_goal_order,
+)
 from orchenv.envs.webshop.generate import NO_PRICE_BOUND, price_bound, price_text
 from orchenv.envs.webshop.products import Goal, Product, Review, options_text
 from orchenv.error import DataError
@@ -125,7 +132,15 @@ def files_key(spec: CatalogSpec) -> tuple[Any, ...]:
     """The cache key of a files catalog: the recipe plus each file's size and mtime."""
     files = find_data_files(resolve_data_dir(spec.data_dir), spec.goals)
     stamps = tuple((str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files.all())
-    return ("files", stamps, spec.goals, spec.num_products, spec.seed)
+    return (
+        "files",
+        stamps,
+        spec.goals,
+        spec.num_products,
+        spec.seed,
+        spec.index_fields,
+        spec.goal_order,
+    )
 
 
 def _read_json(path: Path, kind: type) -> Any:
@@ -327,7 +342,10 @@ def load_catalog(spec: CatalogSpec, key: tuple[Any, ...]) -> Catalog:
             f"no {spec.goals} goals for the loaded products: none of their ASINs has an "
             f"instruction with attributes in {files.human if spec.goals == 'human' else files.attributes}"
         )
-    order = rng.permutation(len(goals))
+    if spec.goal_order == "original":
+        order = original_goal_order(len(goals))
+    else:
+        order = [int(i) for i in rng.permutation(len(goals))]
     goals = [replace(goals[i], id=f"{spec.goals}-{k}") for k, i in enumerate(order)]
     if len(goals) > SPLIT_EVAL:
         splits = {
@@ -340,7 +358,8 @@ def load_catalog(spec: CatalogSpec, key: tuple[Any, ...]) -> Catalog:
     by_index = products
 
     def documents() -> list[str]:
-        return [_document(p) for p in by_index]
+        document = original_document if spec.index_fields == "original" else extended_document
+        return [document(p) for p in by_index]
 
     log.info("loaded WebShop data: %d products, %d %s goals", len(products), len(goals), spec.goals)
     return Catalog(
@@ -352,19 +371,3 @@ def load_catalog(spec: CatalogSpec, key: tuple[Any, ...]) -> Catalog:
         documents=documents,
         splits=splits,
     )
-
-
-def _document(p: Product) -> str:
-    """The original index text: title, description, first bullet point, option text
-    (``convert_product_file_format.py``), plus the attributes and category path."""
-    option_text = ", and ".join(f"{g}: {', '.join(v)}" for g, v in p.options)
-    first_bullet = p.bullet_points[0] if p.bullet_points else ""
-    parts = (
-        p.title,
-        p.description,
-        first_bullet,
-        option_text,
-        " ".join(p.attributes),
-        p.product_category,
-    )
-    return " ".join(parts).lower()

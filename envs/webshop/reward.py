@@ -1,4 +1,10 @@
-"""WebShop's purchase reward (Yao et al. 2022, section 3.2) as small pure functions.
+"""WebShop's purchase reward (Yao et al. 2022, section 3.2): ``webshop_reward(..., rule=...)``.
+
+``rule="original"`` (the env's default) is princeton-nlp/WebShop master's ``get_reward``
+(``orchenv.envs.webshop.original``: ``normalize_color``, fuzzy matching of every option
+group, spaCy nouns for ``r_type``; needs the ``webshop`` extra). ``rule="approx"`` is
+orchenv's earlier approximation, kept for users who name it (no spaCy or ``thefuzz``
+needed); its rules follow, and docs/webshop.md lists where the two differ.
 
     r = r_type * (|U_att ∩ Y_att| + |U_opt ∩ Y_opt| + 1[y_price <= u_price])
                / (|U_att| + |U_opt| + 1)
@@ -6,7 +12,7 @@
 ``Y`` is the bought product (its attributes, the options chosen on its page, its
 price), ``U`` the goal (instruction attributes, goal options, price bound). How each
 part is decided (the original code's rules, ``web_agent_site/engine/goal.py``,
-re-implemented here without its spaCy model and ``thefuzz`` dependencies):
+the unmerged v2 branch's option rule, re-implemented without spaCy or ``thefuzz``):
 
 * **attributes**: a goal attribute counts when a product attribute matches it
   fuzzily (``token_set_ratio > 85``), or when it occurs verbatim (lowercase) in the
@@ -41,7 +47,9 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
 
+from orchenv.envs.webshop import original
 from orchenv.envs.webshop.products import CATEGORY_SEP, Goal, Product
+from orchenv.error import UnknownNameError
 
 #: option groups matched exactly (the original's ``EXACT_MATCH_OPTS``)
 EXACT_MATCH_GROUPS = frozenset({"size"})
@@ -177,14 +185,35 @@ class RewardBreakdown:
         return dict(self.__dict__)
 
 
+#: the reward rules ``webshop_reward`` (and the env's ``reward=`` argument) accept
+REWARD_RULES = ("original", "approx")
+
+
 def webshop_reward(
-    product: Product, goal: Goal, chosen_options: Mapping[str, str], price: float | None = None
+    product: Product,
+    goal: Goal,
+    chosen_options: Mapping[str, str],
+    price: float | None = None,
+    *,
+    rule: str = "original",
 ) -> RewardBreakdown:
-    """The reward of buying ``product`` with ``chosen_options`` for ``goal`` (in [0, 1])."""
+    """The reward of buying ``product`` with ``chosen_options`` for ``goal`` (in [0, 1]).
+
+    ``rule="original"``: master's rules (raises ``DependencyError`` without spaCy's
+    model or ``thefuzz``); ``rule="approx"``: orchenv's dependency-free approximation.
+    """
+    if rule not in REWARD_RULES:
+        raise UnknownNameError("WebShop reward rule", rule, REWARD_RULES)
     price = product.price if price is None else price
-    kind = type_reward(product, goal)
-    n_att = attribute_matches(product, goal.attributes)
-    n_opt = option_matches(goal.options, chosen_options)
+    if rule == "original":
+        r_type, query_match, category_match, title_score = original.type_parts(product, goal)
+        kind = TypeMatch(r_type, query_match, category_match, title_score)
+        n_att = original.attribute_matches(product, goal.attributes)
+        n_opt = original.option_matches(original.goal_option_items(goal), chosen_options)
+    else:
+        kind = type_reward(product, goal)
+        n_att = attribute_matches(product, goal.attributes)
+        n_opt = option_matches(goal.options, chosen_options)
     price_ok = price <= goal.price_upper
     total = (n_att + n_opt + int(price_ok)) / (len(goal.attributes) + len(goal.options) + 1)
     return RewardBreakdown(

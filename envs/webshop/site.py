@@ -4,6 +4,13 @@ Written for orchenv after the original simulator (``web_agent_site/envs/
 web_agent_text_env.py``: ``SimServer`` / ``SimBrowser`` and the page templates); no
 HTML is produced, pages render straight to text.
 
+Two protocols. ``protocol="original"`` (the env's default) is the original text env's:
+``search[...]`` works from any page (a new search leaves the product and its options),
+``next >`` is on every results page (past the last hit it shows an empty page), and the
+clickables are listed as its ``get_available_actions`` lists them (the search page offers
+``search``, its submit button, which the original refuses to click). ``protocol="orchenv"``
+is orchenv's earlier, stricter one, described below.
+
 Pages and their clickables (all lowercase, as the original's ``get_available_actions``):
 
 * **search**: the search bar only (``has_search_bar``); ``search[query]``.
@@ -30,6 +37,7 @@ from typing import Any
 
 from orchenv.envs.webshop.catalog import Catalog
 from orchenv.envs.webshop.search import SEARCH_RETURN_N, SearchEngine
+from orchenv.error import UnknownNameError
 
 BACK_TO_SEARCH = "back to search"
 NEXT_PAGE = "next >"
@@ -41,6 +49,10 @@ ATTRIBUTES_PAGE = "attributes"
 PRODUCT_WINDOW = 10
 
 SEARCH, RESULTS, ITEM, SUB_PAGE, DONE = "search", "results", "item", "item_sub_page", "done"
+#: the search page's submit button, listed by the original but never clickable
+SEARCH_BUTTON = "search"
+#: the protocols a ``Site`` follows (see the module docstring)
+PROTOCOLS = ("original", "orchenv")
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,9 @@ class SiteState:
     """Where the browser is. Immutable (a value): every action yields a new state.
 
     ``options`` are the chosen ``(group, value)`` pairs in the order they were first
-    chosen; ``visited`` the product indices opened so far this episode.
+    chosen; ``visited`` the product indices opened so far this episode; ``session_items``
+    those opened since the last ``back to search`` (the original's ``session["asins"]``,
+    which ``text_rich`` marks as clicked).
     """
 
     page: str = SEARCH
@@ -59,6 +73,7 @@ class SiteState:
     options: tuple[tuple[str, str], ...] = ()
     sub_page: str | None = None
     visited: tuple[int, ...] = ()
+    session_items: tuple[int, ...] = ()
 
     @property
     def chosen(self) -> dict[str, str]:
@@ -82,10 +97,20 @@ class Transition:
 class Site:
     """The shop over one catalog and its search index (stateless; states are values)."""
 
-    def __init__(self, catalog: Catalog, engine: SearchEngine, *, show_attrs: bool = False) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        engine: SearchEngine,
+        *,
+        show_attrs: bool = False,
+        protocol: str = "original",
+    ) -> None:
+        if protocol not in PROTOCOLS:
+            raise UnknownNameError("WebShop protocol", protocol, PROTOCOLS)
         self.catalog = catalog
         self.engine = engine
         self.show_attrs = show_attrs
+        self.protocol = protocol
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Site:
         return self
@@ -110,11 +135,14 @@ class Site:
     def available_actions(self, state: SiteState) -> dict[str, Any]:
         """``{"has_search_bar": bool, "clickables": [...]}`` (the original's format)."""
         clickables: list[str] = []
-        if state.page == RESULTS:
+        original = self.protocol == "original"
+        if state.page == SEARCH and original:
+            clickables.append(SEARCH_BUTTON)
+        elif state.page == RESULTS:
             clickables.append(BACK_TO_SEARCH)
             if state.results_page > 1:
                 clickables.append(PREV_PAGE)
-            if state.results_page * PRODUCT_WINDOW < len(state.hits):
+            if original or state.results_page * PRODUCT_WINDOW < len(state.hits):
                 clickables.append(NEXT_PAGE)
             clickables += [self.catalog.asins[i].lower() for i in self.page_hits(state)]
         elif state.page == ITEM:
@@ -127,16 +155,28 @@ class Site:
 
     # -- transitions ------------------------------------------------------------------
     def search(self, state: SiteState, query: str) -> Transition:
-        if state.page != SEARCH:
+        if state.page == DONE:
+            return Transition(state, "the purchase is done; nothing more can be done.")
+        if state.page != SEARCH and self.protocol != "original":
             return Transition(
                 state,
                 f"there is no search bar on the {state.page} page; click[{BACK_TO_SEARCH}] first.",
             )
         hits = tuple(self.engine.search(query, SEARCH_RETURN_N))
-        return Transition(SiteState(page=RESULTS, query=query, hits=hits, visited=state.visited))
+        return Transition(
+            SiteState(
+                page=RESULTS,
+                query=query,
+                hits=hits,
+                visited=state.visited,
+                session_items=state.session_items,
+            )
+        )
 
     def click(self, state: SiteState, button: str) -> Transition:
         available = self.available_actions(state)["clickables"]
+        if button == SEARCH_BUTTON and state.page == SEARCH:
+            return Transition(state, "the search button is not clickable; use search[your query].")
         if button not in available:
             if state.page == SEARCH:
                 why = "the search page has no buttons; use search[your query]."
@@ -156,7 +196,11 @@ class Site:
             item = self.catalog.index_of(button)
             assert item is not None
             visited = state.visited if item in state.visited else (*state.visited, item)
-            return Transition(replace(state, page=ITEM, item=item, visited=visited))
+            session = state.session_items
+            session = session if item in session else (*session, item)
+            return Transition(
+                replace(state, page=ITEM, item=item, visited=visited, session_items=session)
+            )
         if state.page == ITEM:
             if button == PREV_PAGE:
                 return Transition(replace(state, page=RESULTS, item=None, options=()))
@@ -187,7 +231,7 @@ class Site:
         lines.append(f"Page {state.results_page} (Total results: {total}) for: {state.query}")
         if state.results_page > 1:
             lines.append(f"[{PREV_PAGE}]")
-        if state.results_page * PRODUCT_WINDOW < total:
+        if NEXT_PAGE in self.available_actions(state)["clickables"]:
             lines.append(f"[{NEXT_PAGE}]")
         if not total:
             lines.append("No products match this query.")

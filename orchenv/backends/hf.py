@@ -138,6 +138,17 @@ def _transformers_version(transformers: Any) -> tuple[int, int]:
     return (int(parts[0]), int(parts[1])) if len(parts) == 2 else (0, 0)
 
 
+def gguf_source(src: str) -> tuple[str, dict[str, str]]:
+    """``(path, extra from_pretrained kwargs)`` for a model or tokenizer source: a ``.gguf``
+    file loads through transformers' GGUF reader (``gguf_file=``; the weights are
+    dequantised to ``dtype``; needs the ``gguf`` package), anything else as it is."""
+    if not src.lower().endswith(".gguf"):
+        return src, {}
+    require("gguf", "train", f"loading the GGUF file {src!r}")
+    folder, name = os.path.split(os.path.abspath(src))
+    return folder, {"gguf_file": name}
+
+
 def _load_error(what: str, path: str, local_files_only: bool, exc: BaseException) -> BackendError:
     looks_local = os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)
     if looks_local:
@@ -420,8 +431,9 @@ class HFBackend(BatchedEngine):
             # transformers renamed `torch_dtype` to `dtype` in 4.56
             dtype_kw = "dtype" if _transformers_version(transformers) >= (4, 56) else "torch_dtype"
             try:
+                where, gguf = gguf_source(model_src)
                 model = transformers.AutoModelForCausalLM.from_pretrained(
-                    model_src, **{dtype_kw: dtype}, **common
+                    where, **{dtype_kw: dtype}, **common, **gguf
                 )
             except Exception as exc:
                 raise _load_error("model", model_src, self.local_files_only, exc) from exc
@@ -446,7 +458,8 @@ class HFBackend(BatchedEngine):
             )
         if isinstance(tok_src, str):
             try:
-                tokenizer = transformers.AutoTokenizer.from_pretrained(tok_src, **common)
+                where, gguf = gguf_source(tok_src)
+                tokenizer = transformers.AutoTokenizer.from_pretrained(where, **common, **gguf)
             except Exception as exc:
                 raise _load_error("tokenizer", tok_src, self.local_files_only, exc) from exc
             if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:

@@ -2,14 +2,19 @@
 
 Why: the same controller code should run against simulated agents and against
 real models served by vLLM, SGLang, llama.cpp's server or a hosted API. All of
-them speak ``POST {base_url}/chat/completions``, so one small, dependency-light
-client covers them.
+them speak ``POST {base_url}/chat/completions``, so one small client covers them.
+RL rollouts keep hundreds of such requests in flight, so the client must never be
+the bottleneck: it is asynchronous (``aiohttp``, which keeps up with a server at
+1,000 concurrent requests where a thread per call does not).
 
 Design:
 
-* one thread-safe ``httpx.Client`` (connection pooling, keep-alive) shared by
-  every agent and thread; ``AgentPool`` runs calls in threads and limits them
-  to ``max_concurrency`` at once;
+* one ``aiohttp.ClientSession`` per backend (one connection pool, keep-alive, at
+  most ``max_concurrency`` calls in flight), living on the process's one event loop
+  (``orchenv.backends.common.shared_loop``). ``complete`` is synchronous and safe from
+  any thread; inside ``orchenv.vector.AsyncVectorEnv`` or ``orchenv eval
+  --concurrency N`` (``run_in_bridge``) the same call suspends only the env step that
+  made it, so N episodes share one thread and one loop;
 * transient faults are retried with exponential backoff and full jitter
   (a uniform wait in ``[0, min(backoff_max_s, backoff_base_s * 2**k)]`` before
   retry ``k + 1``): timeouts, connection errors, dropped connections, HTTP 429
@@ -17,13 +22,10 @@ Design:
   200 replies that are not a usable chat completion. Other 4xx fail at once;
 * every call has a deadline of ``(max_retries + 1) * timeout_s`` plus the sum
   of the backoff caps (``deadline_s``): attempts and waits are cut short to fit
-  it, so a stalled server can never hang a caller. Each attempt (connect,
-  TLS, send the request, receive the status line and headers, read the whole
-  body) is bounded by ``timeout_s`` as a whole; the connect phase also by
-  ``connect_timeout_s``. httpx bounds each socket operation alone, so a
-  server dripping one header byte a second would never trip it: here every
-  socket operation gets only the time left before the attempt's deadline
-  (``_DeadlineBackend``, wrapped around the client's network backend);
+  it, so a stalled server can never hang a caller. Each attempt (connect, send,
+  status line and headers, the whole body) is one coroutine cancelled when its
+  ``timeout_s`` is up, so a server dripping one header byte a second cannot
+  outlast it; the connect phase is also bounded by ``connect_timeout_s``;
 * a reply body is read in chunks and refused past ``max_response_bytes``
   (default 16 MiB; a ``Content-Length`` above it is refused before reading);
 * replies are parsed with ``orchenv.schema.parse_json`` (bounded digits and
@@ -35,30 +37,34 @@ Design:
   without it from a configured tokenizer (``"tokenizer"``), else from the
   simulated backend's documented estimate (``"estimate"``: ceil(chars / 4)
   per message plus 4 framing tokens, ceil(chars / 4) for the completion).
-
-The deadline hook reaches into httpx's transport (``_pool``) and httpcore's
-pool (``_network_backend``), both private; ``test_header_drip_cannot_outlast_the_deadline``
-(``tests/security/test_inputs.py``) fails if a new httpx moves them.
+  With both a server count and a tokenizer, the two are compared (verified
+  metering): ``meta["metering"]`` holds both and ``disagree`` when they differ by
+  more than ``metering_tolerance`` (relative) and 2 tokens;
+* where the server returns them (request ``logprobs: true``; llama.cpp and vLLM do),
+  the sampled tokens and their log-probabilities are in ``meta["logprobs"]``
+  (``{"tokens", "logprobs", "token_ids"}``; ids where the server gives them, e.g.
+  vLLM's ``return_tokens_as_token_ids``), so a trainer can use served generation
+  without re-tokenising.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import functools
 import json
 import logging
 import math
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpcore
-import httpx
-
-from orchenv.backends.common import RebuiltOnCopy
+from orchenv.backends.common import RebuiltOnCopy, run_sync, shared_loop
 from orchenv.backends.simulated import (
     _MESSAGE_OVERHEAD_TOKENS,
     estimate_prompt_tokens,
@@ -71,7 +77,19 @@ from orchenv.schema import USAGE, JSONLimitError, parse_json
 logger = logging.getLogger(__name__)
 
 #: keys an agent's ``spec.backend_kwargs`` may set for this backend
-AGENT_KEYS = frozenset({"base_url", "model", "api_key", "api_key_env", "params", "headers"})
+AGENT_KEYS = frozenset(
+    {
+        "base_url",
+        "model",
+        "api_key",
+        "api_key_env",
+        "params",
+        "headers",
+        "timeout_s",
+        "connect_timeout_s",
+        "max_retries",
+    }
+)
 
 #: longest excerpt of a response body quoted in an error message
 BODY_EXCERPT_CHARS = 300
@@ -82,6 +100,42 @@ _META_TEXT_CHARS = 1000
 
 _RETRY_STATUS_MIN = 500  # 5xx: server faults, retried
 _TOO_MANY_REQUESTS = 429
+#: the most sampled tokens whose log-probabilities are kept in ``Completion.meta``
+MAX_LOGPROB_TOKENS = 65536
+_READ_CHUNK = 65536
+
+#: waits between attempts (a module attribute so tests can record them instead)
+_sleep = asyncio.sleep
+
+
+def _timeout_after(seconds: float) -> Any:
+    """An async context manager cancelling its block after ``seconds`` (3.11's
+    ``asyncio.timeout``; on 3.10 a small equivalent over ``loop.call_later``)."""
+    if sys.version_info >= (3, 11):
+        return asyncio.timeout(seconds)
+    return _Timeout310(seconds)  # pragma: no cover - Python 3.10 only
+
+
+class _Timeout310:  # pragma: no cover - Python 3.10 only
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+
+    async def __aenter__(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def fire() -> None:
+            self.fired = True
+            task.cancel()
+
+        self.handle = asyncio.get_running_loop().call_later(self.seconds, fire)
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        self.handle.cancel()
+        if self.fired and kind is asyncio.CancelledError:
+            raise TimeoutError from exc
+        return False
 
 
 def _excerpt(body: bytes | str, limit: int = BODY_EXCERPT_CHARS) -> str:
@@ -113,97 +167,6 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
             return None
         return max(0.0, when.timestamp() - time.time())
     return max(0.0, value) if math.isfinite(value) else None
-
-
-# -- the whole-attempt deadline --------------------------------------------------------------
-_attempt_deadline = threading.local()  # .at: time.monotonic() when this thread's attempt ends
-
-
-def _time_left(timeout: float | None, timeout_error: type[Exception]) -> float | None:
-    """``timeout`` cut to the time left before this thread's attempt deadline (if any)."""
-    deadline = getattr(_attempt_deadline, "at", None)
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise timeout_error("the attempt's deadline (timeout_s) passed")
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    """A connection whose every read, write and TLS handshake ends by the attempt deadline."""
-
-    _WRITE_CHUNK = 64 * 1024
-
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        for start in range(0, len(buffer), self._WRITE_CHUNK):
-            piece = buffer[start : start + self._WRITE_CHUNK]
-            self._inner.write(piece, _time_left(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
-        left = _time_left(timeout, httpcore.ConnectTimeout)
-        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, left))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _DeadlineBackend(httpcore.NetworkBackend):
-    """Opens ``_DeadlineStream`` connections (over the network backend it wraps)."""
-
-    def __init__(self, inner: httpcore.NetworkBackend) -> None:
-        self._inner = inner
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.NetworkStream:
-        left = _time_left(timeout, httpcore.ConnectTimeout)
-        return _DeadlineStream(
-            self._inner.connect_tcp(host, port, left, local_address, socket_options)
-        )
-
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore.NetworkStream:
-        left = _time_left(timeout, httpcore.ConnectTimeout)
-        return _DeadlineStream(self._inner.connect_unix_socket(path, left, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-
-def _bound_by_deadline(client: httpx.Client) -> None:
-    """Route every connection of ``client`` (direct and through proxies) through
-    ``_DeadlineBackend``; see the module docstring for the private attributes used."""
-    wrapped = 0
-    for transport in [client._transport, *client._mounts.values()]:
-        pool = getattr(transport, "_pool", None)
-        inner = getattr(pool, "_network_backend", None)
-        if isinstance(inner, httpcore.NetworkBackend) and not isinstance(inner, _DeadlineBackend):
-            pool._network_backend = _DeadlineBackend(inner)  # type: ignore[union-attr]
-            wrapped += 1
-    if not wrapped:
-        logger.warning(
-            "httpx %s: cannot bound whole requests by timeout_s (its transport changed); "
-            "only each socket operation is bounded",
-            httpx.__version__,
-        )
 
 
 class OpenAIRequestError(BackendError):
@@ -244,6 +207,10 @@ class _Target:
     model: str
     headers: dict[str, str]
     params: dict[str, Any]
+    timeout_s: float
+    connect_timeout_s: float
+    max_retries: int
+    proxy: str | None = None
 
 
 class OpenAICompatBackend(RebuiltOnCopy):
@@ -267,26 +234,33 @@ class OpenAICompatBackend(RebuiltOnCopy):
         default_params: request fields sent with every call (``temperature``,
             ``max_tokens``, ``top_p``, ``seed`` ...); an agent's
             ``backend_kwargs["params"]`` is merged over them.
-        tokenizer: how to count tokens when a reply has no ``usage``: a callable
-            ``text -> int`` or a Hugging Face tokenizer name / path (loaded
-            lazily from the local cache only; needs ``orchenv[train]``).
-            Without one, the character estimate is used.
+        tokenizer: the agent's own tokenizer, to count tokens when a reply has no
+            ``usage`` and to check the server's count when it has one: a callable
+            ``text -> int``, a Hugging Face tokenizer name / path, or a ``.gguf``
+            file (its embedded tokenizer; needs the ``gguf`` package), loaded lazily
+            from local files only (needs ``orchenv[train]``). Without one, the
+            character estimate is used and server counts are taken as they come.
+        metering_tolerance: relative difference between the server's and the
+            tokenizer's count above which a call is flagged (``meta["metering"]``),
+            when the absolute difference is also over 2 tokens.
         rng_seed: seed of the backoff jitter (reproducible waits in tests).
         max_response_bytes: the largest reply body read (after content decoding);
             a larger one fails the call at once.
 
     Per agent, ``spec.backend_kwargs`` may set ``base_url``, ``model`` (default
-    ``spec.model``), ``api_key``, ``api_key_env``, ``params`` and ``headers``.
+    ``spec.model``), ``api_key``, ``api_key_env``, ``params``, ``headers``, and the
+    backend's ``timeout_s``, ``connect_timeout_s`` and ``max_retries`` for that agent
+    (so a pool file can give a slow CPU-served model more time).
 
     ``Completion.latency_s`` is the wall time of the whole call: every attempt
     and every backoff wait until the successful reply was read (what the caller
     waited). ``meta["attempt_latency_s"]`` is the successful attempt alone.
-    Construction does no I/O; the HTTP client is created on first use and
+    Construction does no I/O; the HTTP session is created on first use and
     ``close()`` releases it (a later call opens a new one).
     """
 
-    # clients and loaded tokenizers do not pickle; they are rebuilt on use
-    _fresh_on_copy = {"_client": None, "_hf_tokenizer": None}
+    # sessions and loaded tokenizers do not pickle; they are rebuilt on use
+    _fresh_on_copy = {"_session": None, "_slots": None, "_hf_tokenizer": None}
 
     def __init__(
         self,
@@ -304,6 +278,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
         tokenizer: str | Callable[[str], int] | None = None,
         rng_seed: int | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        metering_tolerance: float = 0.05,
     ) -> None:
         for label, value in (
             ("timeout_s", timeout_s),
@@ -324,6 +299,12 @@ class OpenAICompatBackend(RebuiltOnCopy):
             raise ConfigError(
                 f"max_response_bytes must be an integer >= 1, got {max_response_bytes!r}"
             )
+        if not (
+            isinstance(metering_tolerance, (int, float))
+            and math.isfinite(metering_tolerance)
+            and metering_tolerance >= 0
+        ):
+            raise ConfigError(f"metering_tolerance must be >= 0, got {metering_tolerance!r}")
         if tokenizer is not None and not (callable(tokenizer) or isinstance(tokenizer, str)):
             raise ConfigError(
                 "tokenizer must be a callable text -> token count or a Hugging Face "
@@ -344,8 +325,11 @@ class OpenAICompatBackend(RebuiltOnCopy):
         self.tokenizer = tokenizer
         self.rng_seed = rng_seed
         self._rng = random.Random(rng_seed)
-        self._lock = threading.Lock()  # guards the client, the tokenizer and the rng
-        self._client: Any = None
+        self.metering_tolerance = float(metering_tolerance)
+        self._lock = threading.Lock()  # guards the tokenizer and the rng
+        # the session and the concurrency slots live on the shared loop (touched only there)
+        self._session: Any = None
+        self._slots: asyncio.Semaphore | None = None
         self._hf_tokenizer: Any = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -362,71 +346,127 @@ class OpenAICompatBackend(RebuiltOnCopy):
         self.close()
 
     def close(self) -> None:
-        """Close the HTTP client and its pooled connections."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+        """Close the HTTP session and its pooled connections (a later call opens a new one)."""
+        session, self._session, self._slots = self._session, None, None
+        if (
+            session is None
+            or session.closed
+            or getattr(session, "_orchenv_pid", None) != (os.getpid())
+        ):
+            return
+        loop = session._orchenv_loop
+        if loop.is_closed():
+            return
+        try:
+            run_sync(session.close)
+        except RuntimeError:  # on the loop thread outside a bridge: close it soon instead
+            loop.create_task(session.close())
 
     def _http(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                # AgentPool bounds concurrency; keep that many connections alive for reuse
-                limits = httpx.Limits(
-                    max_connections=None, max_keepalive_connections=self.max_concurrency
-                )
-                self._client = httpx.Client(limits=limits, timeout=self.timeout_s)
-                _bound_by_deadline(self._client)
-            return self._client
+        """This backend's session on the shared loop (call on the loop thread only)."""
+        session = self._session
+        if session is None or session.closed or session._orchenv_pid != os.getpid():
+            import aiohttp
+
+            connector = aiohttp.TCPConnector(
+                limit=self.max_concurrency, limit_per_host=0, ttl_dns_cache=300
+            )
+            # no trust_env: it reads ~/.netrc in a worker thread on every request; proxies
+            # from the environment are resolved once per URL instead (``_proxy_for``).
+            # No cookie jar: an API client has no use for a server's cookies.
+            session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=None),
+                cookie_jar=aiohttp.DummyCookieJar(),
+            )
+            session._orchenv_pid = os.getpid()  # type: ignore[attr-defined]
+            session._orchenv_loop = asyncio.get_running_loop()  # type: ignore[attr-defined]
+            self._session = session
+            self._slots = asyncio.Semaphore(self.max_concurrency)
+        return session
 
     @property
     def deadline_s(self) -> float:
         """Upper bound on one call's wall time: every attempt's timeout plus every backoff cap."""
+        return self._deadline(self.timeout_s, self.max_retries)
+
+    def _deadline(self, timeout_s: float, max_retries: int) -> float:
         waits = sum(
-            min(self.backoff_max_s, self.backoff_base_s * 2.0**k) for k in range(self.max_retries)
+            min(self.backoff_max_s, self.backoff_base_s * 2.0**k) for k in range(max_retries)
         )
-        return (self.max_retries + 1) * self.timeout_s + waits
+        return (max_retries + 1) * timeout_s + waits
 
     # -- the Backend protocol -------------------------------------------------------
     def complete(
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> Completion:
-        """POST the messages to the agent's endpoint, retrying transient faults; meter the reply."""
+        """POST the messages to the agent's endpoint, retrying transient faults; meter the reply.
+
+        Synchronous; in a bridged env step (``AsyncVectorEnv``, ``eval --concurrency``) it
+        waits without blocking the other steps.
+        """
         target = self._target(spec)
         message_list = [dict(m) for m in messages]
-        payload = json.dumps(
-            {**target.params, "model": target.model, "messages": message_list}
-        ).encode("utf-8")
-        start = time.monotonic()
-        deadline = start + self.deadline_s
-        attempts = 0
-        while True:
-            attempts += 1
-            attempt_start = time.monotonic()
-            try:
-                data = self._attempt(target, payload, min(self.timeout_s, deadline - attempt_start))
-            except _Failure as failure:
-                if not failure.retryable or attempts > self.max_retries:
-                    raise self._give_up(spec, target, failure, attempts) from None
-                wait = self._next_wait(failure, attempts)
-                if time.monotonic() + wait >= deadline:
-                    failure.detail += " (call deadline reached)"
-                    raise self._give_up(spec, target, failure, attempts) from None
-                logger.info(
-                    "agent %r: %s from %s (attempt %d of %d); retrying in %.3f s",
-                    spec.name,
-                    failure.reason,
-                    target.url,
-                    attempts,
-                    self.max_retries + 1,
-                    wait,
-                )
-                time.sleep(wait)
-                continue
-            end = time.monotonic()
-            return self._completion(
-                spec, message_list, data, attempts, end - start, end - attempt_start
-            )
+        payload = self._payload(target, message_list)
+        shared_loop()  # started before run_sync picks the path
+        data, attempts, latency, attempt_latency = run_sync(
+            lambda: self._call(spec, target, payload)
+        )
+        return self._completion(spec, message_list, data, attempts, latency, attempt_latency)
+
+    async def acomplete(
+        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
+    ) -> Completion:
+        """``complete`` as a coroutine, for code already running on ``shared_loop()``."""
+        target = self._target(spec)
+        message_list = [dict(m) for m in messages]
+        payload = self._payload(target, message_list)
+        data, attempts, latency, attempt_latency = await self._call(spec, target, payload)
+        return self._completion(spec, message_list, data, attempts, latency, attempt_latency)
+
+    @staticmethod
+    def _payload(target: _Target, messages: list[Message]) -> bytes:
+        body = {**target.params, "model": target.model, "messages": messages}
+        return json.dumps(body).encode("utf-8")
+
+    async def _call(
+        self, spec: AgentSpec, target: _Target, payload: bytes
+    ) -> tuple[dict[str, Any], int, float, float]:
+        """The parsed reply, attempts, call and attempt latency; retries transient faults."""
+        session = self._http()
+        slots = self._slots
+        assert slots is not None
+        async with slots:
+            start = time.monotonic()
+            deadline = start + self._deadline(target.timeout_s, target.max_retries)
+            attempts = 0
+            while True:
+                attempts += 1
+                attempt_start = time.monotonic()
+                try:
+                    data = await self._attempt(
+                        session, target, payload, min(target.timeout_s, deadline - attempt_start)
+                    )
+                except _Failure as failure:
+                    if not failure.retryable or attempts > target.max_retries:
+                        raise self._give_up(spec, target, failure, attempts) from None
+                    wait = self._next_wait(failure, attempts)
+                    if time.monotonic() + wait >= deadline:
+                        failure.detail += " (call deadline reached)"
+                        raise self._give_up(spec, target, failure, attempts) from None
+                    logger.info(
+                        "agent %r: %s from %s (attempt %d of %d); retrying in %.3f s",
+                        spec.name,
+                        failure.reason,
+                        target.url,
+                        attempts,
+                        target.max_retries + 1,
+                        wait,
+                    )
+                    await _sleep(wait)
+                    continue
+                end = time.monotonic()
+                return data, attempts, end - start, end - attempt_start
 
     # -- internals ------------------------------------------------------------------
     def _target(self, spec: AgentSpec) -> _Target:
@@ -457,51 +497,81 @@ class OpenAICompatBackend(RebuiltOnCopy):
         if key:
             headers["Authorization"] = f"Bearer {key}"
         headers.update({str(k): str(v) for k, v in dict(kwargs.get("headers") or {}).items()})
+        timeouts = {}
+        for label in ("timeout_s", "connect_timeout_s"):
+            value = kwargs.get(label, getattr(self, label))
+            if isinstance(value, bool) or not (
+                isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+            ):
+                raise ConfigError(
+                    f"agent {spec.name!r}: backend_kwargs {label} must be a positive number of "
+                    f"seconds, got {value!r}"
+                )
+            timeouts[label] = float(value)
+        retries = kwargs.get("max_retries", self.max_retries)
+        if isinstance(retries, bool) or not (isinstance(retries, int) and retries >= 0):
+            raise ConfigError(
+                f"agent {spec.name!r}: backend_kwargs max_retries must be an integer >= 0, "
+                f"got {retries!r}"
+            )
+        url = str(base_url).rstrip("/") + "/chat/completions"
         return _Target(
-            url=str(base_url).rstrip("/") + "/chat/completions",
+            url=url,
+            proxy=_proxy_for(url),
             model=str(kwargs.get("model") or spec.model),
             headers=headers,
             params=params,
+            max_retries=retries,
+            **timeouts,
         )
 
-    def _attempt(self, target: _Target, payload: bytes, budget_s: float) -> dict[str, Any]:
-        """One request, bounded by ``budget_s``; the parsed reply, or a ``_Failure``."""
+    async def _attempt(
+        self, session: Any, target: _Target, payload: bytes, budget_s: float
+    ) -> dict[str, Any]:
+        """One request, bounded as a whole by ``budget_s``; the parsed reply, or a ``_Failure``."""
+        import aiohttp
+
         if budget_s <= 0:
             raise _Failure("timeout", "no time left before the call deadline")
-        client = self._http()
-        timeout = httpx.Timeout(budget_s, connect=min(self.connect_timeout_s, budget_s))
-        attempt_deadline = time.monotonic() + budget_s
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=min(target.connect_timeout_s, budget_s)
+        )
         try:
-            request = client.build_request(
-                "POST", target.url, content=payload, headers=target.headers, timeout=timeout
-            )
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            async with (
+                _timeout_after(budget_s),
+                session.post(
+                    target.url,
+                    data=payload,
+                    headers=target.headers,
+                    timeout=timeout,
+                    proxy=target.proxy,
+                ) as response,
+            ):
+                status = response.status
+                headers = response.headers
+                body = await self._read_body(response)
+        except aiohttp.ServerTimeoutError as exc:  # the connect phase (sock_connect)
+            raise _Failure("ConnectTimeout", str(exc) or "connect timed out") from None
+        except TimeoutError:
+            raise _Failure(
+                "ReadTimeout",
+                f"no complete reply in time (an attempt, headers and body included, may take "
+                f"{budget_s:g} s)",
+            ) from None
+        except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError, ValueError) as exc:
             raise ConfigError(f"invalid base_url for {target.url!r}: {exc}") from exc
-        _attempt_deadline.at = attempt_deadline
-        try:
-            response = client.send(request, stream=True)
-            try:
-                body = self._read_body(response)
-            finally:
-                response.close()
+        except aiohttp.ClientConnectorError as exc:
+            raise _Failure("ConnectError", str(exc) or "cannot connect") from None
         except (
-            httpx.TimeoutException,
-            httpx.NetworkError,
-            httpx.RemoteProtocolError,
-            httpx.DecodingError,
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientOSError,
+            aiohttp.ClientPayloadError,
+            aiohttp.ClientResponseError,  # a reply that is not valid HTTP
         ) as exc:
-            detail = str(exc) or "no detail"
-            if isinstance(exc, httpx.TimeoutException):
-                detail += f" (an attempt, headers and body included, may take {budget_s:g} s)"
-            raise _Failure(type(exc).__name__, detail) from None
-        except httpx.UnsupportedProtocol as exc:
-            raise ConfigError(f"invalid base_url for {target.url!r}: {exc}") from exc
-        except httpx.HTTPError as exc:  # local protocol or proxy errors: retrying will not help
+            raise _Failure(type(exc).__name__, str(exc) or "no detail") from None
+        except aiohttp.ClientError as exc:  # local protocol or proxy errors: retrying will not help
             raise _Failure(type(exc).__name__, str(exc), retryable=False) from None
-        finally:
-            _attempt_deadline.at = None
 
-        status = response.status_code
         if status != 200:
             retryable = status == _TOO_MANY_REQUESTS or status >= _RETRY_STATUS_MIN
             if 200 < status < 300:  # an odd success code: accept it if the body is a completion
@@ -511,29 +581,32 @@ class OpenAICompatBackend(RebuiltOnCopy):
                 _excerpt(body),
                 status=status,
                 retryable=retryable,
-                retry_after=parse_retry_after(response.headers) if retryable else None,
+                retry_after=parse_retry_after(headers) if retryable else None,
             )
         return _parse_reply(body, status)
 
-    def _read_body(self, response: httpx.Response) -> bytes:
-        """The whole body, or a ``_Failure`` once it passes ``max_response_bytes``."""
+    async def _read_body(self, response: Any) -> bytes:
+        """The whole body, or a ``_Failure`` once it passes ``max_response_bytes`` (the
+        connection is then dropped, not drained)."""
         cap = self.max_response_bytes
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and (len(declared) > 18 or int(declared) > cap):
+            response.close()
             raise _Failure(
                 "response too large",
                 f"Content-Length {_excerpt(declared, 40)} is over max_response_bytes={cap}",
-                status=response.status_code,
+                status=response.status,
                 retryable=False,
             )
         chunks, size = [], 0
-        for chunk in response.iter_bytes():
+        async for chunk in response.content.iter_chunked(_READ_CHUNK):
             size += len(chunk)
             if size > cap:
+                response.close()
                 raise _Failure(
                     "response too large",
                     f"the body passed max_response_bytes={cap} (read {size} bytes so far)",
-                    status=response.status_code,
+                    status=response.status,
                     retryable=False,
                 )
             chunks.append(chunk)
@@ -581,8 +654,11 @@ class OpenAICompatBackend(RebuiltOnCopy):
         usage = data.get("usage") or {}  # checked by _parse_reply
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
+        extra: dict[str, Any] = {}
         if prompt_tokens is not None and completion_tokens is not None:
             source = "server"
+            if self.tokenizer is not None:
+                extra["metering"] = self._verify(messages, text, prompt_tokens, completion_tokens)
         elif self.tokenizer is not None:
             prompt_tokens = self._tokenizer_prompt_tokens(messages)
             completion_tokens = self._tokenizer_count(text)
@@ -603,8 +679,26 @@ class OpenAICompatBackend(RebuiltOnCopy):
                 "model": _meta_text(data.get("model")),
                 "id": _meta_text(data.get("id")),
                 "attempt_latency_s": attempt_latency_s,
+                **extra,
+                **_logprobs(choice),
             },
         )
+
+    def _verify(
+        self, messages: list[Message], text: str, prompt_tokens: int, completion_tokens: int
+    ) -> dict[str, Any]:
+        """The server's counts next to the agent's own tokenizer's (verified metering)."""
+        mine = (self._tokenizer_prompt_tokens(messages), self._tokenizer_count(text))
+        theirs = (prompt_tokens, completion_tokens)
+        disagree = any(
+            abs(a - b) > max(2, self.metering_tolerance * max(a, b))
+            for a, b in zip(theirs, mine, strict=True)
+        )
+        if disagree:
+            logger.warning(
+                "token counts disagree: server %s, tokenizer %s (prompt, completion)", theirs, mine
+            )
+        return {"server": list(theirs), "tokenizer": list(mine), "disagree": disagree}
 
     # -- token counting without usage -------------------------------------------------
     def _load_tokenizer(self) -> Any:
@@ -615,9 +709,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
                     "transformers", "train", f"counting tokens with tokenizer {self.tokenizer!r}"
                 )
                 try:
-                    self._hf_tokenizer = transformers.AutoTokenizer.from_pretrained(
-                        self.tokenizer, local_files_only=True
-                    )
+                    self._hf_tokenizer = load_tokenizer(transformers, str(self.tokenizer))
                 except (OSError, ValueError) as exc:
                     raise ConfigError(
                         f"cannot load tokenizer {self.tokenizer!r} from local files: "
@@ -650,6 +742,63 @@ class OpenAICompatBackend(RebuiltOnCopy):
         return sum(
             self._tokenizer_count(m.get("content", "")) + _MESSAGE_OVERHEAD_TOKENS for m in messages
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
+    ``NO_PROXY``) sets for ``url``, as other HTTP clients honour them; None for none.
+    Read once per URL (``_proxy_for.cache_clear()`` after changing the variables)."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    parts = urlsplit(url)
+    proxies = getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or (parts.hostname and proxy_bypass(parts.hostname)):
+        return None
+    return proxy
+
+
+def load_tokenizer(transformers: Any, name: str) -> Any:
+    """A Hugging Face tokenizer from local files: a name or directory, or a ``.gguf`` file
+    (transformers reads the tokenizer embedded in it; needs the ``gguf`` package)."""
+    if name.lower().endswith(".gguf"):
+        require("gguf", "train", f"reading the tokenizer of {name!r}")
+        folder, file = os.path.split(os.path.abspath(name))
+        return transformers.AutoTokenizer.from_pretrained(folder, gguf_file=file)
+    return transformers.AutoTokenizer.from_pretrained(name, local_files_only=True)
+
+
+def _logprobs(choice: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"logprobs": {"tokens", "logprobs", "token_ids"}}`` from a choice's OpenAI-style
+    ``logprobs.content`` (or ``{}``). Ids come from a ``token_id`` field or from tokens
+    written ``"token_id:123"`` (vLLM's ``return_tokens_as_token_ids``); missing ids are
+    None. Bounded: at most ``MAX_LOGPROB_TOKENS`` entries are read."""
+    block = choice.get("logprobs")
+    content = block.get("content") if isinstance(block, Mapping) else None
+    if not isinstance(content, list) or not content:
+        return {}
+    tokens: list[str] = []
+    logprobs: list[float] = []
+    ids: list[int | None] = []
+    for entry in content[:MAX_LOGPROB_TOKENS]:
+        if not isinstance(entry, Mapping):
+            return {}
+        token, value = entry.get("token"), entry.get("logprob")
+        if not isinstance(token, str) or isinstance(value, bool):
+            return {}
+        if not isinstance(value, (int, float)) or not math.isfinite(value) and value != -math.inf:
+            return {}
+        token_id = entry.get("token_id", entry.get("id"))
+        if not (isinstance(token_id, int) and not isinstance(token_id, bool)):
+            token_id = None
+            if token.startswith("token_id:") and token[9:].isdigit() and len(token) < 30:
+                token_id = int(token[9:])
+        tokens.append(token[:_META_TEXT_CHARS])
+        logprobs.append(float(value))
+        ids.append(token_id)
+    return {"logprobs": {"tokens": tokens, "logprobs": logprobs, "token_ids": ids}}
 
 
 def _check_params(params: Mapping[str, Any], label: str) -> None:

@@ -129,7 +129,7 @@ class RecordingBackend(RebuiltOnCopy):
             (and the ``key`` written in each record).
         inner_kwargs: keyword arguments for an inner backend given by name.
         resume: answer calls already in the file from the file instead of
-            calling ``inner`` (marked ``cached=True``, ``token_source="record"``).
+            calling ``inner`` (marked ``cached=True``; see ``completion_from_record``).
             With ``resume=False`` every call goes to ``inner`` and is appended,
             even when its key is recorded (readers keep a key's first record).
         fsync: ``fsync`` after every record (durable across power loss; turn it

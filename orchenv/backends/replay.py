@@ -161,12 +161,16 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
 
 
 def completion_from_record(record: Mapping[str, Any]) -> Completion:
-    """The recorded completion, marked as replayed: ``cached=True``, ``token_source="record"``.
+    """The recorded completion, marked as replayed (``cached=True``).
 
     Tokens, cost, text and meta are the recorded ones; ``latency_s`` is the
     original call's latency (kept for analysis; serving from the file is instant).
+    ``token_source`` stays ``"server"`` or ``"tokenizer"`` when the file stores counts
+    the serving model reported (they are exact, not estimated); otherwise it is
+    ``"record"``.
     """
     c = record["completion"]
+    source = c.get("token_source")
     return Completion(
         agent=str(c.get("agent") or record["agent"]),
         text=c["text"],
@@ -175,7 +179,7 @@ def completion_from_record(record: Mapping[str, Any]) -> Completion:
         cost_usd=float(c["cost_usd"]),
         latency_s=float(c.get("latency_s") or 0.0),
         cached=True,
-        token_source="record",
+        token_source=source if source in ("server", "tokenizer") else "record",
         meta=dict(c.get("meta") or {}),
     )
 
@@ -357,7 +361,8 @@ class ReplayBackend(RebuiltOnCopy):
         fallback_kwargs: keyword arguments for a fallback given by name.
 
     The file is read once, lazily, at the first call (thread-safe). A hit is the
-    recorded completion with ``cached=True`` and ``token_source="record"``; its
+    recorded completion with ``cached=True`` (``token_source`` as recorded when the server
+    or a tokenizer counted, else ``"record"``); its
     ``latency_s`` is the original call's latency (for analysis; a replay itself
     is instant). A fallthrough answer is the fallback's completion, unchanged.
     """

@@ -80,6 +80,14 @@ def add_subcommands(sub: Any) -> None:
         "before stopping (default: 2). Calls that succeeded are kept in OUT/journal/ and "
         "never bought twice, also when the same command is rerun later",
     )
+    p_eval.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="play up to N episodes at once on one event loop, their live agent calls in "
+        "flight together (default: 1). Results equal a sequential run's",
+    )
     p_eval.add_argument("--json", action="store_true", help="print the pooled summary as JSON")
     p_eval.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p_eval.set_defaults(func=cmd_eval)
@@ -127,6 +135,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         fsync_every=args.fsync_every,
         fsync_interval_s=args.fsync_interval if args.fsync_interval > 0 else None,
         retries=args.retries,
+        concurrency=args.concurrency,
     )
     if args.json:
         print(json.dumps(result.summary["pooled"], indent=2))

@@ -37,6 +37,20 @@ Env state carried across episodes (``OrchestrationEnv.lifetime_state``, e.g. Mat
 usage-budget ledger under ``enforce_usage_constraints``) starts each seed empty; every line
 records it after its episode and a resumed seed restores it, so budgets bind exactly as in an
 uninterrupted run.
+
+Concurrency (``concurrency=N``, ``orchenv eval --concurrency N``): up to N episodes are
+played at once on orchenv's event loop (``orchenv.vector.run_concurrently``), each on its
+own ``fork()`` of the env (sharing the pool and its connections) with its own controller
+and its own journal, so their live calls overlap without a thread per episode. Episodes are
+seeded one by one, so the records equal a sequential run's (lines are appended in the order
+episodes end). Envs that carry state across episodes need their episodes in order and
+refuse ``concurrency > 1``.
+
+Controller spend: a controller that calls a model itself (``llm``, ``router-r1``) reports
+its calls, tokens and dollars through ``usage()``; each episode's share is stored in the
+record's ``metrics`` (``controller_calls``, ``controller_prompt_tokens``,
+``controller_completion_tokens``, ``controller_cost_usd``), so summaries show it next to
+the agents' spend.
 """
 
 from __future__ import annotations
@@ -591,6 +605,7 @@ def evaluate(
     fsync_every: int = 0,
     fsync_interval_s: float | None = 1.0,
     retries: int = 2,
+    concurrency: int = 1,
 ) -> EvalResult:
     """Run (or resume) the evaluation ``config`` into ``out_dir``; see the module docstring.
 
@@ -601,9 +616,12 @@ def evaluate(
     loss); the default fsyncs at most once a second and always at the end. ``retries``: how
     many more times an episode in which a backend failed is played again, whole, before the
     run stops (see ``orchenv.eval.journal``: calls that succeeded are not bought twice).
+    ``concurrency``: episodes played at once (see the module docstring).
     """
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ConfigError(f"retries must be a non-negative int, got {retries!r}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     source = _ControllerSource(controller_factory or config.controller, config.controller_kwargs)
@@ -621,6 +639,7 @@ def evaluate(
                 fsync_every,
                 fsync_interval_s,
                 retries,
+                concurrency,
             )
     finally:
         if own_env:
@@ -637,6 +656,7 @@ def _evaluate_locked(
     fsync_every: int,
     fsync_interval_s: float | None,
     retries: int,
+    concurrency: int = 1,
 ) -> EvalResult:
     if overwrite:
         _clear(out)
@@ -729,6 +749,7 @@ def _evaluate_locked(
             label=str(run_info["controller_label"]),
             journal=journal if undo_journal is not None else None,
             retries=retries,
+            concurrency=concurrency,
         )
     finally:
         if undo_journal is not None:
@@ -759,9 +780,25 @@ def _play(
     label: str,
     journal: CallJournal | None = None,
     retries: int = 0,
+    concurrency: int = 1,
 ) -> int:
     """Play the pending (seed, episode) pairs in order, logging each as it ends; closes
     ``log`` (a final fsync) however it stops."""
+    if concurrency > 1 and len(todo) > 1:
+        return _play_concurrently(
+            env,
+            source,
+            todo=todo,
+            played=played,
+            log=log,
+            progress=progress,
+            total=total,
+            correct_on_disk=correct_on_disk,
+            label=label,
+            journal=journal,
+            retries=retries,
+            concurrency=concurrency,
+        )
     pending: dict[int, list[int]] = {s: [] for s in seeds}
     for seed, index in todo:
         pending[seed].append(index)
@@ -836,7 +873,14 @@ def _play_one(
                     on_file,
                 )
         try:
-            return run_episode(env, source.for_episode(controller, ep_seed), seed=ep_seed)
+            player = source.for_episode(controller, ep_seed)
+            before = _controller_usage(player)
+            record = run_episode(env, player, seed=ep_seed)
+            after = _controller_usage(player)
+            if after is not None:
+                base = before or {}
+                record.metrics.update({k: v - base.get(k, 0) for k, v in after.items()})
+            return record
         except BackendError as exc:
             if journal is not None:
                 journal.close()
@@ -854,6 +898,116 @@ def _play_one(
             logger.warning("seed %d episode %d failed (%s); retrying it", seed, index, exc)
             _restore_env_state(env, state)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _controller_usage(controller: Any) -> dict[str, float] | None:
+    """A model-calling controller's spend so far (``usage()``), or None."""
+    usage = getattr(controller, "usage", None)
+    if not callable(usage):
+        return None
+    try:
+        raw = usage()
+    except Exception:  # noqa: BLE001 - a controller's own method; the run goes on without it
+        logger.debug("controller usage() failed", exc_info=True)
+        return None
+    if not isinstance(raw, Mapping):
+        return None
+    return {
+        str(k): float(v)
+        for k, v in raw.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
+
+
+def _play_concurrently(
+    env: gym.Env,
+    source: _ControllerSource,
+    *,
+    todo: Sequence[tuple[int, int]],
+    played: dict[tuple[int, int], EpisodeRecord],
+    log: EpisodeLog,
+    progress: bool,
+    total: int,
+    correct_on_disk: int,
+    label: str,
+    journal: CallJournal | None,
+    retries: int,
+    concurrency: int,
+) -> int:
+    """``_play`` with up to ``concurrency`` episodes at once (see the module docstring)."""
+    from orchenv.eval.journal import use_journal
+    from orchenv.vector import run_concurrently
+
+    base = env.unwrapped
+    fork = getattr(base, "fork", None)
+    if _lifetime_state(env) is not None or not callable(fork):
+        log.close()
+        why = (
+            "it carries state from one episode to the next, so its episodes must run in order"
+            if callable(fork)
+            else "it cannot fork() copies of itself"
+        )
+        spec = getattr(base, "spec", None)
+        raise ConfigError(
+            f"{getattr(spec, 'id', None) or type(base).__name__} cannot play episodes "
+            f"concurrently: {why}. Use --concurrency 1."
+        )
+    free = [fork() for _ in range(min(concurrency, len(todo)))]
+    controllers: dict[tuple[int, int], Any] = {}  # (lane, seed) -> controller
+
+    def job(seed: int, index: int) -> tuple[EpisodeRecord, float, CallJournal | None]:
+        lane = free.pop()
+        try:
+            key = (id(lane), seed)
+            if key not in controllers:
+                controllers[key] = source.build(seed)
+            mine = CallJournal(journal.directory) if journal is not None else None
+            start = time.perf_counter()
+            with use_journal(mine):
+                record = _play_one(lane, source, controllers[key], seed, index, mine, retries)
+            return record, time.perf_counter() - start, mine
+        finally:
+            free.append(lane)
+
+    n_seen = total - len(todo)
+    n_correct = correct_on_disk
+    ran = 0
+    bar = tqdm(
+        total=total,
+        initial=n_seen,
+        desc=f"eval {label}",
+        unit="ep",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    jobs = [lambda s=s, i=i: job(s, i) for s, i in todo]
+    results = run_concurrently(jobs, concurrency=concurrency)
+    failure: BaseException | None = None
+    try:
+        for n, result, exc in results:
+            if exc is not None:
+                failure = exc
+                break
+            assert result is not None
+            record, wall, mine = result
+            seed, index = todo[n]
+            log.append(episode_row(seed, index, record, wall, None))
+            if mine is not None:
+                mine.finish()
+            played[(seed, index)] = record
+            ran += 1
+            if progress:
+                n_seen += 1
+                n_correct += record.correct
+                if bar.update(1):
+                    bar.set_postfix(acc=f"{n_correct / n_seen:.3f}", refresh=False)
+    finally:
+        results.close()  # starts nothing more; waits for the episodes still running
+        bar.close()
+        log.close()
+    if failure is not None:
+        raise failure
+    return ran
 
 
 def build_summary(

@@ -21,13 +21,15 @@ that key (self-consistency samples repeat a request and get different answers).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -209,8 +211,26 @@ class CallJournal:
         return answers
 
 
+_LANE_JOURNAL: contextvars.ContextVar[CallJournal | None] = contextvars.ContextVar(
+    "orchenv_lane_journal", default=None
+)
+
+
+@contextlib.contextmanager
+def use_journal(journal: CallJournal | None) -> Iterator[None]:
+    """Within this block (in this thread or greenlet), journaled backends use ``journal``
+    instead of the one they were attached with: each concurrently played episode has its
+    own (``orchenv eval --concurrency``)."""
+    token = _LANE_JOURNAL.set(journal)
+    try:
+        yield
+    finally:
+        _LANE_JOURNAL.reset(token)
+
+
 class JournaledBackend:
-    """A pool backend whose calls go through a ``CallJournal``."""
+    """A pool backend whose calls go through a ``CallJournal`` (the one of the episode
+    being played: ``use_journal``'s when set, else the one given here)."""
 
     def __init__(self, inner: Backend, journal: CallJournal) -> None:
         self.inner = inner
@@ -222,7 +242,8 @@ class JournaledBackend:
     def complete(
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> Completion:
-        return self.journal.complete(self.inner, spec, messages, context)
+        journal = _LANE_JOURNAL.get() or self.journal
+        return journal.complete(self.inner, spec, messages, context)
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)
@@ -234,7 +255,8 @@ class JournaledBatchBackend(JournaledBackend):
     """The same, for engines that batch natively (``complete_batch``)."""
 
     def complete_batch(self, calls: Sequence[Call]) -> list[Completion]:
-        return self.journal.complete_batch(self.inner, calls)
+        journal = _LANE_JOURNAL.get() or self.journal
+        return journal.complete_batch(self.inner, calls)
 
 
 def attach_to_env(env: Any, journal: CallJournal) -> Callable[[], None] | None:
