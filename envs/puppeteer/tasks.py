@@ -282,6 +282,7 @@ def _gsm_file_task(which: str, rng: np.random.Generator) -> tuple[str, str, str,
         rows = [
             (it, int(rng.integers(1_000, 999_999)), int(rng.integers(2, 9_999))) for it in items
         ]
+        rows[0] = (rows[0][0], int(rng.integers(100_000, 999_999)), rows[0][2])
         d = int(rng.integers(1_000, 99_999))
         table = "item,quantity,unit_price\n" + "".join(f"{i},{q},{p}\n" for i, q, p in rows)
         expr = " + ".join(f"{q} * {p}" for _, q, p in rows) + f" - {d}"
@@ -727,13 +728,11 @@ _AUXILIARIES = _word_set(
     "is are was were has have had does did will would can could shall should may might must"
 )
 _IRREGULAR_PAST = _word_set(
-    (
-        "went came saw took made gave ran threw caught held sat stood ate drank rode wrote drew "
-        "sang swam flew built bought brought sold told said found left kept put hit set fed led "
-        "met paid began broke chose drove fell felt fought got grew hid hung knew lay lit lost "
-        "rose sent shook shot shut slept spoke spent stole struck swept taught thought tore "
-        "woke wore won dug spun"
-    )
+    "went came saw took made gave ran threw caught held sat stood ate drank rode wrote drew "
+    "sang swam flew built bought brought sold told said found left kept put hit set fed led "
+    "met paid began broke chose drove fell felt fought got grew hid hung knew lay lit lost "
+    "rose sent shook shot shut slept spoke spent stole struck swept taught thought tore "
+    "woke wore won dug spun"
 )
 _NOT_SUBJECTS = _word_set(
     "a an the this that these those my your his her its our their some any each every no "
@@ -756,16 +755,9 @@ def _predicates(words: Sequence[str]) -> int:
     not)."""
     count = 0
     for i, w in enumerate(words):
-        if w in _AUXILIARIES or w in _IRREGULAR_PAST:
-            count += 1
-        elif (
-            len(w) > 3
-            and w.endswith(("s", "ed"))
-            and not w.endswith("ss")
-            and i > 0
-            and words[i - 1] not in _NOT_SUBJECTS
-        ):
-            count += 1
+        inflected = len(w) > 3 and w.endswith(("s", "ed")) and not w.endswith("ss")
+        after_subject = i > 0 and words[i - 1] not in _NOT_SUBJECTS
+        count += w in _AUXILIARIES or w in _IRREGULAR_PAST or (inflected and after_subject)
     return count
 
 
@@ -1599,8 +1591,7 @@ def _mutate_expression(expression: str, rng: np.random.Generator) -> str:
         candidates.append(
             expression[: m.start()] + str(int(m.group(0)) + 1) + expression[m.end() :]
         )
-    order = rng.permutation(len(candidates)) if candidates else []
-    for i in order:
+    for i in rng.permutation(len(candidates)):
         candidate = candidates[int(i)]
         try:
             if _eval_int(candidate) != right:
@@ -1735,25 +1726,30 @@ def extract_answer(kind: str, text: str) -> str | None:
     return None
 
 
-def score_answer(kind: str, task: Task, answer: str | None) -> float:
+def score_answer(kind: str, task: Task, answer: str | None, *, sandbox: str = "bwrap") -> float:
     """The final-answer score ``r`` in [0, 1]: ``commongen_score`` (commongen), the share of
     hidden tests passed in the sandbox (srdd), else 1.0 for the right letter
     (multiple-choice) or a number equal to the reference (gsm-hard; commas, ``$`` and spaces
-    ignored), 0.0 otherwise."""
-    return graded_score(kind, task, answer)[0]
+    ignored), 0.0 otherwise. ``sandbox`` is the mode srdd code runs under
+    (``tools.SANDBOX_MODES``)."""
+    return graded_score(kind, task, answer, sandbox=sandbox)[0]
 
 
-def graded_score(kind: str, task: Task, answer: str | None) -> tuple[float, str]:
+def graded_score(
+    kind: str, task: Task, answer: str | None, *, sandbox: str = "bwrap"
+) -> tuple[float, str]:
     """``score_answer`` and the grading status (``orchenv.grading.Verdict.status``): a number
     too large to check, or whose check runs out of time, scores 0 and says so; an srdd run
-    reports ``srdd_verdict``'s status."""
+    reports ``srdd_verdict``'s status (``"refused"``, scoring 0, where bwrap cannot run and
+    ``sandbox`` is not ``"unsafe-no-isolation"``)."""
     if kind not in TASK_KINDS:
         raise UnknownNameError("puppeteer tasks", kind, TASK_KINDS)
     if kind == "commongen":
         return commongen_score(answer, task.meta["concepts"]), "ok"
     if kind == "srdd":
-        verdict = srdd_verdict(answer, task.meta.get("tests", ()), task.meta.get("expected", ()))
-        return float(verdict["score"]), str(verdict["status"])
+        tests, expected = task.meta.get("tests", ()), task.meta.get("expected", ())
+        run = srdd_verdict(answer, tests, expected, sandbox=sandbox)
+        return float(run["score"]), str(run["status"])
     if not answer:
         return 0.0, "ok"
     if kind == "multiple-choice":
