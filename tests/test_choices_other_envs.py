@@ -25,7 +25,7 @@ from orchenv.tasks import Task
 
 #: the envs with their short test settings, and how long their choice list is
 CASES = {
-    "orch/OrchMAS-v0": ({}, 1 + 2 * len(CHOICE_ROLES)),
+    "orch/OrchMAS-v0": ({}, 1 + 3 * len(CHOICE_ROLES)),
     "orch/Puppeteer-v0": ({}, 2 * len(PATTERNS) + 3),
     "orch/WebShop-v0": ({"max_turns": 8}, 1 + 3 + PRODUCT_WINDOW + OPTION_SLOTS + 3 + 1),
     "orch/ALFWorld-v0": ({"max_turns": 6}, DEFAULT_SLOTS),
@@ -118,12 +118,13 @@ def test_orchmas_choices_ignore_the_reference_answer():
 
 
 def test_orchmas_masks_verification_before_a_reply_and_calls_on_the_last_turn():
-    env = gym.make("orch/OrchMAS-v0", max_turns=3).unwrapped
+    env = gym.make("orch/OrchMAS-v0", max_turns=3, task_source="procedural-math").unwrapped
     env.reset(seed=0)
     n = len(CHOICE_ROLES)
     env.step(env.action_choices()[2])  # solve as math solver
     after = env.action_choices()
-    assert all(c is not None for c in after)
+    assert all(c is not None for c in after[: 1 + 2 * n])
+    assert all(c is None for c in after[1 + 2 * n :])  # no hop chain: no sub-question calls
     last = env.last_executor_answer()
     assert last and f"<answer>{last}</answer>" in after[0]
     env.step(after[1 + n + 1])  # verify as math solver
