@@ -424,7 +424,9 @@ class MultihopQAGame(RoleGame):
         serial), rounds, and the memory's size."""
         assert self.task is not None
         return {
-            **episode_metrics(self.task.answers, self.answer, self.usage),
+            **episode_metrics(
+                self.task.answers, self.answer, self.usage, dataset=self.task.meta.get("dataset")
+            ),
             "memory_items": len(self.memory),
             "memory_tokens": self.memory.total_tokens,
         }
@@ -464,13 +466,25 @@ def play_role(
     agent: str,
     call: Any = None,
 ) -> dict[str, Any]:
-    """One role's turn played by a pool agent: prompt, call, apply (with the call's usage)."""
+    """One role's turn played by a pool agent: prompt, call, apply (with the call's usage).
+
+    ``tokens_total`` (eq. 10) must be in one unit: the game's token counter, which also
+    counts the learner's own prompts and replies. A call metered with that counter (the
+    simulated role agents) is taken as metered; one metered otherwise (a served model's
+    ``usage``, another tokenizer) is recounted with the game's counter for ``tokens_total``,
+    the same way: its messages' contents plus its reply. Its dollar cost and the pool's
+    meter keep the server's counts.
+    """
     assert game.task is not None
     messages = game.role_messages(role)
     caller = call or pool.call
     completion = caller(agent, messages, CallContext(task=game.task, turn=game.round))
-    usage = (completion.prompt_tokens, completion.completion_tokens, completion.latency_s)
-    return game.act(role, completion.text, usage=usage)
+    if completion.meta.get("tokenizer") == game.counter.name:
+        prompt, reply = completion.prompt_tokens, completion.completion_tokens
+    else:
+        prompt = sum(game.counter.count(m.get("content", "")) for m in messages)
+        reply = game.counter.count(completion.text)
+    return game.act(role, completion.text, usage=(prompt, reply, completion.latency_s))
 
 
 def run_team(
