@@ -311,3 +311,17 @@ def test_backend_pickles_without_its_models(backend: HFBackend):
     copy = pickle.loads(pickle.dumps(backend))
     assert copy._loaded == {}
     assert copy.complete(spec, PROMPTS[0], CallContext()).text == before
+
+
+def test_gguf_files_load_through_transformers_gguf_reader(tmp_path):
+    """A ``.gguf`` model or tokenizer path becomes ``from_pretrained(folder, gguf_file=name)``
+    (the hf backend and the GRPO trainer load the same way); other paths pass unchanged."""
+    pytest.importorskip("gguf")
+    from orchenv.backends.hf import gguf_source
+
+    file = tmp_path / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert gguf_source(str(file)) == (str(file.parent), {"gguf_file": file.name})
+    assert gguf_source("HuggingFaceTB/SmolLM2-135M-Instruct") == (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        {},
+    )

@@ -225,8 +225,9 @@ def test_pool_by_name_and_by_file(tmp_path):
     env = PuppeteerEnv(pool="system1")
     _, info = env.reset(seed=0)
     model = env.pool.names[0]
-    assert f"{model}:reasoning" in info["valid_agents"] and f"{model}:run_python" in (
-        info["valid_agents"]
+    assert (
+        f"{model}:reasoning" in info["valid_agents"]
+        and f"{model}:run_python" in (info["valid_agents"])
     )
     env.step(f"<agent>{model}:reasoning</agent>")
     agents = [

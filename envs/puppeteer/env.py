@@ -444,7 +444,7 @@ class PuppeteerEnv(OrchestrationEnv):
 
     def _run_tool(self, tool: str, argument: str) -> ToolResult:
         if tool == "run_python":
-            key = ("run", self.sandbox, argument)
+            key = ("run", containment_mode(self.sandbox), argument)
             cached = self._runs.get(key)
             if cached is not None:
                 return cached  # type: ignore[no-any-return]

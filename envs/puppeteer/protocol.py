@@ -25,7 +25,7 @@ TERMINATE = "terminate"
 OLD_ARGUMENT_TAGS: tuple[str, ...] = ("code", "path", "query")
 #: the longest agent name read inside one ``<agent>`` tag
 MAX_NAME_CHARS = 200
-_AGENT_TAG = re.compile(r"<agent>([^<]{0,%d})</agent>" % MAX_NAME_CHARS, re.I)
+_AGENT_TAG = re.compile(rf"<agent>([^<]{{0,{MAX_NAME_CHARS}}})</agent>", re.I)
 
 CONTROLLER_PROMPT = """\
 You are the puppeteer: each step, name the next agent to act on the task. Step {step} of {max_turns}.
@@ -62,7 +62,9 @@ def controller_prompt(
         lines = [f"{i + 1}. {agent}: {output}" for i, (agent, output) in enumerate(history)]
         head = "Trajectory" if len(branches) == 1 else f"Branch {b + 1} trajectory"
         parts.append(
-            f"{head}:\n" + ("\n".join(lines) or "(empty)") + f"\nCurrent answer: {answer or '(none)'}"
+            f"{head}:\n"
+            + ("\n".join(lines) or "(empty)")
+            + f"\nCurrent answer: {answer or '(none)'}"
         )
     width = len(branches)
     note = (

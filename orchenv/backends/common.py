@@ -239,7 +239,7 @@ def await_only(awaitable: Awaitable[T]) -> T:
     current = greenlet.getcurrent()
     if _Bridge is None or not isinstance(current, _Bridge):
         raise RuntimeError("await_only outside run_in_bridge; call run_sync instead")
-    return current.parent.switch(awaitable)  # type: ignore[no-any-return]
+    return current.parent.switch(awaitable)  # type: ignore[attr-defined, no-any-return]
 
 
 async def run_in_bridge(fn: Callable[..., T], *args: Any) -> T:

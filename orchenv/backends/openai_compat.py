@@ -50,6 +50,7 @@ Design:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import functools
 import json
@@ -60,11 +61,19 @@ import random
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchenv.backends.common import RebuiltOnCopy, run_sync, shared_loop
+from orchenv.backends.common import (
+    RebuiltOnCopy,
+    await_only,
+    in_bridge,
+    on_loop_thread,
+    run_sync,
+    shared_loop,
+)
 from orchenv.backends.simulated import (
     _MESSAGE_OVERHEAD_TOKENS,
     estimate_prompt_tokens,
@@ -260,7 +269,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
     """
 
     # sessions and loaded tokenizers do not pickle; they are rebuilt on use
-    _fresh_on_copy = {"_session": None, "_slots": None, "_hf_tokenizer": None}
+    _fresh_on_copy = {"_session": None, "_slots": None, "_hf_tokenizer": None, "_finalizer": None}
 
     def __init__(
         self,
@@ -330,6 +339,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
         # the session and the concurrency slots live on the shared loop (touched only there)
         self._session: Any = None
         self._slots: asyncio.Semaphore | None = None
+        self._finalizer: Any = None  # closes the session when the backend is dropped unclosed
         self._hf_tokenizer: Any = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -348,19 +358,10 @@ class OpenAICompatBackend(RebuiltOnCopy):
     def close(self) -> None:
         """Close the HTTP session and its pooled connections (a later call opens a new one)."""
         session, self._session, self._slots = self._session, None, None
-        if (
-            session is None
-            or session.closed
-            or getattr(session, "_orchenv_pid", None) != (os.getpid())
-        ):
-            return
-        loop = session._orchenv_loop
-        if loop.is_closed():
-            return
-        try:
-            run_sync(session.close)
-        except RuntimeError:  # on the loop thread outside a bridge: close it soon instead
-            loop.create_task(session.close())
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        _close_session(session)
 
     def _http(self) -> Any:
         """This backend's session on the shared loop (call on the loop thread only)."""
@@ -382,6 +383,11 @@ class OpenAICompatBackend(RebuiltOnCopy):
             session._orchenv_pid = os.getpid()  # type: ignore[attr-defined]
             session._orchenv_loop = asyncio.get_running_loop()  # type: ignore[attr-defined]
             self._session = session
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            # a backend dropped without close() (an env never closed) still closes its
+            # connections, quietly, instead of aiohttp warning about an unclosed session
+            self._finalizer = weakref.finalize(self, _close_session, session)
             self._slots = asyncio.Semaphore(self.max_concurrency)
         return session
 
@@ -742,6 +748,22 @@ class OpenAICompatBackend(RebuiltOnCopy):
         return sum(
             self._tokenizer_count(m.get("content", "")) + _MESSAGE_OVERHEAD_TOKENS for m in messages
         )
+
+
+def _close_session(session: Any) -> None:
+    """Close an aiohttp session on the loop it lives on (from any thread, or in a bridge)."""
+    if session is None or session.closed or getattr(session, "_orchenv_pid", None) != os.getpid():
+        return
+    loop = session._orchenv_loop
+    if loop.is_closed() or not loop.is_running():
+        return
+    if in_bridge():
+        await_only(session.close())
+    elif on_loop_thread():  # outside a bridge: close it soon instead
+        loop.create_task(session.close())
+    else:
+        with contextlib.suppress(Exception):  # at exit, a stuck loop must not hang Python
+            asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=5)
 
 
 @functools.lru_cache(maxsize=256)
