@@ -8,11 +8,14 @@ so the client side, not the server, is what is measured. For each N in ``--envs`
 * ideal: N / latency env-steps per second (every step waits for one agent call);
 * bare aiohttp: N coroutines posting the same request in a loop over one
   ``aiohttp.ClientSession`` (the best a Python client does on this machine);
-* orchenv: N ``orch/MathRoute-v0`` envs (``max_turns=1``, reset inside the step that ends
-  the episode, so every step calls an agent) sharing one pool of ``openai`` agents,
-  stepped by ``orchenv.vector.EventLoopVectorEnv`` (one thread, one event loop).
+* orchenv ``pool.call``: N jobs calling an ``openai`` agent in a loop on orchenv's event
+  loop (``run_concurrently``): the client alone, like for like with bare aiohttp;
+* orchenv envs: N ``orch/MathRoute-v0`` envs (``max_turns=1``, so every step calls an
+  agent and ends the episode) sharing one pool, each stepped on its own
+  (``run_concurrently``, as ``orchenv eval --concurrency``) and, separately, batched by
+  ``orchenv.vector.EventLoopVectorEnv`` (Gymnasium's barrier semantics).
 
-Acceptance (issue 17): at 256 envs, orchenv >= 0.6 of ideal and within 15% of bare aiohttp.
+Acceptance (issue 17): at 256 envs, >= 0.6 of ideal and within 15% of bare aiohttp.
 
     python benchmarks/pool_concurrency.py [--envs 16 64 256 1024] [--seconds 3] [--latency 0.05]
 """
@@ -215,6 +218,28 @@ def orchenv_lanes(url: str, n: int, seconds: float) -> float:
     return total / seconds
 
 
+def orchenv_calls(url: str, n: int, seconds: float) -> float:
+    """Agent calls per second of n jobs calling ``pool.call`` in a loop, without an env: the
+    client's own cost, like for like with the bare aiohttp loop."""
+    pool = _pool(url, n)
+    messages = [{"role": "user", "content": "What is 0 + 0?"}]
+    window = {"start": 0.0, "stop": 0.0}
+
+    def lane() -> int:
+        calls = 0
+        while time.perf_counter() < window["stop"]:
+            pool.call("medium", messages)
+            if time.perf_counter() >= window["start"]:
+                calls += 1
+        return calls
+
+    now = time.perf_counter()
+    window["start"], window["stop"] = now + 0.5, now + 0.5 + seconds
+    total = sum(r or 0 for _, r, _ in run_concurrently([lane] * n, concurrency=n))
+    pool.close()
+    return total / seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[16, 64, 256, 1024])
@@ -234,17 +259,20 @@ def main() -> None:
             f"server: separate process, {args.latency * 1000:.0f} ms per request; "
             f"{os.cpu_count()} CPUs; {args.seconds:g} s per cell\n"
         )
-        print("| envs | ideal | bare aiohttp | orchenv lanes | lanes / ideal | lanes / aiohttp "
-              "| EventLoopVectorEnv | vector / ideal |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|")
+        print("| envs | ideal | bare aiohttp req/s | orchenv pool.call req/s | calls / aiohttp "
+              "| orchenv lanes env-steps/s | lanes / ideal | lanes / aiohttp "
+              "| EventLoopVectorEnv env-steps/s | vector / ideal |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for n in args.envs:
             ideal = n / args.latency
             bare = bare_aiohttp(url + "/chat/completions", n, args.seconds)
+            calls = orchenv_calls(url, n, args.seconds)
             lanes = orchenv_lanes(url, n, args.seconds)
             vector = orchenv_vector(url, n, args.seconds)
             print(
-                f"| {n:,} | {ideal:,.0f} | {bare:,.0f} | {lanes:,.0f} | {lanes / ideal:.2f} "
-                f"| {lanes / bare:.2f} | {vector:,.0f} | {vector / ideal:.2f} |",
+                f"| {n:,} | {ideal:,.0f} | {bare:,.0f} | {calls:,.0f} | {calls / bare:.2f} "
+                f"| {lanes:,.0f} | {lanes / ideal:.2f} | {lanes / bare:.2f} "
+                f"| {vector:,.0f} | {vector / ideal:.2f} |",
                 flush=True,
             )
     finally:

@@ -469,6 +469,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             "cost_usd": completion.cost_usd,
             "latency_s": completion.latency_s,
             "cached": completion.cached,
+            # server usage checked against the agent's own tokenizer (live backends only)
+            **({"metering": completion.meta["metering"]} if "metering" in completion.meta else {}),
         }
 
     def _with_notice(self, messages: list[Message]) -> list[Message]:

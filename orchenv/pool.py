@@ -506,6 +506,10 @@ class UsageMeter:
     latency_s: float = 0.0
     cached_calls: int = 0
     estimated_calls: int = 0
+    #: calls whose server counts were checked against the agent's tokenizer, and those that
+    #: disagreed (``Completion.meta["metering"]``, set by the ``openai`` backend)
+    metering_checked: int = 0
+    metering_disagreements: int = 0
 
     def record(self, completion: Completion) -> None:
         self.calls[completion.agent] = self.calls.get(completion.agent, 0) + 1
@@ -515,6 +519,10 @@ class UsageMeter:
         self.latency_s += completion.latency_s
         self.cached_calls += int(completion.cached)
         self.estimated_calls += int(completion.tokens_estimated)
+        metering = completion.meta.get("metering") if completion.meta else None
+        if isinstance(metering, Mapping):
+            self.metering_checked += 1
+            self.metering_disagreements += int(bool(metering.get("disagree")))
 
     @property
     def total_calls(self) -> int:
@@ -535,6 +543,8 @@ class UsageMeter:
         self.latency_s += other.latency_s
         self.cached_calls += other.cached_calls
         self.estimated_calls += other.estimated_calls
+        self.metering_checked += other.metering_checked
+        self.metering_disagreements += other.metering_disagreements
 
     def copy(self) -> UsageMeter:
         return copy.deepcopy(self)

@@ -14,7 +14,7 @@ from orchenv.backends.openai_compat import OpenAICompatBackend, OpenAIRequestErr
 from orchenv.backends.simulated import estimate_prompt_tokens, estimate_tokens
 from orchenv.error import BackendError, ConfigError
 from orchenv.grading import check_math_solution
-from orchenv.pool import AgentPool, AgentSpec
+from orchenv.pool import AgentPool, AgentSpec, UsageMeter
 from orchenv.testing.fake_openai import FakeOpenAIServer, Fault, usage_for
 
 MESSAGES = [
@@ -423,6 +423,9 @@ def test_server_counts_are_checked_against_the_agents_tokenizer(server):
         words(completion.text),
     ]
     assert metering["disagree"] is True
+    meter = UsageMeter()
+    meter.record(completion)
+    assert (meter.metering_checked, meter.metering_disagreements) == (1, 1)
     lenient = one_agent_pool(server, fast_backend(tokenizer=words, metering_tolerance=2.0))
     assert lenient.call("a", MESSAGES).meta["metering"]["disagree"] is False
     pool.close()

@@ -50,7 +50,8 @@ Controller spend: a controller that calls a model itself (``llm``, ``router-r1``
 its calls, tokens and dollars through ``usage()``; each episode's share is stored in the
 record's ``metrics`` (``controller_calls``, ``controller_prompt_tokens``,
 ``controller_completion_tokens``, ``controller_cost_usd``), so summaries show it next to
-the agents' spend.
+the agents' spend. Likewise verified metering (an ``openai`` backend given the agent's
+tokenizer): ``metering_checked`` and ``metering_disagreements`` calls per episode.
 """
 
 from __future__ import annotations
@@ -880,6 +881,13 @@ def _play_one(
             if after is not None:
                 base = before or {}
                 record.metrics.update({k: v - base.get(k, 0) for k, v in after.items()})
+            meter = getattr(env.unwrapped, "meter", None)
+            checked = int(getattr(meter, "metering_checked", 0) or 0)
+            if checked:  # verified metering (an openai backend given the agent's tokenizer)
+                record.metrics["metering_checked"] = float(checked)
+                record.metrics["metering_disagreements"] = float(
+                    getattr(meter, "metering_disagreements", 0)
+                )
             return record
         except BackendError as exc:
             if journal is not None:
