@@ -1,9 +1,9 @@
 """orch/Puppeteer-v0: longer orchestration trajectories cost reward (seed 003, eq. 6).
 
-Two scripted controllers on the simulated `mimas` preset, both naming its first model (the
-smaller one): one asks it to reason and stops; the other plans, reasons, critiques and stops.
-Both are graded on the latest answer; the longer one pays the step cost
-C_t = F_t * log(1 + t / phi) at every step.
+Two scripted controllers on the simulated `mimas` preset (GSM-Hard), both naming its first
+model: one asks it to reason and stops; the other plans, reasons, critiques and stops. The
+critique acts on the draft (docs/puppeteer.md), so the longer chain is right more often
+despite paying the step cost C_t = F_t * log(1 + t / phi) at every step.
 
     python examples/puppeteer_patterns.py
 """

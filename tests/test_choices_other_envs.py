@@ -18,7 +18,7 @@ from orchenv.core import OrchestrationEnv
 from orchenv.discrete import ChoiceActions, available
 from orchenv.envs.alfworld.choices import DEFAULT_SLOTS, ordered_commands
 from orchenv.envs.orchmas.choices import CHOICE_ROLES, NO_ANSWER
-from orchenv.envs.puppeteer.agents import PATTERNS
+from orchenv.envs.puppeteer.agents import PATTERNS, TOOLS
 from orchenv.envs.webshop.choices import OPTION_SLOTS
 from orchenv.envs.webshop.site import ITEM, PRODUCT_WINDOW, RESULTS
 from orchenv.tasks import Task
@@ -26,7 +26,7 @@ from orchenv.tasks import Task
 #: the envs with their short test settings, and how long their choice list is
 CASES = {
     "orch/OrchMAS-v0": ({}, 1 + 3 * len(CHOICE_ROLES)),
-    "orch/Puppeteer-v0": ({}, 2 * len(PATTERNS) + 3),
+    "orch/Puppeteer-v0": ({}, 6 * (len(PATTERNS) + len(TOOLS)) + 1),
     "orch/WebShop-v0": ({"max_turns": 8}, 1 + 3 + PRODUCT_WINDOW + OPTION_SLOTS + 3 + 1),
     "orch/ALFWorld-v0": ({"max_turns": 6}, DEFAULT_SLOTS),
     "orch/ALFWorldRoles-v0": ({"max_turns": 6}, 4),
@@ -132,7 +132,7 @@ def test_orchmas_masks_verification_before_a_reply_and_calls_on_the_last_turn():
     assert final[0] is not None and all(c is None for c in final[1:])
 
 
-def test_puppeteer_choices_ignore_the_reference_answer_and_leave_out_run_python():
+def test_puppeteer_choices_ignore_the_reference_answer_and_name_agents_only():
     env = gym.make("orch/Puppeteer-v0").unwrapped
     prompt = "A shop sells 123456 pens at 789 dollars each. How many dollars does it take in?"
     seen = []
@@ -140,7 +140,8 @@ def test_puppeteer_choices_ignore_the_reference_answer_and_leave_out_run_python(
         env.reset(seed=0, options={"task": Task(id="p", prompt=prompt, answers=(answer,))})
         seen.append(env.action_choices())
     assert seen[0] == seen[1]
-    assert not any("run_python" in c for c in seen[0] if c)
+    assert not any(tag in c for c in seen[0] if c for tag in ("<code>", "<query>", "<path>"))
+    assert sum(c.endswith(":run_python</agent>") for c in seen[0] if c) == 6
     assert seen[0][-1] == "<agent>terminate</agent>"
     assert all(c is not None for c in seen[0])
 

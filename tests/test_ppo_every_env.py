@@ -76,9 +76,7 @@ def returns(env: gym.Env, policy: Policy) -> np.ndarray:
 #: open for them: long horizons and choice sets that need more than this CI budget, or a
 #: reward a random choice already reaches). strict: the test fails once PPO does beat random,
 #: so the entry must then be removed.
-NOT_YET: dict[str, str] = {
-    "orch/Puppeteer-v0": "+0.15 over random, under 2 standard errors at this budget",
-}
+NOT_YET: dict[str, str] = {}
 #: ids not trained here at all, with the reason (the run would cost minutes and say nothing)
 NOT_TRAINED: dict[str, str] = {
     "orch/ALFWorld-v0": "a random valid command wins 0-3% of the 50-step games, so a short PPO "

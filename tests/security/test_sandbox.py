@@ -480,8 +480,8 @@ def test_an_env_never_closed_leaves_no_temp_dir(tmp_path):
         for sandbox in ("bwrap", "unsafe-no-isolation"):
             env = PuppeteerEnv(sandbox=sandbox)
             env.reset(seed=0)
-            env.step("<agent>tool:read_file</agent><path>problem.txt</path>")
-            env.step("<agent>tool:run_python</agent><code>print(1)</code>")
+            env.step(f"<agent>{env.pool.names[0]}:read_file</agent>")
+            env.step(f"<agent>{env.pool.names[0]}:run_python</agent>")
         import tempfile, os
         print(os.listdir(tempfile.gettempdir()))
         """
@@ -501,15 +501,16 @@ def test_env_reports_the_containment_of_each_call(monkeypatch):
     env = PuppeteerEnv()
     _, info = env.reset(seed=0)
     assert info["sandbox"] == MODE
-    _, _, _, _, info = env.step("<agent>tool:run_python</agent><code>print(2)</code>")
-    assert info["tool_call"]["containment"] == MODE
+    python = f"<agent>{env.pool.names[0]}:run_python</agent>"  # its model writes the program
+    _, _, _, _, info = env.step(python)
+    assert info["tool_calls"][0]["containment"] == MODE
     monkeypatch.setattr(sandbox_module, "_probe_cache", {"bwrap": "no bwrap (test)"})
-    _, _, _, _, info = env.step("<agent>tool:run_python</agent><code>print(3)</code>")
-    assert info["tool_call"]["containment"] == "refused" and not info["tool_call"]["ok"]
+    _, _, _, _, info = env.step(python)
+    assert info["tool_calls"][0]["containment"] == "refused" and not info["tool_calls"][0]["ok"]
     assert info["sandbox"] == "refused" and "no bwrap (test)" in env.history[-1][1]
     env.close()
     unsafe = PuppeteerEnv(sandbox=UNSAFE)
     unsafe.reset(seed=0)
-    _, _, _, _, info = unsafe.step("<agent>tool:run_python</agent><code>print(4)</code>")
-    assert info["tool_call"]["containment"] == UNSAFE and info["sandbox"] == UNSAFE
+    _, _, _, _, info = unsafe.step(f"<agent>{unsafe.pool.names[0]}:run_python</agent>")
+    assert info["tool_calls"][0]["containment"] == UNSAFE and info["sandbox"] == UNSAFE
     unsafe.close()
