@@ -15,15 +15,16 @@ Per id it prints the exceptions (must be 0), malformed results (must be 0), the 
 step, the steps over 5 s (must be 0), the peak of the Python heap while fuzzing that id
 (``tracemalloc``: the 10 MB actions and their copies) and the heap's growth from the end
 of the first tenth of the actions to the end (bounded memory: nothing kept per action).
-Steps that ran ``tool:run_python`` are reported apart (their time is the sandbox's own
-limit). Then the grading cache's size, the grading worker's RSS, and ``make_vec``
+Puppeteer's hostile programs go through an agent, as the protocol has it (the controller
+only names ``coder:run_python``; a scripted agent ``coder`` writes the program, in a second
+copy of the env); those steps are reported apart (their time is the sandbox's own limit). Then the grading cache's size, the grading worker's RSS, and ``make_vec``
 (threaded) stepping ``<answer>9^{9^{9}}</answer>`` and a minutes-long sum, to show they
 return.
 
     python benchmarks/fuzz_actions.py [--actions 2500] [--ids orch/OrchMAS-v0 ...]
 
 ``tests/security/test_fuzz.py`` runs the same fuzzer with a few hundred actions per id
-(without the payloads whose cost is the grading budget, and without ``tool:run_python``).
+(without the payloads whose cost is the grading budget, and without hostile programs).
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ class Fuzzer:
 
     Args:
         expensive: include the answers whose cost is the grading budget (``EXPENSIVE``).
-        code: include ``tool:run_python`` with hostile programs (``CODE``).
+        code: include Puppeteer ``run_python`` calls whose agent writes a hostile program
+            (``CODE``; stepped on a copy of the env with the scripted ``coder`` agent).
     """
 
     expensive: bool = True
@@ -227,8 +229,7 @@ class Fuzzer:
         return self._pick(rng, [*NON_TEXT, demo.encode("utf-8", "surrogatepass")])
 
     def _code(self, rng: np.random.Generator, demo: str) -> str:
-        code = self._pick(rng, CODE)
-        return f"<agent>tool:run_python</agent><code>{code}</code>"
+        return CODE_ACTION
 
 
 # -- checking one step ------------------------------------------------------------------------
@@ -271,7 +272,7 @@ def _peak_rss_mb() -> float:
 
 @dataclass
 class Report:
-    """What fuzzing one id found. Steps that ran ``tool:run_python`` are counted apart: their
+    """What fuzzing one id found. Steps that ran a hostile program are counted apart: their
     time is the sandbox's own limit (``tool_timeout_s``), not parsing or grading."""
 
     env_id: str
@@ -289,7 +290,7 @@ class Report:
     grading: dict[str, int] = field(default_factory=dict)
 
     def timed(self, action: Any, took: float) -> None:
-        if isinstance(action, str) and "tool:run_python</agent><code>" in action:
+        if action is CODE_ACTION:
             self.code_steps += 1
             self.code_slowest_s = max(self.code_slowest_s, took)
             self.code_over_limit += took > SLOW_STEP_S
@@ -302,6 +303,26 @@ class Report:
 def _show(action: Any) -> str:
     text = repr(action)
     return text if len(text) <= 120 else f"{text[:100]}... ({len(text):,} chars)"
+
+
+#: the controller's action for a hostile program: it names the scripted agent that writes one
+CODE_ACTION = "<agent>coder:run_python</agent>"
+
+
+def coder_env(env_id: str, rng: np.random.Generator, **kwargs: Any) -> tuple[gym.Env, Any]:
+    """A copy of ``env_id`` whose one agent, ``coder``, answers a tool request with a hostile
+    program from ``CODE`` (the way a live model's reply carries its tool call)."""
+    from orchenv.pool import AgentPool, AgentSpec
+    from orchenv.testing.scripted import ScriptedBackend
+
+    def reply(spec: Any, messages: Any, context: Any) -> str:
+        code = CODE[int(rng.integers(len(CODE)))]
+        return json.dumps({"action": "run_python", "parameter": code})
+
+    backend = ScriptedBackend({"coder": reply})
+    spec = AgentSpec(name="coder", model="coder", tier=0, backend="scripted")
+    pool = AgentPool([spec], {"scripted": backend}, name="fuzz-coder")
+    return gym.make(env_id, pool=pool, **kwargs), backend
 
 
 def _heap_kb() -> float:
@@ -329,15 +350,23 @@ def fuzz_env(
     if trace_memory:
         tracemalloc.start()
     heap0 = 0.0
+    coder: tuple[gym.Env, Any] | None = None
     for i in range(actions):
         demo = base.demo_action(np.random.default_rng(int(rng.integers(2**31))))  # type: ignore[attr-defined]
         action = fuzzer.action(rng, demo)
+        target = env
+        if action is CODE_ACTION:  # the hostile program is written by the coder agent
+            if coder is None:
+                coder = coder_env(env_id, rng, **kwargs)
+                coder[0].reset(seed=seed)
+            target = coder[0]
+            coder[1].calls.clear()
         start = time.perf_counter()
         try:
-            result = env.step(action)
+            result = target.step(action)
         except Exception:
             report.exceptions.append(f"{_show(action)}\n{traceback.format_exc(limit=6)}")
-            env.reset(seed=int(rng.integers(2**31)))
+            target.reset(seed=int(rng.integers(2**31)))
             continue
         finally:
             report.timed(action, time.perf_counter() - start)
@@ -351,11 +380,13 @@ def fuzz_env(
         if status:
             report.grading[status] = report.grading.get(status, 0) + 1
         if result[2] or result[3]:
-            env.reset(seed=int(rng.integers(2**31)))
+            target.reset(seed=int(rng.integers(2**31)))
         del result
         if trace_memory and i + 1 == max(1, actions // 10):
             heap0 = _heap_kb()
     env.close()
+    if coder is not None:
+        coder[0].close()
     if trace_memory:
         report.heap_growth_kb = _heap_kb() - heap0
         report.heap_peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
@@ -420,7 +451,7 @@ def main() -> None:
     for r in reports:
         if r.code_steps:
             print(
-                f"\n{r.env_id} tool:run_python steps (hostile programs): {r.code_steps}, "
+                f"\n{r.env_id} coder:run_python steps (hostile programs): {r.code_steps}, "
                 f"max {r.code_slowest_s:.2f} s, {r.code_over_limit} over 5 s"
             )
     info = grading.cache_info()
