@@ -18,7 +18,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
-from orchenv.envs.alfworld.choices import DEFAULT_SLOTS, command_choices, command_shortcuts
+from orchenv.envs.alfworld.choices import (
+    DEFAULT_SLOTS,
+    SLOT_FEATURES,
+    STATE_FEATURES,
+    command_choices,
+    command_features,
+    command_shortcuts,
+)
 from orchenv.envs.alfworld.engine import EXPERTS, ALFWorldEngine, EngineState
 from orchenv.envs.alfworld.games import (
     GameCatalog,
@@ -173,7 +180,11 @@ class ALFWorldEnv(OrchestrationEnv):
     last. The bundled games never have more than 14 such commands; a room with more than
     ``choice_slots`` loses its last ones (raise it for the full ALFWorld data).
     ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
-    best response.
+    best response. ``observation_features()`` adds, per slot, what its command says
+    against the goal line and the transcript (its verb, whether it names the goal's object
+    or destination, goes somewhere unexplored since the hands last changed, advances the
+    goal or goes toward it), then what is in hand and what the goal asks for
+    (``choices.command_features``; read from the text the agent was shown only).
 
     ``reset(options={"task_id": ...})`` plays that game (from any split),
     ``{"task_type": ...}`` draws a game of that type, ``{"task_index": i}`` the i-th
@@ -401,6 +412,17 @@ class ALFWorldEnv(OrchestrationEnv):
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return command_shortcuts()
+
+    def observation_features(self) -> np.ndarray:
+        """Per choice slot, what its command says against the goal line and the transcript
+        (verb, names the goal's object or receptacle, an unexplored place, a step that
+        advances the goal), then the episode's state (in hand, changed, placed; what the
+        goal asks for): ``choices.command_features``. Nothing privileged is read."""
+        if self.state is None:
+            size = self.choice_slots * len(SLOT_FEATURES) + len(STATE_FEATURES)
+            return np.zeros(size, dtype=np.float32)
+        features = command_features(self.goal, self.steps, self.action_choices())
+        return np.array(features, dtype=np.float32)
 
     # -- helpers --------------------------------------------------------------------------
     def demo_action(self, rng: np.random.Generator) -> str:
