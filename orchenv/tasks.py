@@ -12,6 +12,8 @@ string (``task_source="procedural-math"``). Concrete sources live in
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -237,3 +239,22 @@ def difficulty_of(task: Task) -> float:
         return u
     level = min(max(level, 1), 5)
     return (level - 1 + u) / 5.0
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[str, Any]]:
+    """``(where, record)`` for each non-blank line of a JSON Lines file (``where``: "line N",
+    for error messages); a malformed line raises :class:`DataError` naming the file and line."""
+    records: list[tuple[str, Any]] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(
+                    f"{path}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
+                    "expected one JSON object per line"
+                ) from None
+            records.append((f"line {lineno}", record))
+    return records

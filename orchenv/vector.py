@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
@@ -46,7 +47,7 @@ from orchenv.backends.common import run_in_bridge, run_sync, shared_loop
 from orchenv.error import ConfigError
 
 
-class _ConcurrentSteps(SyncVectorEnv):
+class _ConcurrentSteps(SyncVectorEnv, ABC):
     """What the concurrent vector envs share: one sub-env's step (or autoreset) and the
     merge of the results in index order, exactly as ``SyncVectorEnv`` does them."""
 
@@ -76,8 +77,9 @@ class _ConcurrentSteps(SyncVectorEnv):
             self._env_obs[i], info = env.reset()
         return info, final
 
+    @abstractmethod
     def _run_steps(self, actions: list[Any]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
-        raise NotImplementedError
+        """Step every sub-env with its action at once (threads or the event loop)."""
 
     def _add_info(
         self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int

@@ -96,7 +96,8 @@ def test_named_strategies_play_to_the_end_without_invalid_actions(env_id, envs):
     assert len(strategies) >= 3
     for name, policy in strategies.items():
         episode = play(base, policy)
-        assert 1 <= len(episode.actions) <= base.max_turns, name
+        # play() allows one step past the horizon: an env must end its episode by then
+        assert len(episode.actions) <= base.max_turns, (name, episode.actions)
         assert episode.invalid == 0, (name, episode.actions)
         assert policy.__doc__, f"{name} has no description"
 

@@ -21,7 +21,7 @@ from typing import Any
 from orchenv.error import ConfigError, DataError, DependencyError, UnknownNameError, require
 from orchenv.grading import extract_boxed
 from orchenv.seeding import stable_uniform
-from orchenv.tasks import ListTaskSource, Task, TaskSource
+from orchenv.tasks import ListTaskSource, Task, TaskSource, read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -51,23 +51,6 @@ def _parse_level(value: Any) -> int | None:
         return int(value) if not (isinstance(value, float) and math.isnan(value)) else None
     match = _LEVEL_RE.search(str(value))
     return int(match.group(1)) if match else None
-
-
-def _read_jsonl(path: Path) -> list[tuple[str, Any]]:
-    records: list[tuple[str, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"{path}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
-                    "expected one JSON object per line"
-                ) from None
-            records.append((f"line {lineno}", record))
-    return records
 
 
 def _read_json(path: Path) -> list[tuple[str, Any]]:
@@ -130,7 +113,7 @@ def _read_records(path: PathLike) -> list[tuple[str, Any]]:
         raise DataError(f"MATH data file {p} is empty; expected {_MATH_FORMAT}")
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        records = _read_jsonl(p)
+        records = read_jsonl(p)
     elif suffix == ".json":
         records = _read_json(p)
     elif suffix in (".parquet", ".pq"):

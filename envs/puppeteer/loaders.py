@@ -37,7 +37,7 @@ import numpy as np
 
 from orchenv.envs.puppeteer.tasks import LETTERS, commongen_reference
 from orchenv.error import DataError, DependencyError
-from orchenv.tasks import ListTaskSource, Task
+from orchenv.tasks import ListTaskSource, Task, read_jsonl
 
 __all__ = ["load_commongen_hard", "load_gsm_hard", "load_mmlu_pro", "load_srdd", "read_rows"]
 
@@ -65,20 +65,7 @@ def read_rows(path: PathLike) -> list[tuple[str, dict[str, Any]]]:
         if not isinstance(data, list):
             raise DataError(f"{file}: expected a JSON list of objects")
         return [(f"item {i}", _object(file, f"item {i}", r)) for i, r in enumerate(data)]
-    rows = []
-    with file.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"{file}, line {lineno}: malformed JSON ({exc.msg}); expected one JSON "
-                    "object per line"
-                ) from None
-            rows.append((f"line {lineno}", _object(file, f"line {lineno}", record)))
-    return rows
+    return [(where, _object(file, where, record)) for where, record in read_jsonl(file)]
 
 
 def _object(file: Path, where: str, record: Any) -> dict[str, Any]:

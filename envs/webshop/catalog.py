@@ -29,7 +29,7 @@ CACHE_SIZE = 4
 INDEX_FIELDS = ("original", "extended")
 #: how the original files' goals are ordered (``CatalogSpec.goal_order``)
 GOAL_ORDERS = ("original", "seeded")
-#: the original's goal shuffle seed (``SimServer``: ``random.seed(233)``)
+#: the seed the original's ``SimServer`` shuffles its goals with (Python's Mersenne Twister)
 ORIGINAL_GOAL_SEED = 233
 
 
@@ -50,9 +50,9 @@ def extended_document(p: Product) -> str:
 
 
 def original_goal_order(n: int) -> list[int]:
-    """The positions of ``n`` goals after the original's ``random.seed(233);
-    random.shuffle(goals)`` (a private ``random.Random``, the same Mersenne Twister
-    stream, so the process's global ``random`` state is left alone)."""
+    """The positions of ``n`` goals after the original's shuffle: Python's Mersenne Twister
+    seeded with 233, as ``SimServer`` seeds the global one. A private ``random.Random``
+    gives the same stream and leaves the process's global ``random`` state alone."""
     order = list(range(n))
     random.Random(ORIGINAL_GOAL_SEED).shuffle(order)
     return order
@@ -73,7 +73,7 @@ class CatalogSpec:
     indexes (title, description, first bullet point, option text; ``original_document``);
     ``"extended"`` adds its attributes and category path (orchenv's earlier, easier
     index: a departure). ``goal_order="original"``: the files' goals are shuffled as the
-    original's ``SimServer`` does (``random.seed(233); random.shuffle(goals)``), so
+    original's ``SimServer`` does (Mersenne Twister seeded with 233: ``original_goal_order``), so
     ``test`` is the original's first 500; ``"seeded"`` permutes them with numpy and
     ``seed`` instead (orchenv's earlier order: a departure).
     """

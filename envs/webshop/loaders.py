@@ -19,9 +19,10 @@ than 10 characters and repeated ASINs are skipped; option group names and values
 are lowercased and ``/`` in values becomes `` | ``; a product without attributes gets
 ``["DUMMY_ATTR"]``; a price range's price is drawn uniformly inside it. Goals follow
 ``get_human_goals`` / ``get_synthetic_goals`` (every option combination of a product
-with a synthetic instruction is one goal) and are ordered as the original's
-``random.seed(233); random.shuffle(goals)`` (``goal_order="original"``; ``"seeded"``
-permutes them with numpy and ``seed``, orchenv's earlier order).
+with a synthetic instruction is one goal) and are ordered by the original's shuffle
+(Mersenne Twister seeded with 233, ``catalog.original_goal_order``;
+``goal_order="original"``; ``"seeded"`` permutes them with numpy and ``seed``, orchenv's
+earlier order).
 With more than 1,500 goals the splits are those of the original baselines (test:
 the first 500, eval: the next 1,000, train: the rest); with fewer, every split
 holds all goals (as the original does for small product subsets).

@@ -276,6 +276,16 @@ def attribute_matches(product: Product, goal_attributes: tuple[str, ...]) -> int
     return count
 
 
+def type_score(query_match: bool, category_match: bool, title_score: float) -> float:
+    """Master's ``r_type`` thresholds: 1 when the query or category matches or the title
+    shares > 20% of the goal's words; 0.5 otherwise; 0.1 below 10% overlap; 0 with none."""
+    if title_score == 0.0:
+        return 0.0
+    if title_score < 0.1:
+        return 0.1
+    return 1.0 if query_match or category_match or title_score > 0.2 else 0.5
+
+
 def type_parts(product: Product, goal: Goal) -> tuple[float, bool, bool, float]:
     """``(r_type, query_match, category_match, title_score)`` by master's rules."""
     query_match = product.query == goal.query
@@ -285,11 +295,5 @@ def type_parts(product: Product, goal: Goal) -> tuple[float, bool, bool, float]:
     desired = type_words(goal.name)
     got = set(type_words(product.title))
     title_score = len(got & set(desired)) / len(desired) if desired else 0.2
-    r_type = 1.0
-    if not (query_match or category_match or title_score > 0.2):
-        r_type = 0.5
-    if title_score < 0.1:
-        r_type = 0.1
-    if title_score == 0.0:
-        r_type = 0.0
+    r_type = type_score(query_match, category_match, title_score)
     return r_type, query_match, category_match, title_score

@@ -118,13 +118,7 @@ def type_reward(product: Product, goal: Goal) -> TypeMatch:
     desired = title_words(goal.name)
     got = title_words(product.title)
     title_score = len(desired & got) / len(desired) if desired else 0.2
-    r_type = 1.0
-    if not (query_match or category_match or title_score > 0.2):
-        r_type = 0.5
-    if title_score < 0.1:
-        r_type = 0.1
-    if title_score == 0.0:
-        r_type = 0.0
+    r_type = original.type_score(query_match, category_match, title_score)
     return TypeMatch(r_type, query_match, category_match, title_score)
 
 

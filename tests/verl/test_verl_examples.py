@@ -131,7 +131,8 @@ def test_dataset_parquet_loads_in_verl_and_drives_episodes(tmp_path):
                                              add_generation_prompt=True)  # fmt: skip
         assert output.prompt_ids == tokenizer(text, add_special_tokens=False)["input_ids"]
         turns = len(output.extra_fields["turn_scores"])
-        assert 1 <= turns <= 2 and output.extra_fields["reward_extra_info"]["turns"] == turns
+        assert turns <= 2, "the rows set max_turns=2: the loop must stop there"
+        assert output.extra_fields["reward_extra_info"]["turns"] == turns
         assert [m for m, _ in runs_of(output.response_mask, output.response_ids)] == [1, 0] * (
             turns - 1
         ) + [1]
