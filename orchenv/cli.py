@@ -186,6 +186,52 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_audit)
 
 
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from orchenv.reproduce import reproduce
+
+    page = reproduce(
+        args.seed_id,
+        quick=args.quick,
+        runs_dir=args.runs,
+        report=args.report,
+        progress=not args.no_progress,
+        seeds=args.seeds,
+    )
+    print(f"wrote {page} and {page.with_suffix('.json')}")
+    return 0
+
+
+def _add_reproduce(sub: argparse._SubParsersAction) -> None:
+    from orchenv.reproduce import SEEDS
+
+    p = sub.add_parser(
+        "reproduce",
+        help="rerun a seed paper's tables and figures in simulation and write its page",
+        description=(
+            "Run a seed paper's experiments in simulation (resumable), then write a page "
+            "with the paper's numbers and orchenv's side by side, with 95% intervals. Seeds: "
+            + "; ".join(f"{k} {v[1]}" for k, v in SEEDS.items())
+        ),
+    )
+    p.add_argument("seed_id", metavar="SEED", help="000 ... 004 (see docs/reproduction/)")
+    p.add_argument(
+        "--quick", action="store_true", help="small sizes (minutes; for tests and smoke runs)"
+    )
+    p.add_argument(
+        "--runs",
+        metavar="DIR",
+        help="where results are stored and resumed from (default: runs/reproduce/SEED[-quick])",
+    )
+    p.add_argument(
+        "--report",
+        metavar="FILE",
+        help="the page to write (default: docs/reproduction/SEED.md; quick: under --runs)",
+    )
+    p.add_argument("--seeds", type=int, nargs="+", help="run seeds (default: 0 1 2; quick: 0)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.set_defaults(func=_cmd_reproduce)
+
+
 def _default_pool(env_id: str) -> str:
     """The pool preset an env id is registered with (for --record / --replay without --pool)."""
     try:
@@ -230,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.set_defaults(func=_cmd_run)
     add_subcommands(sub)  # eval, leaderboard (orchenv.eval.cli)
     _add_audit(sub)
+    _add_reproduce(sub)
     from orchenv.registry import CLI_COMMANDS
 
     for name in CLI_COMMANDS:  # plug-ins, e.g. `train grpo` from orchenv.agents (parser only)

@@ -1,0 +1,143 @@
+"""``orchenv reproduce SEED [--quick]``: each seed paper's headline tables and figures, rerun
+in simulation, written as a page with the paper's numbers beside orchenv's.
+
+One module per seed (``seed000`` ... ``seed004``) builds its ``Section``s from experiments run
+through a ``Reproduction`` (resumable storage, sizes, progress); this module resolves the seed,
+writes ``SEED.md`` (and ``SEED.json`` with the same numbers) and returns the page's path. The
+documented pages in ``docs/reproduction/`` come from full runs; ``--quick`` runs the same code
+on small sizes (under 5 minutes a seed, for the tests) and writes under ``runs/`` instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+
+from orchenv.error import ConfigError
+from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
+from orchenv.reproduce.report import (
+    Estimate,
+    Finding,
+    Row,
+    Section,
+    check_direction,
+    check_order,
+)
+
+#: seed id -> (module, the paper's short name)
+SEEDS: dict[str, tuple[str, str]] = {
+    "000": ("orchenv.reproduce.seed000", "MathRoute: an RL-trained router over a multi-LLM pool"),
+    "001": ("orchenv.reproduce.seed001", "BudgetRoute: budget-aware routing to experts"),
+    "002": ("orchenv.reproduce.seed002", "OrchMAS: role-playing orchestration with GRPO"),
+    "003": (
+        "orchenv.reproduce.seed003",
+        "Puppeteer: an evolving orchestrator trained by REINFORCE",
+    ),
+    "004": ("orchenv.reproduce.seed004", "RCR-Router: role-aware context routing"),
+}
+
+
+def resolve_seed(name: str) -> str:
+    """``0``, ``000``, ``seed000`` or a seed file's name (``000_492b...``) -> ``"000"``."""
+    text = str(name).strip().lower().removeprefix("seed").split("_", 1)[0]
+    if text.isdigit() and f"{int(text):03d}" in SEEDS:
+        return f"{int(text):03d}"
+    raise ConfigError(f"unknown seed {name!r}; choose one of {', '.join(SEEDS)}")
+
+
+def reproduce(
+    seed: str,
+    *,
+    quick: bool = False,
+    runs_dir: str | Path | None = None,
+    report: str | Path | None = None,
+    progress: bool = True,
+    seeds: Sequence[int] | None = None,
+) -> Path:
+    """Run seed ``seed``'s experiments (resuming what ``runs_dir`` holds) and write its page.
+
+    Defaults: a full run stores results in ``runs/reproduce/SEED`` and writes
+    ``docs/reproduction/SEED.md``; a quick run keeps both under ``runs/reproduce/SEED-quick``.
+    ``seeds`` overrides the run seeds (default: 0, 1, 2; quick: 0).
+    """
+    sid = resolve_seed(seed)
+    tag = f"{sid}-quick" if quick else sid
+    runs = Path(runs_dir) if runs_dir is not None else Path("runs/reproduce") / tag
+    page = (
+        Path(report)
+        if report is not None
+        else (runs / f"{sid}.md" if quick else Path("docs/reproduction") / f"{sid}.md")
+    )
+    page.parent.mkdir(parents=True, exist_ok=True)
+    rep = Reproduction(
+        sid,
+        quick=quick,
+        runs_dir=runs,
+        figures_dir=page.parent / "figures",
+        figures_link="figures",
+        progress=progress,
+        seeds=seeds,
+    )
+    module_name, short = SEEDS[sid]
+    module = importlib.import_module(module_name)
+    try:
+        sections: list[Section] = module.build(rep)
+    finally:
+        rep.close()
+    command = f"orchenv reproduce {sid}" + (" --quick" if quick else "")
+    if seeds is not None:
+        command += " --seeds " + " ".join(map(str, seeds))
+    header = [
+        f"# Seed {sid} reproduced in simulation: {short}",
+        "",
+        f"Made by `{command}` in {rep.elapsed_s / 60:.1f} min on {platform.machine()} "
+        f"({platform.python_version()}), run seeds {', '.join(map(str, rep.seeds))}. "
+        "Every number in an orchenv column comes from that run; the paper columns are the "
+        "seed paper's. ± is the half-width of a 95% confidence interval (over episodes, or "
+        "over run seeds where a row is a training run; the row says which). "
+        "Rerunning the command resumes from `runs/`.",
+        "",
+    ]
+    intro = getattr(module, "INTRO", "")
+    if intro:
+        header += [intro, ""]
+    if quick:
+        header += [
+            "**This is a `--quick` run** (small sizes for tests): its numbers are noisy and "
+            "are not the documented ones.",
+            "",
+        ]
+    body = "\n".join(header) + "\n" + "\n".join(s.to_markdown() for s in sections)
+    page.write_text(body.rstrip() + "\n", encoding="utf-8")
+    data = {
+        "seed": sid,
+        "command": command,
+        "quick": quick,
+        "run_seeds": rep.seeds,
+        "elapsed_s": round(rep.elapsed_s, 1),
+        "sections": [s.to_dict() for s in sections],
+    }
+    page.with_suffix(".json").write_text(
+        json.dumps(data, indent=1, allow_nan=True) + "\n", encoding="utf-8"
+    )
+    return page
+
+
+__all__ = [
+    "SEEDS",
+    "Estimate",
+    "Finding",
+    "Reproduction",
+    "Row",
+    "Section",
+    "accuracy",
+    "check_direction",
+    "check_order",
+    "eval_command",
+    "metric",
+    "reproduce",
+    "resolve_seed",
+]
