@@ -192,6 +192,19 @@ class ALFWorldRoleGame(RoleGame):
         words = _WORD.findall(self.goal.lower())
         return tuple(dict.fromkeys(w for w in words if w not in _GOAL_STOPWORDS))
 
+    def agent_task(self) -> Task:
+        """What the simulated agents (``agents.py``) may know: the game, its state and
+        alfworld's plan (``expert="planner"`` keeps the plan current), as the task of a
+        ``CallContext``."""
+        state, game = self.house.state, self.house.game
+        assert state is not None and game is not None, "reset() first"
+        meta = {
+            "expert_plan": state.expert_plan,
+            "admissible_commands": state.admissible_commands,
+            "won": state.won,
+        }
+        return Task(id=game.id, prompt=self.goal, answers=(), meta=meta)
+
     def allowed_commands(self, role: str) -> list[str]:
         """The commands ``role`` may send now (what its prompt lists)."""
         if role not in ("navigator", "interactor") or self.done or self.truncated or self.won:
@@ -521,15 +534,8 @@ class ALFWorldControllerEnv(OrchestrationEnv):
         }
 
     def _task_view(self) -> Task:
-        """What the simulated agents may know: the game, its state and alfworld's plan."""
-        house = self.game.house
-        assert house.state is not None and self.task is not None
-        meta = {
-            "expert_plan": house.state.expert_plan,
-            "admissible_commands": house.state.admissible_commands,
-            "won": house.state.won,
-        }
-        return Task(id=self.task.id, prompt=self.task.prompt, answers=(), meta=meta)
+        """What the simulated agents may know (``ALFWorldRoleGame.agent_task``)."""
+        return self.game.agent_task()
 
     def _apply(self, action: str) -> Outcome:
         game = self.game

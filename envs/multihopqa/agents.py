@@ -66,7 +66,7 @@ _SUBQUESTION_RE = re.compile(
 def _sigmoid(x: float) -> float:
     # not orchenv.backends.simulated.sigmoid: its overflow-free tanh form differs from this one
     # in the last bits for most x, and these odds (and the p_correct they report) must stay
-    # those the calibration in docs/rcr/results.md was measured with
+    # those the calibration in docs/reproduction/004.md was measured with
     return 1.0 / (1.0 + math.exp(-x))
 
 

@@ -11,7 +11,7 @@ it sees. ``MultihopQAGame`` holds the rules once; three views drive it:
 * ``multihopqa_aec_env`` / ``multihopqa_parallel_env``: PettingZoo views where
   every role is an external policy;
 * ``run_team``: every role played by pool agents (the paper's system, used by
-  the reproduction script ``scripts/reproduce_rcr.py``).
+  ``orchenv reproduce 004``, ``orchenv.reproduce.seed004``).
 """
 
 from __future__ import annotations
@@ -178,13 +178,13 @@ class MultihopQAGame(RoleGame):
     #: recommender 384, verifier 256 (every role keeps at least 128 tokens, room for the
     #: newest plan and query). Seed 004 uses B_i = 2048 on HotpotQA, whose contexts are
     #: several times longer than the generator's ~100-token paragraphs; the defaults keep
-    #: the same ratio of budget to memory size (``scripts/reproduce_rcr.py`` sweeps the
+    #: the same ratio of budget to memory size (``orchenv reproduce 004`` sweeps the
     #: per-agent budget as the paper's Table 3 does).
     #: Appendix E's (w1, w2, w3): the paper's example sets all to 1; here the role-keyword
     #: indicator weighs 0.5 so that a fresh item of the preferred type outranks an old item
-    #: that merely names a tracked entity (measured in docs/rcr/results.md).
+    #: that merely names a tracked entity (measured in docs/reproduction/004.md).
     #: ``on_overflow="stop"``: Algorithm 1 as written (line 18 ends the scan at the first
-    #: item that does not fit). Measured against first-fit ``"skip"`` in docs/rcr/results.md:
+    #: item that does not fit). Measured against first-fit ``"skip"`` in docs/reproduction/004.md:
     #: filling the leftover budget with low-scored items adds tokens and distraction, not
     #: evidence.
     default_routing: ClassVar[RoutingSettings] = RoutingSettings(

@@ -31,7 +31,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from orchenv.backends.simulated import counted_completion
 from orchenv.core import arguments_for
+from orchenv.envs.webshop.baselines import instruction_query
 from orchenv.envs.webshop.env import WebShopEnv, parse_action
 from orchenv.envs.webshop.site import (
     BACK_TO_SEARCH,
@@ -41,9 +43,17 @@ from orchenv.envs.webshop.site import (
     PREV_PAGE,
     RESULTS,
 )
-from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter
+from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter, make_token_counter
 from orchenv.parsing import extract_tag, remove_blocks, strip_reasoning
-from orchenv.teams import RoleAECEnv, RoleGame, RoleParallelEnv, TeamRole, inner_env_kwargs
+from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
+from orchenv.teams import (
+    RoleAECEnv,
+    RoleGame,
+    RoleParallelEnv,
+    TeamRole,
+    inner_env_kwargs,
+    role_agent_pool,
+)
 
 #: the tagged blocks around a browser's command (removed in linear time by ``remove_blocks``;
 #: an opening tag's attributes may not contain ``<``)
@@ -278,3 +288,92 @@ def webshop_aec_env(**kwargs: Any) -> RoleAECEnv:
 def webshop_parallel_env(**kwargs: Any) -> RoleParallelEnv:
     """PettingZoo parallel view (every role acts each round on the round's start memory)."""
     return RoleParallelEnv(WebShopRoleGame(**kwargs))
+
+
+# -- a simulated team (seed 004's Table 10 in simulation) -----------------------------------
+_INSTRUCTION_LINE = re.compile(r"^Instruction: (.+)$", re.M)
+_ACTIONS_LINE = re.compile(r"^Actions you may take now: (.+)$", re.M)
+_CLICK = re.compile(r"click\[([^\]]+)\]")
+_QUERY_ITEM = re.compile(r"type: query\n(?:  key: .*\n)?  text: \|?\s*\n?\s*(.+)")
+_PRODUCT = re.compile(r"^\s*\[(B[0-9A-Z]{9})\](?: \(visited\))?\n\s*(.+)$", re.M)
+_OPTION_LINE = re.compile(r"^\s*([a-z][a-z ]*): ((?:\[[^\]]+\] ?)+)(?:\(chosen: ([^)]+)\))?$", re.M)
+_WANTED_OPTION = re.compile(r"([a-z][a-z ]*): ([^,]+?)(?:,|$| and price)")
+
+
+def simulated_role_reply(role: str, prompt: str) -> str:
+    """What a simulated WebShop role replies to its prompt, reading nothing else (no goal).
+
+    * Planner: the instruction as the plan, its words without option and price parts
+      (``baselines.instruction_query``) as the query.
+    * Searcher: ``search[...]`` with the newest query routed to it (the instruction's words
+      when none is), then ``pass``.
+    * Recommender: on the results page, opens the clickable product whose title, as far
+      as its routed memory shows one, shares the most words with the instruction (the
+      first product when no title is routed to it: a blind pick); on a product page,
+      clicks the instruction's option values for groups the routed page shows unchosen,
+      then ``buy now``.
+
+    So routing decides what the Recommender can compare: a product list or product page
+    missing from its context makes it pick blindly or buy without options.
+    """
+    found = _INSTRUCTION_LINE.search(prompt)
+    instruction = found.group(1).strip() if found else ""
+    line = _ACTIONS_LINE.search(prompt)
+    actions = line.group(1) if line else ""
+    clickables = _CLICK.findall(actions)
+    if role == "planner":
+        return f"<plan>wanted: {instruction}</plan><query>{instruction_query(instruction)}</query>"
+    if role == "searcher":
+        if "search[<query>]" not in actions:
+            return "pass"
+        queries = _QUERY_ITEM.findall(prompt)
+        query = queries[-1].strip().strip('"') if queries else instruction_query(instruction)
+        return f"search[{query}]"
+    if BUY_NOW in clickables:
+        return f"click[{_next_option(instruction, prompt, clickables) or BUY_NOW}]"
+    products = [c for c in clickables if re.fullmatch(r"b[0-9a-z]{9}", c)]
+    if not products:
+        return "pass"
+    wanted = set(_WORD.findall(instruction_query(instruction)))
+    titles = {asin.lower(): title for asin, title in _PRODUCT.findall(prompt)}
+
+    def overlap(asin: str) -> int:
+        return len(wanted & set(_WORD.findall(titles.get(asin, "").lower())))
+
+    return f"click[{max(products, key=overlap)}]"  # ties (and no titles): the first listed
+
+
+def _next_option(instruction: str, prompt: str, clickables: Sequence[str]) -> str | None:
+    """The instruction's value for the first option group the routed product page shows
+    unchosen (None when the page is not routed, or every wanted option is chosen)."""
+    tail = instruction.lower().partition(" with ")[2]
+    wanted = {g.strip(): v.strip() for g, v in _WANTED_OPTION.findall(tail)}
+    page = prompt[prompt.rfind("Current page:") :] if "Current page:" in prompt else ""
+    for group, _, chosen in _OPTION_LINE.findall(page):
+        value = wanted.get(group.strip())
+        if value and not chosen and value in clickables:
+            return value
+    return None
+
+
+class WebShopRoleBackend:
+    """The backend behind ``webshop_role_pool``'s agents: ``simulated_role_reply`` on the
+    prompt, metered with the memory's token counter (deterministic: no luck)."""
+
+    def __init__(self, *, token_counter: str | TokenCounter | None = "estimate") -> None:
+        self.counter = make_token_counter(token_counter)
+
+    def complete(
+        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
+    ) -> Completion:
+        role = str(spec.backend_kwargs.get("role", spec.name))
+        prompt = "\n\n".join(m["content"] for m in messages)
+        text = simulated_role_reply(role, prompt)
+        return counted_completion(spec, messages, text, self.counter, {})
+
+
+def webshop_role_pool(*, token_counter: str | TokenCounter | None = "estimate") -> AgentPool:
+    """One simulated agent per WebShop role (``WebShopRoleBackend``), named after its role."""
+    backend = WebShopRoleBackend(token_counter=token_counter)
+    roles = [role.name for role in WebShopRoleGame.team]
+    return role_agent_pool("webshop-roles", "webshop-roles", backend, {r: {} for r in roles})
