@@ -37,7 +37,7 @@ import orchenv  # noqa: F401 - registers the env ids
 from orchenv.backends.openai_compat import OpenAICompatBackend
 from orchenv.pool import AgentPool, AgentSpec
 from orchenv.tasks import TaskSource
-from orchenv.vector import EventLoopVectorEnv, run_concurrently
+from orchenv.vector import EventLoopVectorEnv, ProcessVectorEnv, run_concurrently
 
 REPLY = "The answer is $\\boxed{0}$."
 AGENTS = ["small", "medium", "large"]
@@ -179,6 +179,29 @@ def orchenv_vector(url: str, n: int, seconds: float) -> float:
     actions = ["<model>medium</model>"] * n
     warm_until = time.perf_counter() + 0.5
     while time.perf_counter() < warm_until:  # warm connections and the task cache
+        vec.step(actions)
+    steps = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        vec.step(actions)
+        steps += n
+    rate = steps / (time.perf_counter() - start)
+    vec.close()
+    pool.close()
+    return rate
+
+
+def orchenv_processes(url: str, n: int, seconds: float, workers: int) -> float:
+    """Env-steps per second of n MathRoute envs in a ``ProcessVectorEnv``: ``workers``
+    processes, each an event loop stepping its shard (Gymnasium's barrier semantics)."""
+    pool = _pool(url, n)
+    _make(pool)  # generates the shared test split once; the workers get it with the fns
+    fns = [lambda: _make(pool) for _ in range(n)]
+    vec = ProcessVectorEnv(fns, num_workers=workers, autoreset_mode=AutoresetMode.SAME_STEP)
+    vec.reset(seed=0)
+    actions = ["<model>medium</model>"] * n
+    warm_until = time.perf_counter() + 0.5
+    while time.perf_counter() < warm_until:
         vec.step(actions)
     steps = 0
     start = time.perf_counter()

@@ -25,13 +25,21 @@ sub-environment's step runs as a greenlet on orchenv's one event loop
 requests in flight on one thread and one connection pool. Steps of envs whose agents
 are not live (simulated, replayed, in-process engines) run one after another on the
 loop, as in ``SyncVectorEnv``.
+
+``ProcessVectorEnv`` shards the sub-environments over worker processes, each running its
+own event loop with an ``EventLoopVectorEnv`` of its shard: env code and the HTTP client
+then use every core (one Python process uses one), with the same semantics again. Each
+worker holds its own copy of the sub-environments' pool (one connection pool per worker).
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 import queue
 import threading
+import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,11 +48,51 @@ from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from gymnasium.vector.utils import concatenate, iterate
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector.utils import (
+    batch_differing_spaces,
+    batch_space,
+    concatenate,
+    create_empty_array,
+    iterate,
+)
 
 from orchenv.backends.common import run_in_bridge, run_sync, shared_loop
 from orchenv.error import ConfigError
+
+
+def _add_info(
+    vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int, n: int
+) -> dict[str, Any]:
+    """Gymnasium's info batching for env ``env_num`` of ``n`` (same arrays, dtypes and
+    ``_key`` masks, as the tests check against ``SyncVectorEnv``), without building a
+    throwaway mask for every key of every env: at 256 envs that cost more than stepping them."""
+    for key, value in env_info.items():
+        if key == "final_obs":
+            array = vector_infos.get(key)
+            if array is None:
+                array = np.full(n, fill_value=None, dtype=object)
+            array[env_num] = value
+        elif isinstance(value, dict):
+            array = _add_info(vector_infos.get(key, {}), value, env_num, n)
+        else:
+            array = vector_infos.get(key)
+            if array is None:
+                kind = type(value)
+                if kind in (int, float, bool) or issubclass(kind, np.number):
+                    array = np.zeros(n, dtype=kind)
+                elif isinstance(value, np.ndarray):
+                    array = np.zeros((n, *value.shape), dtype=value.dtype)
+                else:
+                    array = np.full(n, fill_value=None, dtype=object)
+            array[env_num] = value
+        mask = vector_infos.get("_" + key)
+        if mask is None:
+            mask = np.zeros(n, dtype=np.bool_)
+        mask[env_num] = True
+        vector_infos[key] = array
+        vector_infos["_" + key] = mask
+    return vector_infos
 
 
 class _ConcurrentSteps(SyncVectorEnv, ABC):
@@ -84,36 +132,7 @@ class _ConcurrentSteps(SyncVectorEnv, ABC):
     def _add_info(
         self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int
     ) -> dict[str, Any]:
-        """Gymnasium's info batching (same arrays, dtypes and ``_key`` masks, as the tests
-        check against ``SyncVectorEnv``), without building a throwaway mask for every key
-        of every env: at 256 envs that cost more than stepping them."""
-        n = self.num_envs
-        for key, value in env_info.items():
-            if key == "final_obs":
-                array = vector_infos.get(key)
-                if array is None:
-                    array = np.full(n, fill_value=None, dtype=object)
-                array[env_num] = value
-            elif isinstance(value, dict):
-                array = self._add_info(vector_infos.get(key, {}), value, env_num)
-            else:
-                array = vector_infos.get(key)
-                if array is None:
-                    kind = type(value)
-                    if kind in (int, float, bool) or issubclass(kind, np.number):
-                        array = np.zeros(n, dtype=kind)
-                    elif isinstance(value, np.ndarray):
-                        array = np.zeros((n, *value.shape), dtype=value.dtype)
-                    else:
-                        array = np.full(n, fill_value=None, dtype=object)
-                array[env_num] = value
-            mask = vector_infos.get("_" + key)
-            if mask is None:
-                mask = np.zeros(n, dtype=np.bool_)
-            mask[env_num] = True
-            vector_infos[key] = array
-            vector_infos["_" + key] = mask
-        return vector_infos
+        return _add_info(vector_infos, env_info, env_num, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         actions = list(iterate(self.action_space, actions))
@@ -186,6 +205,445 @@ class EventLoopVectorEnv(_ConcurrentSteps):
         return results
 
 
+class ProcessVectorEnv(VectorEnv):
+    """``SyncVectorEnv``'s semantics with the sub-environments sharded over worker processes.
+
+    Worker ``k`` builds a contiguous shard of the sub-environments (``env_fns`` are sent to
+    it with ``cloudpickle``) and steps it as an ``EventLoopVectorEnv`` on its own event loop,
+    so live agent calls of the whole shard are in flight at once and the shards' CPU work
+    (env code, the HTTP client) runs on separate cores. The results are merged in index
+    order by the same code as the other vector envs: observations, rewards, the info dict of
+    arrays with ``_key`` masks, ``final_obs`` / ``final_info`` and the autoreset modes equal
+    ``SyncVectorEnv``'s for the same sub-environments and seeds (tested). Resets of one shard
+    run one after another, as in ``SyncVectorEnv``.
+
+    What a worker builds is its own: an ``AgentPool`` captured by ``env_fns`` is copied
+    into each worker (its envs share that copy: one connection pool and one concurrency
+    limit per worker), and meters, replay recorders or caches filled there stay there. Values
+    crossing the process boundary (actions, observations, infos, ``call`` results) must
+    pickle. A sub-environment's exception is raised once every shard has finished the
+    command. ``context``: the ``multiprocessing`` start method (default ``"spawn"``: no
+    fork of a process whose event-loop thread is running).
+
+    Args:
+        env_fns: callables creating the sub-environments (picklable with ``cloudpickle``).
+        num_workers: worker processes (default: the number of CPUs, at most one per env).
+        copy, observation_mode, autoreset_mode: as for ``SyncVectorEnv``.
+        context: ``multiprocessing`` start method.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        *,
+        num_workers: int | None = None,
+        copy: bool = True,
+        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        context: str = "spawn",
+    ) -> None:
+        import cloudpickle
+
+        super().__init__()
+        n = len(env_fns)
+        if n < 1:
+            raise ConfigError("ProcessVectorEnv needs at least one env_fn")
+        if num_workers is None:
+            num_workers = os.cpu_count() or 1
+        if isinstance(num_workers, bool) or not (isinstance(num_workers, int) and num_workers >= 1):
+            raise ConfigError(f"num_workers must be an integer >= 1, got {num_workers!r}")
+        num_workers = min(num_workers, n)
+        self.env_fns = env_fns
+        self.copy = copy
+        self.observation_mode = observation_mode
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.num_envs = n
+        self.num_workers = num_workers
+        #: sub-env index ranges of the workers: worker k holds envs bounds[k]..bounds[k+1]-1
+        self._bounds = [round(k * n / num_workers) for k in range(num_workers + 1)]
+        ctx: Any = multiprocessing.get_context(context)
+        self._conns: list[Any] = []
+        self._processes: list[Any] = []
+        for k in range(num_workers):
+            shard = list(env_fns[self._bounds[k] : self._bounds[k + 1]])
+            parent, child = ctx.Pipe()
+            process = ctx.Process(
+                target=_shard_worker,
+                args=(child, cloudpickle.dumps(shard), observation_mode, self.autoreset_mode),
+                name=f"orchenv-shard-{k}",
+                daemon=True,
+            )
+            process.start()
+            child.close()
+            self._conns.append(parent)
+            self._processes.append(process)
+        try:
+            shards = self._collect()
+        except BaseException:
+            self._shutdown()
+            raise
+        first = shards[0]
+        self.metadata = dict(first["metadata"])
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.render_mode = first["render_mode"]
+        self.single_action_space = first["action_spaces"][0]
+        self.action_space = batch_space(self.single_action_space, n)
+        spaces = [space for shard in shards for space in shard["observation_spaces"]]
+        if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
+            self.observation_space, self.single_observation_space = observation_mode
+        else:
+            self.single_observation_space = spaces[0]
+            if observation_mode == "same":
+                self.observation_space = batch_space(self.single_observation_space, n)
+            else:
+                self.observation_space = batch_differing_spaces(spaces)
+        for shard in shards:  # each worker checked its shard against its own first env
+            if observation_mode == "same" and any(
+                s != self.single_observation_space for s in shard["observation_spaces"]
+            ):
+                self._shutdown()
+                raise RuntimeError(
+                    "ProcessVectorEnv(..., observation_mode='same') however the "
+                    "sub-environments' observation spaces are not equivalent"
+                )
+            if any(s != self.single_action_space for s in shard["action_spaces"]):
+                self._shutdown()
+                raise RuntimeError("the sub-environments' action spaces are not equivalent")
+        self._env_obs: list[Any] = [None] * n
+        self._observations: Any = create_empty_array(
+            self.single_observation_space, n=n, fn=np.zeros
+        )
+        self._rewards = np.zeros((n,), dtype=np.float64)
+        self._terminations = np.zeros((n,), dtype=np.bool_)
+        self._truncations = np.zeros((n,), dtype=np.bool_)
+
+    # -- talking to the workers ---------------------------------------------------------
+    def _send(self, command: str, per_worker: Sequence[Any]) -> list[Any]:
+        """Send ``command`` with worker k's argument ``per_worker[k]`` to every worker; the
+        replies in worker order (the first failure raised once all have answered)."""
+        if self.closed:
+            raise gym.error.ClosedEnvironmentError("ProcessVectorEnv is closed")
+        for conn, data in zip(self._conns, per_worker, strict=True):
+            conn.send((command, data))
+        return self._collect()
+
+    def _collect(self) -> list[Any]:
+        replies, error = [], None
+        for k, conn in enumerate(self._conns):
+            try:
+                status, value = conn.recv()
+            except (EOFError, OSError):
+                status, value = (
+                    "error",
+                    RuntimeError(
+                        f"ProcessVectorEnv worker {k} died (exit code {self._processes[k].exitcode})"
+                    ),
+                )
+            if status == "error" and error is None:
+                error = value
+            replies.append(value)
+        if error is not None:
+            raise error
+        return replies
+
+    def _split(self, values: Sequence[Any]) -> list[list[Any]]:
+        b = self._bounds
+        return [list(values[b[k] : b[k + 1]]) for k in range(self.num_workers)]
+
+    # -- the VectorEnv API ----------------------------------------------------------------
+    def reset(
+        self,
+        *,
+        seed: int | list[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        n = self.num_envs
+        if seed is None:
+            seed = [None] * n
+        elif isinstance(seed, int):
+            seed = [seed + i for i in range(n)]
+        if len(seed) != n:
+            raise ValueError(
+                f"If seeds are passed as a list the length must match num_envs={n} but got "
+                f"length={len(seed)}."
+            )
+        mask = None
+        if options is not None and "reset_mask" in options:
+            mask = options.pop("reset_mask")
+            if not isinstance(mask, np.ndarray):
+                raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+            if mask.shape != (n,):
+                raise ValueError(
+                    f"`options['reset_mask']` must have shape `({n},)`, got {mask.shape}"
+                )
+            if mask.dtype != np.bool_:
+                raise TypeError(
+                    f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}"
+                )
+            if not np.any(mask):
+                raise ValueError(
+                    "`options['reset_mask']` must contain a boolean array with at least one "
+                    f"True value, got reset_mask={mask}"
+                )
+            self._terminations[mask] = False
+            self._truncations[mask] = False
+        else:
+            self._terminations = np.zeros((n,), dtype=np.bool_)
+            self._truncations = np.zeros((n,), dtype=np.bool_)
+        masks = self._split(mask) if mask is not None else [None] * self.num_workers
+        replies = self._send(
+            "reset",
+            [(s, options, m) for s, m in zip(self._split(seed), masks, strict=True)],
+        )
+        infos: dict[str, Any] = {}
+        for k, (obs, reset_infos) in enumerate(replies):
+            start = self._bounds[k]
+            self._env_obs[start : start + len(obs)] = obs
+            for i, info in reset_infos:
+                infos = _add_info(infos, info, start + i, self.num_envs)
+        self._observations = concatenate(
+            self.single_observation_space, self._env_obs, self._observations
+        )
+        return deepcopy(self._observations) if self.copy else self._observations, infos
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        actions = list(iterate(self.action_space, actions))
+        if len(actions) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
+        replies = self._send("step", self._split(actions))
+        infos: dict[str, Any] = {}
+        exact = True
+        for k, (obs, rewards, terminations, truncations, shard_infos) in enumerate(replies):
+            start, stop = self._bounds[k], self._bounds[k + 1]
+            self._env_obs[start:stop] = obs
+            self._rewards[start:stop] = rewards
+            self._terminations[start:stop] = terminations
+            self._truncations[start:stop] = truncations
+            exact = exact and _merge_shard_infos(infos, shard_infos, start, self.num_envs)
+        if not exact:  # a key's dtype differs between shards: merge env by env instead
+            infos = {}
+            for k, results in enumerate(self._send("step_infos", [None] * self.num_workers)):
+                for i, (info, final) in enumerate(results):  # index order, as SyncVectorEnv
+                    if final is not None:
+                        infos = _add_info(infos, final, self._bounds[k] + i, self.num_envs)
+                    infos = _add_info(infos, info, self._bounds[k] + i, self.num_envs)
+        self._observations = concatenate(
+            self.single_observation_space, self._env_obs, self._observations
+        )
+        return (
+            deepcopy(self._observations) if self.copy else self._observations,
+            np.copy(self._rewards),
+            np.copy(self._terminations),
+            np.copy(self._truncations),
+            infos,
+        )
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
+        """The sub-environments' numpy random seeds."""
+        return self.get_attr("np_random_seed")
+
+    def render(self) -> tuple[Any, ...]:
+        """The sub-environments' rendered frames."""
+        return self.call("render")
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call (or read, when not callable) ``name`` on every sub-environment."""
+        replies = self._send("call", [(name, args, kwargs)] * self.num_workers)
+        return tuple(value for shard in replies for value in shard)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of every sub-environment."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
+        """Set ``name`` on every sub-environment (one value each, or the same for all)."""
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(
+                "Values must be a list or tuple with length equal to the number of "
+                f"environments. Got `{len(values)}` values for {self.num_envs} environments."
+            )
+        self._send("set_attr", [(name, shard) for shard in self._split(values)])
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._shutdown(kwargs)
+
+    def _shutdown(self, kwargs: dict[str, Any] | None = None) -> None:
+        """Close the workers' envs and end the workers (terminated if they do not answer)."""
+        for conn, process in zip(self._conns, self._processes, strict=True):
+            try:
+                if process.is_alive():
+                    conn.send(("close", kwargs or {}))
+                    if conn.poll(10):
+                        conn.recv()
+            except (EOFError, OSError, BrokenPipeError):
+                pass
+        for conn, process in zip(self._conns, self._processes, strict=True):
+            process.join(5)
+            if process.is_alive():
+                process.terminate()
+                process.join(5)
+            conn.close()
+        self._conns, self._processes = [], []
+
+
+def _shard_worker(
+    conn: Any, payload: bytes, observation_mode: Any, autoreset_mode: AutoresetMode
+) -> None:
+    """A ``ProcessVectorEnv`` worker: builds its shard as an ``EventLoopVectorEnv`` and
+    answers commands until ``close`` (or until the parent goes away)."""
+    import cloudpickle
+
+    try:
+        vec = EventLoopVectorEnv(
+            cloudpickle.loads(payload),
+            copy=False,
+            observation_mode=observation_mode,
+            autoreset_mode=autoreset_mode,
+        )
+        _reply(
+            conn,
+            "ok",
+            {
+                "observation_spaces": [env.observation_space for env in vec.envs],
+                "action_spaces": [env.action_space for env in vec.envs],
+                "metadata": vec.envs[0].metadata,
+                "render_mode": vec.render_mode,
+            },
+        )
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        _reply(conn, "error", exc)
+        return
+    while True:
+        try:
+            command, data = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            break
+        try:
+            if command == "close":
+                vec.close(**data)
+                _reply(conn, "ok", None)
+                break
+            _reply(conn, "ok", _SHARD_COMMANDS[command](vec, data))
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            _reply(conn, "error", exc)
+    conn.close()
+
+
+def _reply(conn: Any, status: str, value: Any) -> None:
+    """Send a reply; an exception that does not pickle goes as a RuntimeError with its
+    traceback, a result that does not pickle as an error saying so."""
+    try:
+        conn.send((status, value))
+    except Exception as exc:  # noqa: BLE001 - pickling of arbitrary values
+        text = "".join(traceback.format_exception(value)) if status == "error" else str(exc)
+        conn.send(("error", RuntimeError(f"ProcessVectorEnv worker: {text}")))
+
+
+def _shard_step(vec: EventLoopVectorEnv, actions: list[Any]) -> tuple[Any, ...]:
+    """Step the shard; its infos merged over the shard (the parent places them) and kept
+    env by env for ``step_infos``."""
+    results = vec._run_steps(actions)
+    vec._autoreset_envs = np.logical_or(vec._terminations, vec._truncations)
+    vec._last_results = results  # type: ignore[attr-defined]
+    infos: dict[str, Any] = {}
+    for i, (info, final) in enumerate(results):
+        if final is not None:
+            infos = vec._add_info(infos, final, i)
+        infos = vec._add_info(infos, info, i)
+    return (list(vec._env_obs), vec._rewards, vec._terminations, vec._truncations, infos)
+
+
+def _merge_shard_infos(into: dict[str, Any], shard: dict[str, Any], start: int, n: int) -> bool:
+    """Place a shard's batched infos (arrays over the shard, ``_key`` masks) at ``start``
+    in ``into`` (arrays over all ``n`` envs), as if its envs' infos had been added one by
+    one. False when that cannot be guaranteed (a key's dtype or kind differs from an earlier
+    shard's: one env's value would have been cast differently); ``into`` is then partial."""
+    keys = list(shard)
+    if len(keys) % 2:
+        return False
+    for j in range(0, len(keys), 2):
+        key, mask_key = keys[j], keys[j + 1]
+        if mask_key != "_" + key:
+            return False
+        value, mask = shard[key], shard[mask_key]
+        target = into.get(key)
+        if isinstance(value, dict):
+            if target is None:
+                target = {}
+            elif not isinstance(target, dict):
+                return False
+            if not _merge_shard_infos(target, value, start, n):
+                return False
+        else:
+            if not isinstance(value, np.ndarray):
+                return False
+            if target is None:  # created as the first env with this key created it
+                if value.dtype == object and value.ndim == 1:
+                    unset = value[~mask]
+                    fill = unset[0] if len(unset) else None
+                    target = np.full(n, fill_value=fill, dtype=object)
+                else:
+                    target = np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+            elif (
+                not isinstance(target, np.ndarray)
+                or target.dtype != value.dtype
+                or target.shape[1:] != value.shape[1:]
+            ):
+                return False
+            target[start : start + len(mask)][mask] = value[mask]
+        whole = into.get(mask_key)
+        if whole is None:
+            whole = np.zeros(n, dtype=np.bool_)
+        whole[start : start + len(mask)] |= mask
+        into[key] = target
+        into[mask_key] = whole
+    return True
+
+
+def _shard_step_infos(vec: EventLoopVectorEnv, data: None) -> Any:
+    return vec._last_results  # type: ignore[attr-defined]
+
+
+def _shard_reset(vec: EventLoopVectorEnv, data: tuple[Any, ...]) -> tuple[Any, ...]:
+    seeds, options, mask = data
+    if mask is None:
+        vec._terminations[:] = False
+        vec._truncations[:] = False
+        vec._autoreset_envs[:] = False
+    else:
+        vec._terminations[mask] = False
+        vec._truncations[mask] = False
+        vec._autoreset_envs[mask] = False
+    infos = []
+    for i, env in enumerate(vec.envs):
+        if mask is None or mask[i]:
+            vec._env_obs[i], info = env.reset(seed=seeds[i], options=options)
+            infos.append((i, info))
+    return list(vec._env_obs), infos
+
+
+def _shard_call(vec: EventLoopVectorEnv, data: tuple[Any, ...]) -> tuple[Any, ...]:
+    name, args, kwargs = data
+    return vec.call(name, *args, **kwargs)
+
+
+def _shard_set_attr(vec: EventLoopVectorEnv, data: tuple[Any, ...]) -> None:
+    name, values = data
+    vec.set_attr(name, values)
+
+
+_SHARD_COMMANDS: dict[str, Callable[[EventLoopVectorEnv, Any], Any]] = {
+    "step": _shard_step,
+    "step_infos": _shard_step_infos,
+    "reset": _shard_reset,
+    "call": _shard_call,
+    "set_attr": _shard_set_attr,
+}
+
+
 T = TypeVar("T")
 _SKIPPED = object()
 
@@ -237,7 +695,7 @@ def run_concurrently(
 
 
 #: how ``make_vec`` steps its sub-environments
-VECTOR_MODES = ("loop", "threads", "sync")
+VECTOR_MODES = ("loop", "threads", "sync", "processes")
 
 
 def make_vec(
@@ -247,20 +705,27 @@ def make_vec(
     threaded: bool = True,
     mode: str | None = None,
     autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+    num_workers: int | None = None,
     **env_kwargs: Any,
-) -> SyncVectorEnv:
+) -> VectorEnv:
     """``num_envs`` copies of ``env_id`` in a vector env.
 
     ``mode``: ``"loop"`` (``EventLoopVectorEnv``: one thread, best for many envs with live
-    agents), ``"threads"`` (``ThreadedVectorEnv``) or ``"sync"`` (``SyncVectorEnv``);
-    without it, ``threaded`` picks threads (default) or sync, as before. Sub-environments
-    built from a preset name each get their own pool; pass a built ``AgentPool`` as
-    ``pool=`` to share one (and its connections and concurrency limits).
+    agents), ``"processes"`` (``ProcessVectorEnv``: ``num_workers`` processes, default one
+    per CPU, each an event loop over its shard: many live envs on every core), ``"threads"``
+    (``ThreadedVectorEnv``) or ``"sync"`` (``SyncVectorEnv``); without it, ``threaded``
+    picks threads (default) or sync, as before. Sub-environments built from a preset name
+    each get their own pool; pass a built ``AgentPool`` as ``pool=`` to share one (and its
+    connections and concurrency limits; with ``"processes"`` each worker shares its copy).
     """
     if mode is None:
         mode = "threads" if threaded else "sync"
     if mode not in VECTOR_MODES:
         raise ConfigError(f"unknown vector mode {mode!r}; choose one of {list(VECTOR_MODES)}")
+    if num_workers is not None and mode != "processes":
+        raise ConfigError(f"num_workers is for mode='processes', not mode={mode!r}")
     fns = [lambda: gym.make(env_id, **env_kwargs) for _ in range(num_envs)]
+    if mode == "processes":
+        return ProcessVectorEnv(fns, num_workers=num_workers, autoreset_mode=autoreset_mode)
     cls = {"loop": EventLoopVectorEnv, "threads": ThreadedVectorEnv, "sync": SyncVectorEnv}[mode]
     return cls(fns, autoreset_mode=autoreset_mode)

@@ -1,7 +1,9 @@
-"""ThreadedVectorEnv: SyncVectorEnv's semantics, with the sub-environments stepped concurrently."""
+"""ThreadedVectorEnv, EventLoopVectorEnv, ProcessVectorEnv: SyncVectorEnv's semantics, with
+the sub-environments stepped concurrently (threads, one event loop, worker processes)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -16,9 +18,16 @@ from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source
 import orchenv  # noqa: F401
 from orchenv.backends.openai_compat import OpenAICompatBackend
 from orchenv.envs.mathroute.env import MathRouteEnv
+from orchenv.error import ConfigError
 from orchenv.pool import AgentPool, AgentSpec
 from orchenv.testing.fake_openai import FakeOpenAIServer
-from orchenv.vector import EventLoopVectorEnv, ThreadedVectorEnv, make_vec, run_concurrently
+from orchenv.vector import (
+    EventLoopVectorEnv,
+    ProcessVectorEnv,
+    ThreadedVectorEnv,
+    make_vec,
+    run_concurrently,
+)
 
 N = 4
 WEAKEST, STRONGEST = "Qwen2.5-1.5B-Instruct", "Qwen3-30B-A3B-Instruct"
@@ -39,7 +48,13 @@ def run(vec, script=SCRIPT):
     return out
 
 
-@pytest.mark.parametrize("cls", [ThreadedVectorEnv, EventLoopVectorEnv])
+#: two worker processes over N envs: shards of 2, so merging across shards is exercised
+TwoWorkers = functools.partial(ProcessVectorEnv, num_workers=2)
+CLASSES = [ThreadedVectorEnv, EventLoopVectorEnv, TwoWorkers]
+CLASS_IDS = ["threads", "loop", "processes"]
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_same_results_as_sync_vector_env(mode, cls):
     fns = [lambda: gym.make("orch/MathRoute-v0") for _ in range(N)]
@@ -52,7 +67,7 @@ def test_same_results_as_sync_vector_env(mode, cls):
     sync.close()
 
 
-@pytest.mark.parametrize("cls", [ThreadedVectorEnv, EventLoopVectorEnv])
+@pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
 def test_disabled_autoreset_with_reset_mask(cls):
     vec = cls(
         [lambda: gym.make("orch/MathRoute-v0") for _ in range(2)],
@@ -185,3 +200,90 @@ def test_run_concurrently_overlaps_live_calls_and_reports_each_job():
     assert isinstance(results[3][1], ValueError)
     assert all(results[i] == ("\\boxed{4}", None) for i in range(10) if i != 3)
     assert server.max_in_flight == 9
+
+
+def mixed_info_fns(n: int) -> list:
+    """Envs whose info ``x`` is an int in envs 0-1 and a float in envs 2-3 (``y`` only in env
+    3). The class is made here so that cloudpickle sends it to the workers by value (they
+    cannot import this test module)."""
+
+    class MixedInfo(gym.Env):
+        observation_space = gym.spaces.Discrete(5)
+        action_space = gym.spaces.Discrete(2)
+
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return self.index, {"x": 1 if self.index < 2 else 2.5}
+
+        def step(self, action):
+            info = {"x": self.index if self.index < 2 else self.index + 0.5, "nested": {"a": "s"}}
+            if self.index == 3:
+                info["y"] = np.ones(2, dtype=np.float32)
+            return self.index, float(action), bool(action), False, info
+
+    return [lambda i=i: MixedInfo(i) for i in range(n)]
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_process_vector_env_merges_infos_exactly_across_shards(mode):
+    """Shards merge their infos themselves; where a key's dtype differs between shards (int
+    in one, float in the other) the parent merges env by env instead: same result."""
+    fns = mixed_info_fns(4)
+    sync = SyncVectorEnv(fns, autoreset_mode=mode)
+    for workers in (2, 3):
+        vec = ProcessVectorEnv(fns, num_workers=workers, autoreset_mode=mode)
+        script = [[0, 1, 0, 1], [1, 1, 1, 1], [0, 0, 0, 0]]
+        assert data_equivalence(run(vec, script), run(sync, script))
+        vec.close()
+    sync.close()
+
+
+def test_process_vector_env_attributes_errors_and_close():
+    vec = ProcessVectorEnv(mixed_info_fns(4), num_workers=2)
+    assert vec.num_workers == 2 and vec.num_envs == 4
+    vec.reset(seed=3)
+    assert vec.get_attr("index") == (0, 1, 2, 3)
+    assert vec.np_random_seed == (3, 4, 5, 6)
+    vec.set_attr("index", [4, 3, 2, 1])
+    assert vec.call("__getattribute__", "index") == (4, 3, 2, 1)
+    vec.set_attr("index", 0)
+    assert vec.get_attr("index") == (0, 0, 0, 0)
+    with pytest.raises(ValueError, match="expected 4 actions"):
+        vec.step([0])
+    with pytest.raises(ValueError, match="length must match"):
+        vec.reset(seed=[1])
+    with pytest.raises(AttributeError, match="nope"):  # raised in a worker, re-raised here
+        vec.get_attr("nope")
+    vec.close()
+    assert vec.closed
+    with pytest.raises(gym.error.ClosedEnvironmentError):
+        vec.get_attr("index")
+    with pytest.raises(ConfigError, match="num_workers"):
+        ProcessVectorEnv(mixed_info_fns(1), num_workers=0)
+
+
+def test_process_vector_env_reports_a_sub_env_error():
+    vec = make_vec("orch/MathRoute-v0", 4, mode="processes", num_workers=2)
+    with pytest.raises(gym.error.ResetNeeded, match="reset"):
+        vec.step(["a", "b", "c", "d"])
+    vec.close()
+
+
+def test_process_vector_env_keeps_live_calls_of_all_shards_in_flight():
+    """Each worker copies the pool and runs its own loop: all 8 calls are on the server at once."""
+    with FakeOpenAIServer(reply="\\boxed{4}", latency_s=0.2) as server:
+        pool = http_pool(server.url, 8)
+        vec = make_vec("orch/MathRoute-v0", 8, mode="processes", num_workers=2, pool=pool)
+        assert vec.num_workers == 2
+        vec.reset(seed=0)
+        _, _, _, _, info = vec.step([f"<model>{WEAKEST}</model>"] * 8)
+        assert server.max_in_flight == 8
+        assert info["agent_calls"][WEAKEST].tolist() == [1] * 8
+        assert info["_agent_calls"].all()
+        vec.close()
+        pool.close()
+    with pytest.raises(ConfigError, match="num_workers"):
+        make_vec("orch/MathRoute-v0", 2, mode="loop", num_workers=2)
