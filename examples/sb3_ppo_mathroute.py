@@ -2,7 +2,8 @@
 
 The text env becomes a vector env through ``orchenv.envs.mathroute.wrappers`` (hashed n-gram and
 difficulty features in, ``Discrete(n_agents + 1)`` actions out), PPO with an MLP
-policy trains on the train split of the simulated System 1 pool, and both PPO
+policy trains on the train split (``orchenv.envs.mathroute.training.train_ppo``, shared with
+``orchenv reproduce 000``) of the simulated System 1 pool, and both PPO
 (deterministic) and the random router then play the same held-out test tasks.
 
     pip install "orchenv[train]"
@@ -31,15 +32,13 @@ import argparse
 import time
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
 import torch
 from stable_baselines3 import PPO
-from stable_baselines3.common.env_util import make_vec_env
 
 import orchenv  # noqa: F401  (registers the orch/ ids)
 from orchenv.controllers import make_controller
-from orchenv.envs.mathroute.wrappers import DiscreteActions, make_sb3_env
+from orchenv.envs.mathroute.training import PolicyController, multipliers_with, train_ppo
+from orchenv.envs.mathroute.wrappers import make_sb3_env
 from orchenv.runner import RunSummary, format_summary, run_episodes
 
 ENV_ID = "orch/MathRoute-v0"
@@ -48,13 +47,7 @@ STRONGEST_MULTIPLIER = 1.0
 
 def env_kwargs(env_id: str = ENV_ID, strongest_multiplier: float = STRONGEST_MULTIPLIER) -> dict:
     """The env's own Lagrange multipliers with the strongest agent's raised (see module doc)."""
-    env = gym.make(env_id)
-    env.reset(seed=0)
-    multipliers = dict(env.unwrapped.multipliers)
-    strongest = env.unwrapped.pool.strongest()
-    env.close()
-    multipliers[strongest] = strongest_multiplier
-    return {"lagrange_multipliers": multipliers}
+    return {"lagrange_multipliers": multipliers_with(env_id, strongest_multiplier)}
 
 
 def train(
@@ -67,52 +60,18 @@ def train(
     ppo_kwargs: dict[str, Any] | None = None,
     verbose: int = 0,
 ) -> PPO:
-    """PPO (MLP policy) on the train split; episodes are at most 3 turns, so no discounting.
-
-    ``ppo_kwargs`` override the PPO hyper-parameters below.
+    """PPO (MLP policy) on the train split: ``orchenv.envs.mathroute.training.train_ppo`` with
+    this example's multipliers. ``ppo_kwargs`` override its hyper-parameters (``PPO_DEFAULTS``).
     """
-    kwargs = env_kwargs(env_id, strongest_multiplier)
-    vec_env = make_vec_env(
-        lambda: make_sb3_env(env_id, split="train", **kwargs), n_envs=n_envs, seed=seed
+    return train_ppo(
+        timesteps,
+        seed=seed,
+        env_id=env_id,
+        n_envs=n_envs,
+        env_kwargs=env_kwargs(env_id, strongest_multiplier),
+        ppo_kwargs=ppo_kwargs,
+        verbose=verbose,
     )
-    hyper: dict[str, Any] = {
-        "n_steps": 512,
-        "batch_size": 256,
-        "n_epochs": 10,
-        "gamma": 1.0,
-        "gae_lambda": 0.95,
-        "learning_rate": 1e-3,
-        "ent_coef": 0.01,
-        "policy_kwargs": {"net_arch": [64, 64]},
-    }
-    hyper.update(ppo_kwargs or {})
-    model = PPO("MlpPolicy", vec_env, seed=seed, device="cpu", verbose=verbose, **hyper)
-    model.learn(total_timesteps=timesteps)
-    return model
-
-
-class PolicyController:
-    """An SB3 policy as an orchenv controller: feature vector in, canonical controller text out.
-
-    It runs on the wrapped env (whose observations are the features); the
-    ``DiscreteActions`` wrapper passes the returned text through unchanged.
-    """
-
-    def __init__(self, model: PPO, env: gym.Env) -> None:
-        self.model = model
-        self.actions = _find_wrapper(env, DiscreteActions)
-
-    def act(self, obs: np.ndarray, info: dict[str, Any]) -> str:
-        action, _ = self.model.predict(obs, deterministic=True)
-        return self.actions.action(action)
-
-
-def _find_wrapper(env: gym.Env, kind: type) -> Any:
-    while not isinstance(env, kind):
-        if not isinstance(env, gym.Wrapper):
-            raise TypeError(f"no {kind.__name__} in the wrapper stack")
-        env = env.env
-    return env
 
 
 def evaluate(

@@ -1,0 +1,1258 @@
+"""Seed 000 (MathRoute: an iterative critique-and-routing controller) reproduced in simulation.
+
+Sections: Table 1 (both systems: single agents, random / kNN / classifier routers, a
+Router-R1-style one-shot router trained with RL, cascades, a trained multi-turn controller),
+Table 2 (the trained controller with and without the Lagrangian, evaluated under the paper's
+usage protocol), the two reward variants of the soundness audit (the false-rejection finding),
+Figure 5 (turn ablation at inference), Figure 6 (sensitivity to the strongest agent's
+multiplier, with training curves), Figure 3's training dynamics, and a smoke run of the
+reference GRPO trainer on a tiny local model.
+
+The trained controller is PPO through the discrete wrappers
+(``orchenv.envs.mathroute.training``): an MLP on hashed text features standing in for the
+paper's GRPO-trained 7B LLM. Every training run is one cached experiment per (setting, seed);
+its policy is saved next to it and evaluated with the eval harness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchenv.error import ConfigError
+from orchenv.eval.harness import EvalConfig, EvalResult
+from orchenv.reproduce.context import Reproduction, accuracy, eval_command
+from orchenv.reproduce.report import (
+    Estimate,
+    Finding,
+    Row,
+    Section,
+    check_direction,
+    check_order,
+)
+
+INTRO = (
+    "What is simulated: a controller routes a math problem to one of three solvers (System 1: "
+    "Qwen2.5-1.5B / Qwen2.5-7B / Qwen3-30B-A3B; System 2: Llama-3.2-1B / Ministral-3-8B / "
+    "Qwen3-30B-A3B), then at each later turn accepts the latest draft or rejects it and "
+    "re-routes to a stronger solver, at most 3 turns (`orch/MathRoute-v0`, "
+    "`orch/MathRouteSystem2-v0`). The solvers are simulated agents calibrated to the "
+    "paper's Table 1 accuracies on MATH-lighteval; the tasks are orchenv's procedural "
+    "MATH-like problems (train split for learning, test split for every number below), so only "
+    "the M-LEval column is reproduced. The paper's trained controller (GRPO on a 7B LLM) is "
+    "stood in for by PPO on hashed text features through the discrete wrappers; the GRPO "
+    "trainer itself is run as a smoke test on a tiny random model."
+)
+
+SYSTEMS: dict[str, str] = {"System 1": "orch/MathRoute-v0", "System 2": "orch/MathRouteSystem2-v0"}
+
+#: seed 000 Table 1, column M-LEval (accuracy)
+PAPER_TABLE1: dict[str, dict[str, float]] = {
+    "System 1": {
+        "Agent 1": 0.956,
+        "Agent 2": 0.757,
+        "Agent 3": 0.554,
+        "Controller V1": 0.626,
+        "Controller V2": 0.749,
+        "Random Router": 0.756,
+        "RoBERTa Router": 0.763,
+        "RouterDC": 0.784,
+        "Router-R1": 0.776,
+        "Ours": 0.901,
+    },
+    "System 2": {
+        "Agent 1": 0.956,
+        "Agent 2": 0.724,
+        "Agent 3": 0.275,
+        "Controller V1": 0.761,
+        "Controller V2": 0.883,
+        "Random Router": 0.670,
+        "RoBERTa Router": 0.659,
+        "RouterDC": 0.681,
+        "Router-R1": 0.686,
+        "Ours": 0.915,
+    },
+}
+#: seed 000 Table 2, column M-LEval (accuracy under the usage constraints 0.25 / 0.5)
+PAPER_TABLE2: dict[str, dict[str, float]] = {
+    "System 1": {"W/O Lagrangian": 0.756, "W Lagrangian": 0.901},
+    "System 2": {"W/O Lagrangian": 0.670, "W Lagrangian": 0.915},
+}
+#: seed 000 Tables 6 and 7 (turn-2 verification; drafts of the strongest agent excluded):
+#: (false rejections, all verified drafts)
+PAPER_VERIFICATION: dict[str, tuple[int, int]] = {
+    "System 1": (216, 892 + 271 + 216 + 2805),
+    "System 2": (199, 1247 + 298 + 199 + 2563),
+}
+PAPER_STRONGEST_SHARE = 0.25  # the usage constraint of the strongest agent (eq. 2, Table 9)
+
+#: Table 1 baselines: (label, paper row, controller, kwargs, why); the specs of
+#: scripts/reproduce.sh
+BASELINES: list[tuple[str, str | None, str, dict[str, Any], str]] = [
+    (
+        "Agent 1 (strongest)",
+        "Agent 1",
+        "single",
+        {"agent": 0},
+        "The simulated agents are calibrated to the paper's M-LEval accuracies over a uniform "
+        "spread of difficulty; the difference is sampling noise of the test tasks.",
+    ),
+    (
+        "Agent 2 (middle)",
+        "Agent 2",
+        "single",
+        {"agent": 1},
+        "Calibrated to the paper's number, as for Agent 1.",
+    ),
+    (
+        "Agent 3 (weakest)",
+        "Agent 3",
+        "single",
+        {"agent": 2},
+        "Calibrated to the paper's number, as for Agent 1.",
+    ),
+    (
+        "Random Router",
+        "Random Router",
+        "random",
+        {},
+        "One uniform route, no verification: its accuracy is the mean of the three agents'. "
+        "The paper's System 2 number sits above its own agents' mean.",
+    ),
+    (
+        "RoBERTa Router ~ TF-IDF classifier",
+        "RoBERTa Router",
+        "classifier",
+        {"embedder": "tfidf"},
+        "Per-agent logistic classifiers on TF-IDF features stand in for the RoBERTa router, "
+        "trained on 500 train tasks. The procedural problems show their difficulty in their "
+        "text (bigger numbers, more terms), so a bag of n-grams predicts it better than on "
+        "real MATH problems; routes keep to the usage caps (0.25 strongest, 0.5 middle).",
+    ),
+    (
+        "RouterDC ~ TF-IDF kNN",
+        "RouterDC",
+        "knn",
+        {"embedder": "tfidf"},
+        "A kNN router over TF-IDF embeddings stands in for RouterDC's contrastive embeddings "
+        "(same training tasks and usage caps as the classifier); the same text-difficulty "
+        "advantage applies.",
+    ),
+    (
+        "cascade, self-consistency verifier",
+        None,
+        "cascade",
+        {},
+        "Not a Table 1 row (the paper's related work: generate, verify, escalate). Weakest "
+        "first; the author re-samples 3 times and a strict majority on the draft's answer "
+        "accepts. Simulated wrong answers rarely coincide, so this verifier is better than "
+        "it would be with real models.",
+    ),
+    (
+        "cascade, middle agent as verifier",
+        None,
+        "cascade",
+        {"verifier": "agent:middle"},
+        "Not a Table 1 row: the middle agent reviews each draft (its solution's answer must "
+        "equal the draft's).",
+    ),
+    (
+        "oracle (privileged)",
+        None,
+        "oracle",
+        {},
+        "Not a Table 1 row: reads the ground truth and calls the cheapest agent that is right; "
+        "the pool's ceiling.",
+    ),
+]
+
+#: the trained controller's settings: label -> (extra env kwargs, systems)
+SETTINGS: dict[str, dict[str, Any]] = {
+    "paper-lag": {"reward": "paper"},
+    "paper-nolag": {"reward": "paper", "use_lagrangian": False},
+    "outcome-lag": {"reward": "outcome"},
+    "outcome-nolag": {"reward": "outcome", "use_lagrangian": False},
+    "oneshot": {"reward": "outcome", "max_turns": 1},
+}
+#: Figure 6: the strongest agent's multiplier (Table 9: 0.25), System 1, reward="outcome"
+LAMBDAS = (0.125, 0.25, 0.5)
+TURNS = (1, 2, 3, 4)
+TRAIN_TURNS = 3
+#: the discrete policy's features (usage_history off: the harness plays episodes one by one)
+FEATURES: dict[str, Any] = {"usage_history": False}
+
+
+# -- small helpers ----------------------------------------------------------------------------
+def _agents(env_id: str) -> list[str]:
+    """The pool's agents, weakest first."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    try:
+        return list(env.unwrapped.pool.names)  # type: ignore[attr-defined]
+    finally:
+        env.close()
+
+
+def _seed_values(result: EvalResult, read: Callable[[list[Any]], float]) -> list[float]:
+    """``read(records of one run seed)`` for each run seed, in seed order."""
+    by_seed: dict[int, list[Any]] = {}
+    for (seed, _), record in sorted(result.records.items()):
+        by_seed.setdefault(seed, []).append(record)
+    return [read(records) for _, records in sorted(by_seed.items())]
+
+
+def _share(records: Sequence[Any], agent: str) -> float:
+    """Eq. (2)'s share: the agent's calls over all calls (served, after any re-routing)."""
+    calls = sum(r.metrics.get(f"calls/{agent}", 0.0) for r in records)
+    total = sum(r.metrics.get("calls/total", 0.0) for r in records)
+    return calls / total if total else 0.0
+
+
+def _per_episode(records: Sequence[Any], agent: str) -> float:
+    return float(np.mean([r.metrics.get(f"calls/{agent}", 0.0) for r in records]))
+
+
+def _requested_share(records: Sequence[Any], agent: str, agents: list[str]) -> float:
+    """The agent's share of the calls the controller asked for (before enforcement)."""
+    from orchenv.envs.mathroute.training import requested_agents
+
+    asked = [a for r in records for a in requested_agents(list(r.actions), agents)]
+    return asked.count(agent) / len(asked) if asked else 0.0
+
+
+def _first_route(records: Sequence[Any], agent: str, agents: list[str]) -> float:
+    from orchenv.envs.mathroute.training import requested_agents
+
+    firsts = [requested_agents(list(r.actions[:1]), agents) for r in records]
+    return float(np.mean([bool(f) and f[0] == agent for f in firsts]))
+
+
+def _false_rejections_per_verdict(records: Sequence[Any]) -> float:
+    """False rejections over all verdicts (every controller turn after the first)."""
+    verdicts = sum(max(len(r.actions) - 1, 0) for r in records)
+    rejected = sum(r.metrics.get("false_rejections", 0.0) for r in records)
+    return rejected / verdicts if verdicts else 0.0
+
+
+def _exhausted(turns: int) -> Callable[[list[Any]], float]:
+    """The fraction of episodes that used all ``turns`` turns."""
+    return lambda records: float(np.mean([r.turns >= turns for r in records]))
+
+
+def _over_seeds(values: Sequence[float]) -> Estimate:
+    return Estimate.of_values(values, over="seeds")
+
+
+def _overlap(a: Estimate, b: Estimate) -> bool:
+    return a.lo <= b.hi and b.lo <= a.hi
+
+
+# -- experiments --------------------------------------------------------------------------------
+class Experiments:
+    """Seed 000's experiments on one ``Reproduction`` (sizes, cached training runs, evals)."""
+
+    def __init__(self, rep: Reproduction) -> None:
+        self.rep = rep
+        self.episodes = rep.size(400, 24)  # per run seed, baselines
+        self.trained_episodes = rep.size(300, 24)  # per run seed, trained controllers
+        self.steps = rep.size(8_192, 1_024)  # PPO steps, multi-turn
+        self.oneshot_steps = rep.size(4_096, 512)  # PPO steps, one turn (one step = episode)
+        self.grpo_steps = rep.size(2, 1)
+        self.models_dir = rep.runs_dir / "models"
+        self._models: dict[str, Any] = {}
+
+    # -- sizes and plan ---------------------------------------------------------------------
+    def plan(self) -> None:
+        n_seeds = len(self.rep.seeds)
+        trainings = (len(SYSTEMS) * len(SETTINGS) + len(LAMBDAS) - 1) * n_seeds
+        trained_evals = len(SYSTEMS) * len(SETTINGS) + len(LAMBDAS) - 1
+        turn_evals = len(SYSTEMS) * (len(TURNS) - 1)
+        self.rep.plan(len(SYSTEMS) * len(BASELINES) + trainings + trained_evals + turn_evals + 2)
+
+    def env_kwargs(self, env_id: str, setting: str) -> dict[str, Any]:
+        if setting.startswith("lambda-"):
+            from orchenv.envs.mathroute.training import multipliers_with
+
+            strongest = float(setting.removeprefix("lambda-"))
+            return {
+                "reward": "outcome",
+                "lagrange_multipliers": multipliers_with(env_id, strongest),
+            }
+        return dict(SETTINGS[setting])
+
+    # -- baselines ---------------------------------------------------------------------------
+    def baseline(self, system: str, name: str, controller: str, kwargs: dict[str, Any]) -> Any:
+        config = EvalConfig(
+            env_id=SYSTEMS[system],
+            controller=controller,
+            controller_kwargs=dict(kwargs),
+            split="test",
+            episodes=self.episodes,
+            seeds=list(self.rep.seeds),
+        )
+        tag = "s1" if system == "System 1" else "s2"
+        return config, self.rep.evaluate(f"{tag}-{name}", config)
+
+    # -- training ---------------------------------------------------------------------------
+    def train(self, system: str, setting: str, seed: int) -> dict[str, Any]:
+        """One PPO run (cached): its learning curve and where its policy is saved."""
+        from orchenv.envs.mathroute.training import PPO_DEFAULTS
+
+        env_id = SYSTEMS[system]
+        kwargs = self.env_kwargs(env_id, setting)
+        steps = self.oneshot_steps if setting == "oneshot" else self.steps
+        tag = "s1" if system == "System 1" else "s2"
+        name = f"train-{tag}-{setting}-seed{seed}"
+        config = {
+            "env_id": env_id,
+            "env_kwargs": kwargs,
+            "steps": steps,
+            "seed": seed,
+            "features": FEATURES,
+            "ppo": PPO_DEFAULTS,
+            "algorithm": "sb3-ppo",
+        }
+        path = self.models_dir / f"{name}.zip"
+
+        def compute() -> dict[str, Any]:
+            return self._train(env_id, kwargs, steps, seed, path)
+
+        result: dict[str, Any] = self.rep.cached(name, config, compute)
+        if not path.exists():  # the policy file was removed: train again (same seed, same run)
+            result = compute()
+        return result
+
+    def _train(
+        self, env_id: str, kwargs: dict[str, Any], steps: int, seed: int, path: Path
+    ) -> dict[str, Any]:
+        import torch
+
+        from orchenv.envs.mathroute.training import learning_curve, train_ppo
+
+        torch.set_num_threads(1)  # a small MLP: one thread is faster on CPU
+        log: list[dict[str, Any]] = []
+        started = time.monotonic()
+        model = train_ppo(
+            steps, seed=seed, env_id=env_id, env_kwargs=kwargs, feature_kwargs=FEATURES, log=log
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        model.save(path)
+        agents = _agents(env_id)
+        return {
+            "model": path.name,
+            "train_seconds": round(time.monotonic() - started, 1),
+            "episodes": len(log),
+            "curve": learning_curve(log, agents, points=10),
+        }
+
+    def policy(self, name: str) -> Any:
+        if name not in self._models:
+            from stable_baselines3 import PPO
+
+            self._models[name] = PPO.load(self.models_dir / name, device="cpu")
+        return self._models[name]
+
+    def evaluate_trained(
+        self,
+        system: str,
+        setting: str,
+        runs: Mapping[int, dict[str, Any]],
+        *,
+        max_turns: int | None = None,
+    ) -> tuple[EvalConfig, EvalResult]:
+        """The trained policies (one per run seed) under the Table 2 protocol: usage budgets
+        enforced (eq. 2's share; an agent over budget passes the call to the next-best)."""
+        from orchenv.envs.mathroute.training import PolicyController
+
+        env_id = SYSTEMS[system]
+        kwargs = self.env_kwargs(env_id, setting)
+        kwargs["enforce_usage_constraints"] = True
+        feature_turns = 1 if setting == "oneshot" else TRAIN_TURNS
+        if max_turns is not None:
+            kwargs["max_turns"] = max_turns
+        config = EvalConfig(
+            env_id=env_id,
+            controller=f"ppo-{setting}",
+            env_kwargs=kwargs,
+            split="test",
+            episodes=self.trained_episodes,
+            seeds=list(self.rep.seeds),
+        )
+
+        def factory(seed: int) -> PolicyController:
+            if seed not in runs:
+                raise ConfigError(f"no trained policy for run seed {seed}")
+            return PolicyController(
+                self.policy(runs[seed]["model"]),
+                feature_kwargs=FEATURES,
+                feature_max_turns=feature_turns,
+            )
+
+        tag = "s1" if system == "System 1" else "s2"
+        name = f"eval-{tag}-{setting}" + (f"-T{max_turns}" if max_turns is not None else "")
+        return config, self.rep.evaluate(name, config, controller_factory=factory)
+
+    # -- GRPO smoke run ------------------------------------------------------------------------
+    def grpo(self, use_lagrangian: bool) -> dict[str, Any]:
+        config = {
+            "env_id": SYSTEMS["System 1"],
+            "use_lagrangian": use_lagrangian,
+            "steps": self.grpo_steps,
+            "queries_per_step": 4,
+            "group_size": 2,
+            "max_new_tokens": 24,
+            "max_prompt_tokens": 448,
+            "model": "tiny-qwen2 (orchenv.agents.grpo.tiny, seed 0)",
+        }
+        name = "grpo-smoke-" + ("lag" if use_lagrangian else "nolag")
+        out = self.rep.runs_dir / name
+
+        def compute() -> dict[str, Any]:
+            import shutil
+
+            import torch
+
+            from orchenv.agents.grpo.config import GRPOConfig
+            from orchenv.agents.grpo.tiny import build_tiny_qwen2
+            from orchenv.agents.grpo.trainer import train
+
+            torch.set_num_threads(1)
+            with contextlib.suppress(ImportError, AttributeError):  # no shard/weight bars
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+            if out.exists():
+                shutil.rmtree(out)
+            model_dir = build_tiny_qwen2(out / "model")
+            started = time.monotonic()
+            result = train(
+                GRPOConfig(
+                    model_path=str(model_dir),
+                    env_id=config["env_id"],
+                    env_kwargs={"use_lagrangian": use_lagrangian},
+                    queries_per_step=config["queries_per_step"],
+                    group_size=config["group_size"],
+                    max_new_tokens=config["max_new_tokens"],
+                    max_prompt_tokens=config["max_prompt_tokens"],
+                    total_steps=config["steps"],
+                    learning_rate=1e-4,
+                    checkpoint_every=0,
+                    generation_batch_size=16,
+                    device="cpu",
+                    output_dir=str(out / "run"),
+                    seed=0,
+                )
+            )
+            keep = ("reward/episode", "accuracy", "invalid_fraction", "samples", "loss")
+            metrics = [{k: m.get(k) for k in keep if k in m} for m in result.metrics]
+            shutil.rmtree(out / "model", ignore_errors=True)
+            for checkpoint in (out / "run").glob("checkpoint-*"):
+                shutil.rmtree(checkpoint, ignore_errors=True)
+            return {
+                "steps": result.step,
+                "metrics": metrics,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+
+        return self.rep.cached(name, config, compute)  # type: ignore[no-any-return]
+
+
+# -- sections -------------------------------------------------------------------------------------
+def build(rep: Reproduction) -> list[Section]:
+    ex = Experiments(rep)
+    ex.plan()
+    agents = {system: _agents(env_id) for system, env_id in SYSTEMS.items()}
+
+    # every training run first (the longest part; each is resumable on its own)
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for system in SYSTEMS:
+        for setting in SETTINGS:
+            runs[(system, setting)] = {s: ex.train(system, setting, s) for s in rep.seeds}
+    for lam in LAMBDAS:
+        if lam != 0.25:
+            key = ("System 1", f"lambda-{lam}")
+            runs[key] = {s: ex.train("System 1", key[1], s) for s in rep.seeds}
+    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]] = {}
+    for (system, setting), by_seed in runs.items():
+        evals[(system, setting)] = ex.evaluate_trained(system, setting, by_seed)
+
+    sections = [table1(ex, agents, evals, runs)]
+    sections.append(table2(agents, evals, runs))
+    sections.append(reward_variants(agents, evals))
+    sections.append(turn_ablation(ex, agents, evals, runs))
+    sections.append(lambda_sensitivity(ex, agents, evals, runs))
+    sections.append(training_dynamics(ex, agents, runs))
+    sections.append(grpo_smoke(ex))
+    return sections
+
+
+def _trained_stats(result: EvalResult, agents: list[str]) -> dict[str, Estimate]:
+    strongest, middle, weakest = agents[-1], agents[len(agents) // 2], agents[0]
+    return {
+        "accuracy": _over_seeds(
+            _seed_values(result, lambda r: float(np.mean([x.correct for x in r])))
+        ),
+        "strongest share": _over_seeds(_seed_values(result, lambda r: _share(r, strongest))),
+        "strongest calls/ep": _over_seeds(
+            _seed_values(result, lambda r: _per_episode(r, strongest))
+        ),
+        "strongest share asked": _over_seeds(
+            _seed_values(result, lambda r: _requested_share(r, strongest, agents))
+        ),
+        "middle share": _over_seeds(_seed_values(result, lambda r: _share(r, middle))),
+        "calls/ep": _over_seeds(
+            _seed_values(
+                result, lambda r: float(np.mean([x.metrics.get("calls/total", 0.0) for x in r]))
+            )
+        ),
+        "false rejections/ep": _over_seeds(
+            _seed_values(
+                result,
+                lambda r: float(np.mean([x.metrics.get("false_rejections", 0.0) for x in r])),
+            )
+        ),
+        "false rejections/verdict": _over_seeds(
+            _seed_values(result, _false_rejections_per_verdict)
+        ),
+        "false acceptances/ep": _over_seeds(
+            _seed_values(
+                result,
+                lambda r: float(np.mean([x.metrics.get("false_acceptances", 0.0) for x in r])),
+            )
+        ),
+        "first route weakest": _over_seeds(
+            _seed_values(result, lambda r: _first_route(r, weakest, agents))
+        ),
+    }
+
+
+def _train_seconds(runs: Mapping[int, dict[str, Any]]) -> str:
+    seconds = [float(r.get("train_seconds", math.nan)) for r in runs.values()]
+    return f"{np.mean(seconds):.0f} s"
+
+
+PPO_WHY = (
+    "PPO (MLP on hashed n-gram features of the problem and the draft, orchenv's discrete "
+    "actions) stands in for GRPO on a 7B LLM; one policy per run seed, evaluated under the "
+    "Table 2 protocol (budgets enforced as eq. 2's share)."
+)
+
+
+def table1(
+    ex: Experiments,
+    agents: dict[str, list[str]],
+    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
+) -> Section:
+    rows: list[Row] = []
+    findings: list[Finding] = []
+    for system in SYSTEMS:
+        paper = PAPER_TABLE1[system]
+        strongest = agents[system][-1]
+        ests: dict[str, Estimate] = {}
+        for label, paper_key, controller, kwargs, why in BASELINES:
+            name = controller + "".join(f"-{v}" for v in kwargs.values())
+            config, result = ex.baseline(system, name.replace(":", "_"), controller, kwargs)
+            acc = accuracy(result)
+            records = list(result.records.values())
+            ests[label] = acc
+            rows.append(
+                Row(
+                    f"{system}: {label}",
+                    ours={
+                        "accuracy": acc,
+                        "strongest share": _share(records, strongest),
+                        "strongest calls/ep": _per_episode(records, strongest),
+                    },
+                    paper={"accuracy": paper[paper_key]} if paper_key else {},
+                    command=eval_command(config),
+                    why=why,
+                    compare="accuracy" if paper_key else None,
+                )
+            )
+        rows.append(
+            Row(
+                f"{system}: Router-R1 (LLM router)",
+                ours={"accuracy": "not run offline"},
+                paper={"accuracy": paper["Router-R1"]},
+                why="Not reproduced offline: Router-R1 is an RL-trained LLM that reasons before "
+                "routing (`--controller router-r1` with an `hf` or `openai` backend); the "
+                "simulated backend only simulates the solvers. The next row is its offline "
+                "stand-in.",
+                compare="accuracy",
+            )
+        )
+        one = _trained_stats(evals[(system, "oneshot")][1], agents[system])
+        ests["Router-R1-style one-shot PPO"] = one["accuracy"]
+        rows.append(
+            Row(
+                f"{system}: Router-R1-style one-shot (PPO, 1 turn)",
+                ours={
+                    "accuracy": one["accuracy"],
+                    "strongest share": one["strongest share"],
+                    "strongest calls/ep": one["strongest calls/ep"],
+                },
+                paper={"accuracy": paper["Router-R1"]},
+                command="orchenv reproduce 000 (train_ppo with max_turns=1, reward='outcome')",
+                why="An RL-trained one-shot router, as the paper runs Router-R1 here (the full "
+                "problem to one agent, no verification): PPO with max_turns=1 on the outcome "
+                "reward with Table 9's multipliers, "
+                f"{ex.oneshot_steps:,} steps per run seed, budgets enforced. It can only "
+                "predict difficulty from the problem text.",
+                compare="accuracy",
+            )
+        )
+        for v in ("Controller V1", "Controller V2"):
+            rows.append(
+                Row(
+                    f"{system}: {v}",
+                    ours={"accuracy": "not reproduced"},
+                    paper={"accuracy": paper[v]},
+                    why="Not reproduced: the controller LLM itself answers the problems; the "
+                    "simulated backend has no controller model to solve with.",
+                    compare="accuracy",
+                )
+            )
+        for setting, label in (
+            ("paper-lag", "Ours (PPO, reward='paper', eq. 3)"),
+            ("outcome-lag", "Ours (PPO, reward='outcome')"),
+        ):
+            stats = _trained_stats(evals[(system, setting)][1], agents[system])
+            ests[label] = stats["accuracy"]
+            rows.append(
+                Row(
+                    f"{system}: {label}",
+                    ours={
+                        "accuracy": stats["accuracy"],
+                        "strongest share": stats["strongest share"],
+                        "strongest calls/ep": stats["strongest calls/ep"],
+                    },
+                    paper={"accuracy": paper["Ours"]},
+                    command=f"orchenv reproduce 000 (train_ppo, {SETTINGS[setting]})",
+                    why=f"{PPO_WHY} {ex.steps:,} steps per run seed (mean "
+                    f"{_train_seconds(runs[(system, setting)])} each). The features do not "
+                    "carry the draft's reasoning, so the policy verifies from surface cues; "
+                    "it cannot match an LLM that checks the steps (the paper's verifier "
+                    "catches about 77-81% of wrong drafts).",
+                    compare="accuracy",
+                )
+            )
+        ours = ests["Ours (PPO, reward='paper', eq. 3)"]
+        routers = {
+            "Ours": ours,
+            "RouterDC ~ kNN": ests["RouterDC ~ TF-IDF kNN"],
+            "Router-R1 ~ one-shot PPO": ests["Router-R1-style one-shot PPO"],
+            "RoBERTa ~ classifier": ests["RoBERTa Router ~ TF-IDF classifier"],
+            "Random": ests["Random Router"],
+        }
+        paper_names = {
+            "Ours": "Ours",
+            "RouterDC ~ kNN": "RouterDC",
+            "Router-R1 ~ one-shot PPO": "Router-R1",
+            "RoBERTa ~ classifier": "RoBERTa Router",
+            "Random": "Random Router",
+        }
+        findings.append(
+            check_order(
+                f"{system}: Table 1's order of the controllers (Ours = reward='paper', the "
+                "paper's eq. 3)",
+                routers,
+                sorted(routers, key=lambda k: -paper[paper_names[k]]),
+                why="Pairs whose intervals overlap count as ties. In the paper the four "
+                "one-shot routers lie within 3 points of each other, so their order is fragile "
+                "there too.",
+            )
+        )
+        best_router = max(
+            (
+                ests["RouterDC ~ TF-IDF kNN"],
+                ests["RoBERTa Router ~ TF-IDF classifier"],
+                ests["Router-R1-style one-shot PPO"],
+            ),
+            key=lambda e: e.mean,
+        )
+        for variant, key in (
+            ("paper", "Ours (PPO, reward='paper', eq. 3)"),
+            ("outcome", "Ours (PPO, reward='outcome')"),
+        ):
+            findings.append(
+                check_direction(
+                    f"{system}: multi-turn critique-and-routing (reward='{variant}') beats the "
+                    "best one-shot router",
+                    best_router,
+                    ests[key],
+                    up=True,
+                    why="Both under the same usage caps; the multi-turn policy may escalate "
+                    "after seeing a draft.",
+                )
+            )
+        share = _trained_stats(evals[(system, "paper-lag")][1], agents[system])["strongest share"]
+        gap_ours = ests["Agent 1 (strongest)"].mean - ours.mean
+        gap_router = ests["Agent 1 (strongest)"].mean - best_router.mean
+        findings.append(
+            Finding(
+                f"{system}: the trained controller narrows the gap to the strongest agent while "
+                "it serves fewer than 25% of calls",
+                f"gap {gap_ours:.3f} (best one-shot router: {gap_router:.3f}); strongest share "
+                f"{share.mean:.3f}",
+                gap_ours < gap_router and share.mean <= PAPER_STRONGEST_SHARE + 1e-9,
+                "The share is enforced at evaluation (Table 2 protocol), so the 25% holds by "
+                "construction; the gap is the claim that is tested.",
+            )
+        )
+    return Section(
+        title="Table 1: accuracy of single agents, routers and the trained controller",
+        source="Table 1, column M-LEval (MATH-lighteval test), Systems 1 and 2",
+        columns=["accuracy", "strongest share", "strongest calls/ep"],
+        rows=rows,
+        intro=(
+            f"Baselines: {ex.episodes:,} test episodes per run seed (intervals over all "
+            f"episodes); trained controllers: {ex.trained_episodes:,} test episodes per run "
+            "seed, intervals over run seeds (one training run each). Strongest share is eq. "
+            "(2)'s share of all calls; calls/ep counts calls per episode. The other six "
+            "benchmark columns are not reproduced: orchenv has no offline copies of them."
+        ),
+        findings=findings,
+    )
+
+
+def table2(
+    agents: dict[str, list[str]],
+    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
+) -> Section:
+    rows: list[Row] = []
+    findings: list[Finding] = []
+    for system in SYSTEMS:
+        for reward in ("paper", "outcome"):
+            stats = {
+                lag: _trained_stats(evals[(system, f"{reward}-{lag}")][1], agents[system])
+                for lag in ("nolag", "lag")
+            }
+            for lag, key in (("nolag", "W/O Lagrangian"), ("lag", "W Lagrangian")):
+                s = stats[lag]
+                why = (
+                    "Multipliers 0 (use_lagrangian=False): calls cost nothing, so the policy "
+                    "asks for the strongest agent and the enforced budget passes the overflow "
+                    "to the next-best agent."
+                    if lag == "nolag"
+                    else "Table 9's multipliers (0.25 / 0.125 / 0)."
+                )
+                if reward == "paper":
+                    why += (
+                        " Under eq. 3 rejecting a right draft pays, which shapes what the "
+                        "policy asks for (see the reward-variants section)."
+                    )
+                rows.append(
+                    Row(
+                        f"{system}, reward='{reward}': {key}",
+                        ours={
+                            "accuracy": s["accuracy"],
+                            "strongest share": s["strongest share"],
+                            "strongest share asked": s["strongest share asked"],
+                            "strongest calls/ep": s["strongest calls/ep"],
+                            "middle share": s["middle share"],
+                        },
+                        paper={"accuracy": PAPER_TABLE2[system][key]},
+                        command=f"orchenv reproduce 000 (train_ppo, "
+                        f"{SETTINGS[f'{reward}-{lag}']}; eval -e "
+                        "enforce_usage_constraints=true)",
+                        why=why,
+                        compare="accuracy",
+                        tolerance=0.02,
+                    )
+                )
+            findings.append(
+                check_direction(
+                    f"{system}, reward='{reward}': the Lagrangian raises accuracy under the "
+                    "usage constraints",
+                    stats["nolag"]["accuracy"],
+                    stats["lag"]["accuracy"],
+                    up=True,
+                    why="Intervals over run seeds.",
+                )
+            )
+            findings.append(
+                check_direction(
+                    f"{system}, reward='{reward}': without multipliers the controller asks for "
+                    "the strongest agent more (the paper: for every query)",
+                    stats["lag"]["strongest share asked"],
+                    stats["nolag"]["strongest share asked"],
+                    up=True,
+                    why="Share of the calls the policy asked for, before the budget re-routed any.",
+                )
+            )
+    return Section(
+        title="Table 2: the trained controller with and without the Lagrangian",
+        source="Table 2 (M-LEval) and section 4.2; usage constraints 0.25 / 0.5 (Table 9)",
+        columns=[
+            "accuracy",
+            "strongest share",
+            "strongest share asked",
+            "strongest calls/ep",
+            "middle share",
+        ],
+        rows=rows,
+        intro=(
+            "Protocol of section 4.2: during evaluation a call to an agent whose share of all "
+            "calls would exceed its constraint goes to the next-best agent "
+            "(`enforce_usage_constraints=True`, eq. 2's denominator). 'strongest share' is "
+            "what the strongest agent served, 'asked' what the policy requested. Both reward "
+            "variants are trained; intervals over run seeds."
+        ),
+        findings=findings,
+    )
+
+
+def reward_variants(
+    agents: dict[str, list[str]],
+    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
+) -> Section:
+    rows: list[Row] = []
+    findings: list[Finding] = []
+    for system in SYSTEMS:
+        false_rej, verified = PAPER_VERIFICATION[system]
+        stats = {
+            reward: _trained_stats(evals[(system, f"{reward}-lag")][1], agents[system])
+            for reward in ("paper", "outcome")
+        }
+        for reward, why in (
+            (
+                "paper",
+                "Eq. (1)/(3) per turn: rejecting a right draft loses 0.5 of verification reward "
+                "but the re-routed call and the next verdict earn up to 0.94, so the policy is "
+                "paid to reject drafts it could accept (orchenv audit: the best response "
+                "always routes to the weakest agent first and rejects right drafts).",
+            ),
+            (
+                "outcome",
+                "1 for a right final answer minus lambda per call (problem 2 relaxed): a false "
+                "rejection can only cost. The policy still rejects when it cannot tell a right "
+                "draft from a wrong one and escalation is worth its price.",
+            ),
+        ):
+            s = stats[reward]
+            rows.append(
+                Row(
+                    f"{system}: reward='{reward}'",
+                    ours={
+                        "accuracy": s["accuracy"],
+                        "false rejections/verdict": s["false rejections/verdict"],
+                        "false rejections/ep": s["false rejections/ep"],
+                        "false acceptances/ep": s["false acceptances/ep"],
+                        "first route weakest": s["first route weakest"],
+                        "calls/ep": s["calls/ep"],
+                    },
+                    paper={"false rejections/verdict": false_rej / verified},
+                    command=f"orchenv reproduce 000 (train_ppo, {SETTINGS[f'{reward}-lag']})",
+                    why=why + " Paper: turn-2 verdicts of Table 6/7 (strongest agent's drafts "
+                    "excluded); orchenv: every verdict.",
+                    compare="false rejections/verdict",
+                    tolerance=0.02,
+                )
+            )
+        findings.append(
+            check_direction(
+                f"{system}: the outcome reward removes the profit of false rejections (fewer "
+                "right drafts rejected than under eq. 3)",
+                stats["paper"]["false rejections/ep"],
+                stats["outcome"]["false rejections/ep"],
+                up=False,
+                why="The soundness issue's finding, on trained policies rather than the exact "
+                "best response.",
+            )
+        )
+        findings.append(
+            check_direction(
+                f"{system}: eq. 3 pushes the first route to the weakest agent (it is free and "
+                "its drafts are there to be rejected)",
+                stats["outcome"]["first route weakest"],
+                stats["paper"]["first route weakest"],
+                up=True,
+            )
+        )
+    return Section(
+        title="Reward variants: eq. (3) as written vs the outcome reward (false rejections)",
+        source="eq. (1)-(3) and Tables 6-7 (verification confusion matrices); orchenv issue 14",
+        columns=[
+            "accuracy",
+            "false rejections/verdict",
+            "false rejections/ep",
+            "false acceptances/ep",
+            "first route weakest",
+            "calls/ep",
+        ],
+        rows=rows,
+        intro=(
+            "The same PPO controller trained with Table 9's multipliers under each reward "
+            "(`reward='paper'`, the default, and `reward='outcome'`; docs/mathroute.md), "
+            "evaluated under the Table 2 protocol. A false rejection rejects a right draft; "
+            "per verdict it is over every accept/reject decision. Intervals over run seeds."
+        ),
+        findings=findings,
+    )
+
+
+def turn_ablation(
+    ex: Experiments,
+    agents: dict[str, list[str]],
+    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
+) -> Section:
+    rows: list[Row] = []
+    findings: list[Finding] = []
+    curves: dict[str, dict[int, tuple[Estimate, Estimate]]] = {}
+    for system in SYSTEMS:
+        curves[system] = {}
+        for turns in TURNS:
+            if turns == TRAIN_TURNS:
+                result = evals[(system, "outcome-lag")][1]
+            else:
+                result = ex.evaluate_trained(
+                    system, "outcome-lag", runs[(system, "outcome-lag")], max_turns=turns
+                )[1]
+            acc = _over_seeds(
+                _seed_values(result, lambda r: float(np.mean([x.correct for x in r])))
+            )
+            exhausted = _over_seeds(_seed_values(result, _exhausted(turns)))
+            curves[system][turns] = (acc, exhausted)
+            rows.append(
+                Row(
+                    f"{system}: at most {turns} turn{'s' if turns > 1 else ''}",
+                    ours={"accuracy": acc, "episodes using every turn": exhausted},
+                    command="orchenv reproduce 000 (the reward='outcome' policy, eval -e "
+                    f"max_turns={turns} -e enforce_usage_constraints=true)",
+                    why="Trained at 3 turns; only the horizon of evaluation changes (the turn "
+                    "feature keeps the training scale). Turn 1 routes, each later turn "
+                    "verifies (and may re-route), so with 3 agents a 4th turn can only "
+                    "verify the strongest agent's draft.",
+                )
+            )
+        c = curves[system]
+        findings.append(
+            check_direction(
+                f"{system}: accuracy rises from 1 to 2 turns",
+                c[1][0],
+                c[2][0],
+                up=True,
+                why="One turn is a one-shot route by a policy that learned to verify later.",
+            )
+        )
+        last, before = c[TURNS[-1]][0], c[TURNS[-2]][0]
+        findings.append(
+            Finding(
+                f"{system}: the gain saturates (the last extra turn adds less than a point "
+                "or stays within noise)",
+                f"{before.mean:.3f} at {TURNS[-2]} turns, {last.mean:.3f} at {TURNS[-1]}",
+                abs(last.mean - before.mean) < 0.01 or _overlap(last, before),
+            )
+        )
+        findings.append(
+            Finding(
+                f"{system}: only a small fraction of episodes use the whole turn budget at "
+                "larger budgets",
+                ", ".join(f"{t} turns: {c[t][1].mean:.3f}" for t in TURNS if t >= 3),
+                all(c[t][1].mean < 0.5 for t in TURNS if t >= 3),
+                "'Small' read as under half of the episodes.",
+            )
+        )
+    path, link = ex.rep.figure("figure5_turns")
+    _plot_turns(curves, path)
+    return Section(
+        title="Figure 5: maximum number of turns at inference",
+        source="Figure 5 and section 4.2 (accuracy on M-LEval vs the maximum number of turns)",
+        columns=["accuracy", "episodes using every turn"],
+        rows=rows,
+        intro=(
+            "The PPO controller trained with reward='outcome' and Table 9's multipliers at 3 "
+            f"turns, evaluated at 1 to {TURNS[-1]} turns under the Table 2 protocol on the "
+            f"same {ex.trained_episodes:,} test episodes per run seed. The paper's figure "
+            "gives no numbers in its text, so no paper column."
+        ),
+        findings=findings,
+        figures=[link],
+    )
+
+
+def lambda_sensitivity(
+    ex: Experiments,
+    agents: dict[str, list[str]],
+    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
+) -> Section:
+    system = "System 1"
+    strongest = agents[system][-1]
+    rows: list[Row] = []
+    accs: dict[float, Estimate] = {}
+    asked: dict[float, Estimate] = {}
+    curves: dict[float, list[list[dict[str, float]]]] = {}
+    for lam in LAMBDAS:
+        setting = "outcome-lag" if lam == 0.25 else f"lambda-{lam}"
+        stats = _trained_stats(evals[(system, setting)][1], agents[system])
+        curves[lam] = [r["curve"] for r in runs[(system, setting)].values()]
+        final_share = _over_seeds([c[-1][f"share/{strongest}"] for c in curves[lam] if c])
+        final_routing = _over_seeds([c[-1]["routing_accuracy"] for c in curves[lam] if c])
+        accs[lam], asked[lam] = stats["accuracy"], stats["strongest share asked"]
+        rows.append(
+            Row(
+                f"lambda_1 = {lam:g}" + (" (Table 9)" if lam == 0.25 else ""),
+                ours={
+                    "accuracy": stats["accuracy"],
+                    "strongest share asked": stats["strongest share asked"],
+                    "strongest share (training, last tenth)": final_share,
+                    "routing accuracy (training, last tenth)": final_routing,
+                },
+                command="orchenv reproduce 000 (train_ppo, reward='outcome', "
+                f"lagrange_multipliers: strongest {lam:g}, middle 0.125, weakest 0)",
+                why="Only the strongest agent's multiplier changes. Training columns are the "
+                "last tenth of the training episodes (no enforcement), the others the test "
+                "evaluation under the Table 2 protocol.",
+            )
+        )
+    ests = list(accs.values())
+    comparable = all(_overlap(a, b) for a in ests for b in ests)
+    spread = max(e.mean for e in ests) - min(e.mean for e in ests)
+    findings = [
+        Finding(
+            "Within a moderate range of multipliers the accuracy converges to a comparable level",
+            ", ".join(f"lambda_1 {lam:g}: {accs[lam].mean:.3f}" for lam in LAMBDAS)
+            + f" (spread {spread:.3f})",
+            comparable or spread < 0.02,
+            "Comparable: every pair of intervals overlaps, or the spread is under 2 points.",
+        ),
+        check_direction(
+            "A larger multiplier on the strongest agent keeps its usage lower",
+            asked[LAMBDAS[0]],
+            asked[LAMBDAS[-1]],
+            up=False,
+            why="Share of the calls the policy asked for, test episodes.",
+        ),
+    ]
+    path, link = ex.rep.figure("figure6_lambda")
+    _plot_lambda(curves, strongest, path)
+    return Section(
+        title="Figure 6: sensitivity to the Lagrange multiplier (System 1)",
+        source="Figure 6 and appendix A.2 (usage ratios and routing accuracy during training "
+        "for several multipliers, System 1)",
+        columns=[
+            "accuracy",
+            "strongest share asked",
+            "strongest share (training, last tenth)",
+            "routing accuracy (training, last tenth)",
+        ],
+        rows=rows,
+        intro=(
+            "PPO on System 1 with reward='outcome' and the strongest agent's multiplier "
+            f"lambda_1 in {', '.join(f'{x:g}' for x in LAMBDAS)} (the paper gives no values in "
+            "its text; Table 9 uses 0.25). Routing accuracy is right answers per agent call. "
+            "Intervals over run seeds; the figure shows the training curves (mean over run "
+            "seeds)."
+        ),
+        findings=findings,
+        figures=[link],
+    )
+
+
+def training_dynamics(
+    ex: Experiments,
+    agents: dict[str, list[str]],
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
+) -> Section:
+    findings: list[Finding] = []
+    rows: list[Row] = []
+    for system in SYSTEMS:
+        strongest = agents[system][-1]
+        final: dict[str, dict[str, Estimate]] = {}
+        for setting, label in (
+            ("oneshot", "one-shot (Router-R1-style)"),
+            ("outcome-lag", "multi-turn (ours)"),
+        ):
+            curves = [r["curve"] for r in runs[(system, setting)].values() if r["curve"]]
+            final[setting] = {
+                "training accuracy": _over_seeds([c[-1]["accuracy"] for c in curves]),
+                "routing accuracy": _over_seeds([c[-1]["routing_accuracy"] for c in curves]),
+                "strongest share": _over_seeds([c[-1][f"share/{strongest}"] for c in curves]),
+            }
+            rows.append(
+                Row(
+                    f"{system}: {label}",
+                    ours=dict(final[setting]),
+                    why="Last tenth of the training episodes (train split, no enforcement), "
+                    "reward='outcome' with Table 9's multipliers.",
+                )
+            )
+        findings.append(
+            check_direction(
+                f"{system}: the multi-turn controller reaches a higher routing accuracy than "
+                "the one-shot router",
+                final["oneshot"]["routing accuracy"],
+                final["outcome-lag"]["routing accuracy"],
+                up=True,
+            )
+        )
+        findings.append(
+            check_direction(
+                f"{system}: the multi-turn controller uses the strongest agent somewhat more "
+                "than the one-shot router (the paper: a modest increase)",
+                final["oneshot"]["strongest share"],
+                final["outcome-lag"]["strongest share"],
+                up=True,
+            )
+        )
+    path, link = ex.rep.figure("figure3_training")
+    _plot_training(runs, agents, path)
+    return Section(
+        title="Figure 3: training dynamics, one-shot vs multi-turn",
+        source="Figure 3 (reward, routing accuracy and usage ratios during training, Router-R1 "
+        "vs ours)",
+        columns=["training accuracy", "routing accuracy", "strongest share"],
+        rows=rows,
+        intro=(
+            "Training curves of the PPO controllers of Table 1 (the Router-R1-style one-shot "
+            "router and the multi-turn controller, reward='outcome'). Rewards of the two are "
+            "on different horizons, so the figure shows accuracy, routing accuracy (right "
+            "answers per call) and the strongest agent's share of calls. Intervals over run "
+            "seeds."
+        ),
+        findings=findings,
+        figures=[link],
+    )
+
+
+def grpo_smoke(ex: Experiments) -> Section:
+    rows = []
+    for lag in (True, False):
+        res = ex.grpo(lag)
+        last = res["metrics"][-1] if res["metrics"] else {}
+        rows.append(
+            Row(
+                "GRPO, tiny Qwen2, " + ("W Lagrangian" if lag else "W/O Lagrangian"),
+                ours={
+                    "steps": int(res["steps"]),
+                    "samples/step": int(last.get("samples", 0)),
+                    "reward/episode": float(last.get("reward/episode", math.nan)),
+                    "invalid fraction": float(last.get("invalid_fraction", math.nan)),
+                    "seconds": float(res["seconds"]),
+                },
+                command="orchenv train grpo --model TINY --env orch/MathRoute-v0 "
+                f"-e use_lagrangian={'true' if lag else 'false'} --queries-per-step 4 "
+                "--group-size 2 --max-new-tokens 24 --max-prompt-tokens 448 "
+                f"--steps {ex.grpo_steps} --device cpu",
+                why="A smoke run: the reference trainer (rollout trees of Algorithm 1, eq. 5 "
+                "returns, eq. 6 advantages, one clipped update per step) runs end to end on "
+                "the env. The model is a random 2-layer Qwen2 (orchenv.agents.grpo.tiny), so "
+                "its replies are malformed and it learns nothing in this budget; the "
+                "paper's runs need a 7B model on GPUs (docs/grpo.md).",
+            )
+        )
+    return Section(
+        title="Reference GRPO trainer: smoke run on a tiny model",
+        source="section 3.4 and appendix E (GRPO with recursive returns), Table 9",
+        columns=["steps", "samples/step", "reward/episode", "invalid fraction", "seconds"],
+        rows=rows,
+        intro=(
+            "Not a reproduction of a paper number: it shows the GRPO trainer runs the paper's "
+            "protocol on `orch/MathRoute-v0` with and without the multipliers. Group size 2 "
+            "and 4 queries per step keep it to seconds on a CPU."
+        ),
+        notes=["No paper claim is checked here; the trained-controller claims above use PPO."],
+    )
+
+
+# -- figures ---------------------------------------------------------------------------------------
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _plot_turns(curves: dict[str, dict[int, tuple[Estimate, Estimate]]], path: Path) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for system, by_turn in curves.items():
+        turns = sorted(by_turn)
+        acc = [by_turn[t][0] for t in turns]
+        used = [by_turn[t][1] for t in turns]
+        axes[0].errorbar(
+            turns,
+            [a.mean for a in acc],
+            yerr=[[a.mean - a.lo for a in acc], [a.hi - a.mean for a in acc]],
+            marker="o",
+            capsize=3,
+            label=system,
+        )
+        axes[1].plot(turns, [u.mean for u in used], marker="o", label=system)
+    axes[0].set(xlabel="maximum turns at inference", ylabel="accuracy (test)")
+    axes[1].set(xlabel="maximum turns at inference", ylabel="episodes using every turn")
+    for ax in axes:
+        ax.set_xticks(list(TURNS))
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle("orchenv: turn ablation (PPO, reward='outcome', 95% CI over run seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _mean_curve(curves: list[list[dict[str, float]]], key: str) -> tuple[list[float], list[float]]:
+    curves = [c for c in curves if c]
+    n = min(len(c) for c in curves)
+    xs = [float(np.mean([c[i]["fraction"] for c in curves])) for i in range(n)]
+    ys = [float(np.mean([c[i][key] for c in curves])) for i in range(n)]
+    return xs, ys
+
+
+def _plot_lambda(
+    curves: dict[float, list[list[dict[str, float]]]], strongest: str, path: Path
+) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for lam, runs in curves.items():
+        xs, share = _mean_curve(runs, f"share/{strongest}")
+        axes[0].plot(xs, share, marker=".", label=f"lambda_1 = {lam:g}")
+        xs, routing = _mean_curve(runs, "routing_accuracy")
+        axes[1].plot(xs, routing, marker=".", label=f"lambda_1 = {lam:g}")
+    axes[0].axhline(PAPER_STRONGEST_SHARE, color="grey", ls="--", lw=1, label="constraint 0.25")
+    axes[0].set(xlabel="fraction of training", ylabel="strongest agent's share of calls")
+    axes[1].set(xlabel="fraction of training", ylabel="routing accuracy")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("orchenv: multiplier sensitivity, System 1 (PPO, mean over run seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_training(
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
+    agents: dict[str, list[str]],
+    path: Path,
+) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.4))
+    for row, system in enumerate(SYSTEMS):
+        strongest = agents[system][-1]
+        for setting, label in (("oneshot", "one-shot"), ("outcome-lag", "multi-turn")):
+            curves = [r["curve"] for r in runs[(system, setting)].values()]
+            for col, key in enumerate(("accuracy", "routing_accuracy", f"share/{strongest}")):
+                xs, ys = _mean_curve(curves, key)
+                axes[row][col].plot(xs, ys, marker=".", label=label)
+        for col, name in enumerate(("accuracy", "routing accuracy", "strongest share")):
+            axes[row][col].set(xlabel="fraction of training", ylabel=name, title=system)
+            axes[row][col].grid(alpha=0.3)
+            axes[row][col].legend(fontsize=8)
+    fig.suptitle("orchenv: training dynamics (PPO, reward='outcome', mean over run seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,106 @@
+"""``orchenv reproduce 000 --quick``: the page and its JSON are written with every section the
+issue names (Table 1 on both systems, Table 2, both reward variants, Figures 5 and 6, the GRPO
+smoke run), rows carry intervals, claims are checked, figures exist, and a second call resumes
+without rerunning anything (no stored result changes)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchenv.cli import main
+
+SECTIONS = (
+    "Table 1",
+    "Table 2",
+    "Reward variants",
+    "Figure 5",
+    "Figure 6",
+    "Figure 3",
+    "GRPO",
+)
+
+
+def _stored(runs: Path) -> dict[str, int]:
+    """Every stored result (cached experiments' JSON, episode logs, saved policies) and its
+    mtime; the harness's run.json / summary.json are rewritten on every call by design."""
+    files = [*runs.glob("*.json"), *runs.glob("*/episodes.jsonl"), *runs.glob("models/*.zip")]
+    return {str(p.relative_to(runs)): p.stat().st_mtime_ns for p in files}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("transformers")
+    root = tmp_path_factory.mktemp("reproduce000")
+    runs, page = root / "runs", root / "000.md"
+    args = ["reproduce", "000", "--quick", "--runs", str(runs), "--report", str(page)]
+    started = time.monotonic()
+    assert main([*args, "--no-progress"]) == 0
+    first_s = time.monotonic() - started
+    before = _stored(runs)
+    started = time.monotonic()
+    assert main([*args, "--no-progress"]) == 0
+    second_s = time.monotonic() - started
+    return {
+        "page": page,
+        "data": json.loads(page.with_suffix(".json").read_text(encoding="utf-8")),
+        "first_s": first_s,
+        "second_s": second_s,
+        "before": before,
+        "after": _stored(runs),
+    }
+
+
+@pytest.mark.slow
+def test_page_has_every_section_with_intervals_and_findings(quick_run: dict[str, Any]) -> None:
+    text = quick_run["page"].read_text(encoding="utf-8")
+    data = quick_run["data"]
+    titles = [s["title"] for s in data["sections"]]
+    for name in SECTIONS:
+        assert any(name in t for t in titles), (name, titles)
+        assert f"## {next(t for t in titles if name in t)}" in text
+    assert data["quick"] and data["run_seeds"] == [0]
+    table1 = next(s for s in data["sections"] if s["title"].startswith("Table 1"))
+    labels = [r["label"] for r in table1["rows"]]
+    for system in ("System 1", "System 2"):
+        for row in ("Agent 1", "Random Router", "kNN", "classifier", "one-shot", "cascade"):
+            assert any(label.startswith(system) and row in label for label in labels), row
+        router_r1 = next(
+            r for r in table1["rows"] if r["label"] == f"{system}: Router-R1 (LLM router)"
+        )
+        assert router_r1["verdict"].startswith("not reproduced") and "LLM" in router_r1["why"]
+    # baselines carry Wilson intervals over episodes
+    agent1 = next(r for r in table1["rows"] if "Agent 1" in r["label"])
+    cell = agent1["ours"]["accuracy"]
+    assert cell["n"] > 1 and cell["lo"] < cell["mean"] <= cell["hi"]
+    # trained rows: estimates over run seeds; Table 2 has both multiplier settings per reward
+    table2 = next(s for s in data["sections"] if s["title"].startswith("Table 2"))
+    assert len(table2["rows"]) == 8
+    assert all(r["ours"]["accuracy"]["over"] == "seeds" for r in table2["rows"])
+    assert all(r["verdict"] for r in table2["rows"])
+    rewards = next(s for s in data["sections"] if s["title"].startswith("Reward variants"))
+    assert {r["label"].split(": ")[1] for r in rewards["rows"]} == {
+        "reward='paper'",
+        "reward='outcome'",
+    }
+    for section in data["sections"]:
+        if section["title"].startswith(("Table", "Reward", "Figure")):
+            assert section["findings"], section["title"]
+    figures = [f for s in data["sections"] for f in s["figures"]]
+    assert len(figures) == 3
+    for fig in figures:
+        assert (quick_run["page"].parent / fig).stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_second_call_resumes_without_rerunning(quick_run: dict[str, Any]) -> None:
+    assert quick_run["before"] and quick_run["after"] == quick_run["before"]
+    assert quick_run["second_s"] < quick_run["first_s"] / 3, (
+        quick_run["first_s"],
+        quick_run["second_s"],
+    )
