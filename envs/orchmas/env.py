@@ -38,7 +38,14 @@ from orchenv.parsing import extract_tag
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import TaskSource
 
-__all__ = ["DEMO_ROLES", "GATES", "MATH_PRECISIONS", "SUMMARY_METRICS", "OrchMASEnv"]
+__all__ = [
+    "DEMO_ROLES",
+    "GATES",
+    "HIDDEN_REPLY",
+    "MATH_PRECISIONS",
+    "SUMMARY_METRICS",
+    "OrchMASEnv",
+]
 
 #: ``gate``: "final-checks" opens the precision gate only when the format reward is at its
 #: cap *and* the final turn passed B_m, B_v and I_c; "cap" is eq. (13) read literally
@@ -48,6 +55,9 @@ GATES = ("final-checks", "cap")
 MATH_PRECISIONS = ("f1", "exact")
 #: ``summary_metric``: "cosine" (section 4.1) or "f1" for tasks with ``meta["metric"]="cosine"``
 SUMMARY_METRICS = ("cosine", "f1")
+
+#: what the orchestrator sees of a reply with ``feedback=False`` (Table 5, "- Environment")
+HIDDEN_REPLY = "[the executor replied; its reply is not shown (feedback is off)]"
 
 #: roles demo_action picks from (generic, domain-fitting, mismatched, empty)
 DEMO_ROLES = (
@@ -174,6 +184,14 @@ class OrchMASEnv(OrchestrationEnv):
       ``pool="orchmas"``: ``seed`` and the ``RoleAwareExecutorBackend`` logits).
     - ``max_reply_chars``: how much of each executor reply the orchestrator
       sees (default 4000).
+    - ``fixed_role``: ``None`` (default: the role the orchestrator writes is sent) or a
+      role sent with every call whatever the orchestrator writes (Table 5's "- Agent
+      Roles" ablation; the format reward still reads the orchestrator's own text).
+    - ``feedback``: ``True`` (default) or ``False`` for Table 5's "- Environment"
+      ablation: the orchestrator does not see the executor's replies (each shows as
+      ``HIDDEN_REPLY``; ``action_choices`` and ``observation_features`` read no reply),
+      so the pipeline runs open-loop, and the answer graded is the executor's last boxed
+      answer (the last call's answer is the system's), else the orchestrator's own.
     - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Discrete actions
@@ -199,7 +217,8 @@ class OrchMASEnv(OrchestrationEnv):
       multi-hop (the made-up-countries set is ``dataset="countries"``); the gate
       needs the final turn's checks; math precision is token F1; 5 calls plus
       the answer turn (was 5 turns in all); turns kept verbatim; the notice is
-      not an action; ``metrics["precision"]`` is new.
+      not an action; ``metrics["precision"]`` is new. Issue 19: ``fixed_role`` and
+      ``feedback`` (Table 5's ablations; the defaults keep the earlier behaviour).
     """
 
     def __init__(
@@ -225,6 +244,8 @@ class OrchMASEnv(OrchestrationEnv):
         backend: str | None = None,
         backend_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = 4000,
+        fixed_role: str | None = None,
+        feedback: bool = True,
         max_obs_chars: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
@@ -259,6 +280,11 @@ class OrchMASEnv(OrchestrationEnv):
         self.kappa, self.alpha, self.beta, self.gamma, self.delta = kappa, alpha, beta, gamma, delta
         self.executor_accuracy = executor_accuracy
         self.max_reply_chars = max_reply_chars
+        if fixed_role is not None and not isinstance(fixed_role, str):
+            raise ConfigError(f"fixed_role must be a string or None, got {fixed_role!r}")
+        if not isinstance(feedback, bool):
+            raise ConfigError(f"feedback must be True or False, got {feedback!r}")
+        self.fixed_role, self.feedback = fixed_role, feedback
         # episode state
         self.history: list[dict[str, Any]] = []  # one entry per turn
         self.format_sum = 0.0  # uncapped alpha * sum Lambda_t (+ final-turn terms)
@@ -300,12 +326,16 @@ class OrchMASEnv(OrchestrationEnv):
         last = self._last_reply()
         return extract_boxed(last) if last else None
 
+    def visible_executor_answer(self) -> str | None:
+        """``last_executor_answer()`` as the orchestrator sees it: None with ``feedback=False``."""
+        return self.last_executor_answer() if self.feedback else None
+
     def action_choices(self) -> list[str | None]:
         """Answer, then solve as each role, then verify as each role (see "Discrete
         actions" above)."""
         if self.task is None:
             return [None] * (1 + 3 * len(CHOICE_ROLES))
-        last = self.last_executor_answer()
+        last = self.visible_executor_answer()
         asked = sum(
             h["kind"] == "call" and h["prompt"].startswith(SUBQUESTION_PREFIX) for h in self.history
         )
@@ -326,7 +356,7 @@ class OrchMASEnv(OrchestrationEnv):
         """Executor calls so far (as a share of ``max_turns``) and whether the last reply
         holds an answer."""
         calls = self.executor_calls() / max(self.max_turns, 1)
-        has_answer = float(self.last_executor_answer() is not None)
+        has_answer = float(self.visible_executor_answer() is not None)
         return np.array([calls, has_answer], dtype=np.float32)
 
     def demo_action(self, rng: np.random.Generator) -> str:
@@ -362,7 +392,7 @@ class OrchMASEnv(OrchestrationEnv):
         for i, entry in enumerate(self.history):
             messages.append({"role": "assistant", "content": entry["action"]})
             if entry["kind"] == "call":
-                reply = entry["reply"][: self.max_reply_chars]
+                reply = entry["reply"][: self.max_reply_chars] if self.feedback else HIDDEN_REPLY
                 messages.append(
                     {
                         "role": "user",
@@ -430,6 +460,8 @@ class OrchMASEnv(OrchestrationEnv):
             self.format_sum += self.beta * b_m + self.gamma * b_v + self.delta * i_c
             info["format_checks"] = {"B_m": b_m, "B_v": b_v, "I_c": i_c}
             self.history.append({"kind": "answer", "answer": answer, "action": action})
+            if not self.feedback:  # open loop: the last call's answer is the system's
+                answer = self.last_executor_answer() or answer
             em, f1, grading = self._grade(answer)
             self.answer, self.grade = answer, (em, f1)
             if grading != "ok":  # refused or timed out: counted wrong, and said so
@@ -461,14 +493,15 @@ class OrchMASEnv(OrchestrationEnv):
         assert self.task is not None
         well_formed = bool(think) and bool(call["agent_role"])
         self.format_sum += self.alpha * well_formed
-        messages = self._executor_messages(call["agent_role"], call["prompt"])
+        role = call["agent_role"] if self.fixed_role is None else self.fixed_role
+        messages = self._executor_messages(role, call["prompt"])
         context = CallContext(task=self.task, turn=self.turn, draft=self._last_reply())
         completion = self.call_agent(self.executor, messages, context)
         self.history.append(
             {
                 "kind": "call",
                 "think": think,
-                "role": call["agent_role"],
+                "role": role,
                 "prompt": call["prompt"],
                 "reply": completion.text,
                 "action": action,
@@ -479,7 +512,7 @@ class OrchMASEnv(OrchestrationEnv):
         return {
             "format_checks": {"Lambda": well_formed},
             "called_agent": self.executor,
-            "agent_role": call["agent_role"],
+            "agent_role": role,
             "latency_s": completion.latency_s,
         }
 
