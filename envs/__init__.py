@@ -44,6 +44,8 @@ def register_controllers() -> None:
         "oracle": "OracleRouter",
     }.items():
         register_controller(name, f"orchenv.envs.mathroute.baselines:{cls}")
+    # seed 001's Table 2 baselines (controller alone, one expert, random assign)
+    register_controller("budget-baseline", "orchenv.envs.budgetroute.baselines:BudgetBaseline")
 
 
 __all__ = ["ENV_SUMMARIES", "register_envs"]

@@ -27,7 +27,7 @@ from orchenv.envs.budgetroute.protocol import (
     EXPERT_SYSTEM,
     FORMAT_REMINDER,
     GENERIC_GUIDANCE,
-    MODE_GUIDANCE,
+    PROMPT_STYLES,
     answer_verdict,
     parse_action,
 )
@@ -131,6 +131,9 @@ class BudgetRouteEnv(OrchestrationEnv):
       from the env's ``np_random``; a mode name fixes it;
       ``reset(options={"budget_mode": ...})`` overrides both.
     - ``format_penalty``: added to a step whose action cannot be parsed (default 0).
+    - ``prompt_style``: how the prompt states the budget mode: ``"guidance"`` (default;
+      section 4.5's Prompt B, prefer / avoid experts) or ``"hard"`` (Prompt A, a rule:
+      no expert in low, always one in high; ``protocol.HARD_MODE_GUIDANCE``).
     - ``controller_accuracy``: how often the controller model solves a problem on
       its own (default 0.708, Table 2's Qwen2.5-7B-Instruct on MATH500); it only
       drives the discrete "answer yourself" choice with a simulated pool (``None``:
@@ -174,6 +177,7 @@ class BudgetRouteEnv(OrchestrationEnv):
         budgets: Mapping[str, float] | None = None,
         budget_mode: str | None = None,
         format_penalty: float = 0.0,
+        prompt_style: str = "guidance",
         controller_accuracy: float | None = CONTROLLER_ACCURACY,
         backend: str | None = None,
         backend_kwargs: Mapping[str, Any] | None = None,
@@ -191,6 +195,9 @@ class BudgetRouteEnv(OrchestrationEnv):
         if budget_mode is not None and budget_mode not in self.budgets:
             raise UnknownNameError("budget mode", budget_mode, self.budgets)
         self.fixed_budget_mode = budget_mode
+        if prompt_style not in PROMPT_STYLES:
+            raise UnknownNameError("prompt style", prompt_style, PROMPT_STYLES)
+        self.prompt_style = prompt_style
         self.max_reply_chars = max_reply_chars
         if controller_accuracy is not None and not 0.0 < controller_accuracy < 1.0:
             raise ConfigError(
@@ -300,7 +307,7 @@ class BudgetRouteEnv(OrchestrationEnv):
             lines.append(line)
         return CONTROLLER_SYSTEM.format(
             mode=self.budget_mode,
-            guidance=MODE_GUIDANCE.get(self.budget_mode, GENERIC_GUIDANCE),
+            guidance=PROMPT_STYLES[self.prompt_style].get(self.budget_mode, GENERIC_GUIDANCE),
             experts="\n".join(lines),
             max_turns=self.max_turns,
         )

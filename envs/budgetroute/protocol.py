@@ -40,6 +40,16 @@ MODE_GUIDANCE: dict[str, str] = {
     "get the answer right.",
 }
 GENERIC_GUIDANCE = "Keep the total cost of expert calls within this budget mode."
+#: seed 001 section 4.5's "Prompt A": the budget mode as a hard rule instead of the guidance
+#: above ("Prompt B"); ``BudgetRouteEnv(prompt_style="hard")``
+HARD_MODE_GUIDANCE: dict[str, str] = {
+    "low": "Rule for this mode: do not call any expert. Answer the problem yourself.",
+    "medium": "Rule for this mode: call at most one expert, and never the dearest one.",
+    "high": "Rule for this mode: always ask an expert before you answer; never answer "
+    "without consulting one.",
+}
+#: ``prompt_style`` -> the budget-mode sentences of the controller prompt
+PROMPT_STYLES: dict[str, dict[str, str]] = {"guidance": MODE_GUIDANCE, "hard": HARD_MODE_GUIDANCE}
 
 EXPERT_SYSTEM = (
     "You are an expert mathematician. Answer the question step by step and give the final "
