@@ -7,7 +7,7 @@ so the client side, not the server, is what is measured. For each N in ``--envs`
 
 * ideal: N / latency env-steps per second (every step waits for one agent call);
 * bare aiohttp: N coroutines posting the same request in a loop over one
-  ``aiohttp.ClientSession`` (the best a Python client does on this machine);
+  ``aiohttp.ClientSession`` (the best a Python client does in one process);
 * orchenv ``pool.call``: N jobs calling an ``openai`` agent in a loop on orchenv's event
   loop (``run_concurrently``): the client alone, like for like with bare aiohttp;
 * orchenv envs: N ``orch/MathRoute-v0`` envs (``max_turns=1``, so every step calls an
@@ -15,9 +15,16 @@ so the client side, not the server, is what is measured. For each N in ``--envs`
   (``run_concurrently``, as ``orchenv eval --concurrency``) and, separately, batched by
   ``orchenv.vector.EventLoopVectorEnv`` (Gymnasium's barrier semantics).
 
+The second table uses every core (``--processes``, default the CPU count): the same lanes
+in that many worker processes (``run_concurrently(..., processes=W)``), bare aiohttp with
+its N coroutines shared by as many processes (the like-for-like reference), and
+``orchenv.vector.ProcessVectorEnv`` (W workers, each an event loop over its shard;
+Gymnasium's barrier semantics: a step lasts the latency plus the shards' CPU time).
+
 Acceptance (issue 17): at 256 envs, >= 0.6 of ideal and within 15% of bare aiohttp.
 
     python benchmarks/pool_concurrency.py [--envs 16 64 256 1024] [--seconds 3] [--latency 0.05]
+                                          [--processes W]
 """
 
 from __future__ import annotations
@@ -145,6 +152,21 @@ def bare_aiohttp(url: str, n: int, seconds: float) -> float:
     return asyncio.run(main())
 
 
+def bare_aiohttp_processes(url: str, n: int, seconds: float, processes: int) -> float:
+    """``bare_aiohttp`` with its n coroutines shared by ``processes`` processes (the
+    reference for orchenv's lanes in as many processes), measured over the same window."""
+    shares = [n // processes + (k < n % processes) for k in range(processes)]
+    start_at = time.time() + 3.0  # after every process has started
+    with multiprocessing.get_context("spawn").Pool(processes) as workers:
+        rates = workers.starmap(_bare_share, [(url, share, seconds, start_at) for share in shares])
+    return sum(rates)
+
+
+def _bare_share(url: str, n: int, seconds: float, start_at: float) -> float:
+    time.sleep(max(0.0, start_at - time.time()))
+    return bare_aiohttp(url, n, seconds)
+
+
 def _pool(url: str, n: int) -> AgentPool:
     specs = [
         AgentSpec(name=name, model=name, tier=2 - i, price_prompt=0.1, price_completion=0.4,
@@ -195,8 +217,14 @@ def orchenv_processes(url: str, n: int, seconds: float, workers: int) -> float:
     """Env-steps per second of n MathRoute envs in a ``ProcessVectorEnv``: ``workers``
     processes, each an event loop stepping its shard (Gymnasium's barrier semantics)."""
     pool = _pool(url, n)
-    _make(pool)  # generates the shared test split once; the workers get it with the fns
-    fns = [lambda: _make(pool) for _ in range(n)]
+    _make(pool)  # generates the test split once; each worker gets a copy with the fns
+    source = _TASKS[0]
+    fns = [
+        lambda: gym.make(
+            "orch/MathRoute-v0", pool=pool, task_source=source, max_turns=1, split="test"
+        )
+        for _ in range(n)
+    ]
     vec = ProcessVectorEnv(fns, num_workers=workers, autoreset_mode=AutoresetMode.SAME_STEP)
     vec.reset(seed=0)
     actions = ["<model>medium</model>"] * n
@@ -214,16 +242,25 @@ def orchenv_processes(url: str, n: int, seconds: float, workers: int) -> float:
     return rate
 
 
-def orchenv_lanes(url: str, n: int, seconds: float) -> float:
+def orchenv_lanes(url: str, n: int, seconds: float, processes: int | None = None) -> float:
     """Env-steps per second of n MathRoute envs each stepped on its own, with no barrier
-    between them (``orchenv.vector.run_concurrently``, as ``orchenv eval --concurrency``)."""
+    between them (``orchenv.vector.run_concurrently``, as ``orchenv eval --concurrency``);
+    with ``processes``, its worker processes share the lanes (each builds its envs and
+    its copy of the pool while the others warm up)."""
     pool = _pool(url, n)
-    envs = [_make(pool) for _ in range(n)]
-    for i, env in enumerate(envs):
-        env.reset(seed=i)
+    _make(pool)
+    source = _TASKS[0]
     window = {"start": 0.0, "stop": 0.0}
 
-    def lane(env: gym.Env) -> int:
+    def make() -> gym.Env:
+        return gym.make(
+            "orch/MathRoute-v0", pool=pool, task_source=source, max_turns=1, split="test"
+        )
+
+    def lane(env: gym.Env | None, seed: int) -> int:
+        if env is None:
+            env = make()
+        env.reset(seed=seed)
         steps = 0
         while time.perf_counter() < window["stop"]:
             _, _, terminated, truncated, _ = env.step("<model>medium</model>")
@@ -233,10 +270,13 @@ def orchenv_lanes(url: str, n: int, seconds: float) -> float:
                 env.reset()
         return steps
 
-    now = time.perf_counter()
-    window["start"], window["stop"] = now + 0.5, now + 0.5 + seconds  # 0.5 s warm-up
-    jobs = [lambda env=env: lane(env) for env in envs]
-    total = sum(result or 0 for _, result, _ in run_concurrently(jobs, concurrency=n))
+    envs = [make() for _ in range(n)] if processes is None else [None] * n
+    warm = 0.5 if processes is None else 5.0  # worker processes start within the warm-up
+    now = time.perf_counter()  # CLOCK_MONOTONIC: the same clock in every process
+    window["start"], window["stop"] = now + warm, now + warm + seconds
+    jobs = [lambda env=env, i=i: lane(env, i) for i, env in enumerate(envs)]
+    results = run_concurrently(jobs, concurrency=n, processes=processes)
+    total = sum(result or 0 for _, result, _ in results)
     pool.close()
     return total / seconds
 
@@ -268,7 +308,11 @@ def main() -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[16, 64, 256, 1024])
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell")
     parser.add_argument("--latency", type=float, default=0.05, help="server latency in seconds")
+    parser.add_argument(
+        "--processes", type=int, default=os.cpu_count() or 1, help="workers of the second table"
+    )
     args = parser.parse_args()
+    w = args.processes
 
     sock = socket.create_server(("127.0.0.1", 0), backlog=4096)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
@@ -277,11 +321,14 @@ def main() -> None:
     )
     server.start()
     sock.close()
+    rows = []
     try:
         print(
             f"server: separate process, {args.latency * 1000:.0f} ms per request; "
-            f"{os.cpu_count()} CPUs; {args.seconds:g} s per cell\n"
+            f"{os.cpu_count()} CPUs; {args.seconds:g} s per cell; load average "
+            f"{os.getloadavg()[0]:.2f} at the start\n"
         )
+        print("One process (orchenv's event loop):\n")
         print("| envs | ideal | bare aiohttp req/s | orchenv pool.call req/s | calls / aiohttp "
               "| orchenv lanes env-steps/s | lanes / ideal | lanes / aiohttp "
               "| EventLoopVectorEnv env-steps/s | vector / ideal |")  # fmt: skip
@@ -298,6 +345,25 @@ def main() -> None:
                 f"| {vector:,.0f} | {vector / ideal:.2f} |",
                 flush=True,
             )
+            rows.append((n, ideal, bare))
+        if w > 1:
+            print(f"\n{w} processes:\n")
+            print(f"| envs | ideal | bare aiohttp, {w} processes, req/s "
+                  f"| orchenv lanes, {w} processes, env-steps/s | lanes / ideal "
+                  f"| lanes / aiohttp (1 process) | lanes / aiohttp ({w} processes) "
+                  f"| ProcessVectorEnv ({w} workers) env-steps/s | vector / ideal |")  # fmt: skip
+            print("|---|---|---|---|---|---|---|---|---|")
+            for n, ideal, bare in rows:
+                bare_w = bare_aiohttp_processes(url + "/chat/completions", n, args.seconds, w)
+                lanes_w = orchenv_lanes(url, n, args.seconds, processes=w)
+                vector_w = orchenv_processes(url, n, args.seconds, w)
+                print(
+                    f"| {n:,} | {ideal:,.0f} | {bare_w:,.0f} | {lanes_w:,.0f} "
+                    f"| {lanes_w / ideal:.2f} | {lanes_w / bare:.2f} | {lanes_w / bare_w:.2f} "
+                    f"| {vector_w:,.0f} | {vector_w / ideal:.2f} |",
+                    flush=True,
+                )
+        print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
     finally:
         server.terminate()
         server.join(5)

@@ -35,6 +35,7 @@ worker holds its own copy of the sub-environments' pool (one connection pool per
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import queue
@@ -649,7 +650,11 @@ _SKIPPED = object()
 
 
 def run_concurrently(
-    jobs: Sequence[Callable[[], T]], *, concurrency: int
+    jobs: Sequence[Callable[[], T]],
+    *,
+    concurrency: int,
+    processes: int | None = None,
+    context: str = "spawn",
 ) -> Generator[tuple[int, T | None, BaseException | None], None, None]:
     """Run the synchronous ``jobs`` (e.g. whole episodes) on orchenv's event loop, at most
     ``concurrency`` at once, each free to make live agent calls that overlap with the
@@ -660,9 +665,29 @@ def run_concurrently(
     CPU work of one job overlaps the others' waits (what RL rollouts and ``orchenv eval
     --concurrency N`` need). Closing the iterator early starts no further job and waits
     for the running ones to end.
+
+    ``processes=W`` (W > 1) runs the jobs in W worker processes instead (``context``
+    start method), each an event loop running its share: job ``i`` goes to worker
+    ``i % W``, and each worker runs at most ``ceil(concurrency / W)`` at once. Env code
+    and the HTTP client then use W cores. Jobs are sent with ``cloudpickle`` (what they
+    capture is copied into the worker: a captured pool becomes one pool per worker);
+    results and exceptions come back pickled (one that does not pickle comes back as a
+    ``RuntimeError`` with its text).
     """
     if isinstance(concurrency, bool) or not (isinstance(concurrency, int) and concurrency >= 1):
         raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    if processes is not None and (
+        isinstance(processes, bool) or not (isinstance(processes, int) and processes >= 1)
+    ):
+        raise ConfigError(f"processes must be an integer >= 1, got {processes!r}")
+    if processes is not None and processes > 1 and len(jobs) > 1:
+        return _run_in_processes(jobs, concurrency, min(processes, len(jobs)), context)
+    return _run_on_loop(jobs, concurrency)
+
+
+def _run_on_loop(
+    jobs: Sequence[Callable[[], T]], concurrency: int
+) -> Generator[tuple[int, T | None, BaseException | None], None, None]:
     out: queue.SimpleQueue[tuple[int, Any, Any]] = queue.SimpleQueue()
     stop = threading.Event()
 
@@ -692,6 +717,91 @@ def run_concurrently(
     finally:
         stop.set()
         future.result()
+
+
+def _run_in_processes(
+    jobs: Sequence[Callable[[], T]], concurrency: int, processes: int, context: str
+) -> Generator[tuple[int, T | None, BaseException | None], None, None]:
+    """``run_concurrently`` over ``processes`` worker processes (see there)."""
+    from multiprocessing.connection import wait
+
+    import cloudpickle
+
+    ctx: Any = multiprocessing.get_context(context)
+    per_worker = -(-concurrency // processes)
+    conns, workers = [], []
+    try:
+        for k in range(processes):
+            share = [(i, jobs[i]) for i in range(k, len(jobs), processes)]
+            parent, child = ctx.Pipe()
+            worker = ctx.Process(
+                target=_jobs_worker,
+                args=(child, cloudpickle.dumps(share), per_worker),
+                name=f"orchenv-jobs-{k}",
+                daemon=True,
+            )
+            worker.start()
+            child.close()
+            conns.append(parent)
+            workers.append(worker)
+        running = list(conns)
+        while running:
+            for conn in wait(running):
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):
+                    k = conns.index(conn)
+                    raise RuntimeError(
+                        f"run_concurrently worker {k} died (exit code {workers[k].exitcode})"
+                    ) from None
+                if message is None:  # that worker is done
+                    running.remove(conn)
+                elif len(message) == 2:
+                    raise RuntimeError(f"run_concurrently worker failed: {message[1]}")
+                else:
+                    yield message
+    finally:
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.send("stop")  # an early close: start no further job
+        for conn, worker in zip(conns, workers, strict=True):
+            with contextlib.suppress(EOFError, OSError):
+                while conn.recv() is not None:  # drain until the worker's running jobs end
+                    pass
+            worker.join(10)
+            if worker.is_alive():
+                worker.terminate()
+                worker.join(5)
+            conn.close()
+
+
+def _jobs_worker(conn: Any, payload: bytes, concurrency: int) -> None:
+    """A ``run_concurrently(processes=W)`` worker: runs its share of the jobs on its own
+    loop, sends ``(index, result, exception)`` as each ends, then None (``("fatal", text)``
+    when it cannot run them at all)."""
+    import cloudpickle
+
+    try:
+        share = cloudpickle.loads(payload)
+        indices = [i for i, _ in share]
+        results = run_concurrently([job for _, job in share], concurrency=concurrency)
+        try:
+            for local, result, exc in results:
+                try:
+                    conn.send((indices[local], result, exc))
+                except Exception as error:  # noqa: BLE001 - an unpicklable result or error
+                    text = "".join(traceback.format_exception(exc or error))
+                    conn.send((indices[local], None, RuntimeError(text)))
+                if conn.poll() and conn.recv() == "stop":
+                    break
+        finally:
+            results.close()
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+        with contextlib.suppress(OSError):
+            conn.send(("fatal", "".join(traceback.format_exception(exc))))
+    with contextlib.suppress(OSError):
+        conn.send(None)
+        conn.close()
 
 
 #: how ``make_vec`` steps its sub-environments

@@ -4,6 +4,7 @@ the sub-environments stepped concurrently (threads, one event loop, worker proce
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 
@@ -287,3 +288,31 @@ def test_process_vector_env_keeps_live_calls_of_all_shards_in_flight():
         pool.close()
     with pytest.raises(ConfigError, match="num_workers"):
         make_vec("orch/MathRoute-v0", 2, mode="loop", num_workers=2)
+
+
+def test_run_concurrently_in_processes_reports_each_job_from_its_worker():
+    """``processes=2``: the jobs (and the pool they capture) go to two worker processes,
+    each with its own loop; results and exceptions come back with their indices."""
+    with FakeOpenAIServer(reply="\\boxed{4}", latency_s=0.05) as server:
+        pool = http_pool(server.url, 16)
+        messages = [{"role": "user", "content": "2 + 2?"}]
+
+        def job(i: int):
+            if i == 3:
+                raise ValueError("job 3 fails")
+            return pool.call(WEAKEST, messages).text, os.getpid()
+
+        jobs = [lambda i=i: job(i) for i in range(10)]
+        results = {
+            i: (result, exc)
+            for i, result, exc in run_concurrently(jobs, concurrency=4, processes=2)
+        }
+        pool.close()
+        assert len(server.requests) == 9
+    assert sorted(results) == list(range(10))
+    assert isinstance(results[3][1], ValueError)
+    assert all(results[i][0][0] == "\\boxed{4}" for i in range(10) if i != 3)
+    workers = {results[i][0][1] for i in range(10) if i != 3}
+    assert len(workers) == 2 and os.getpid() not in workers
+    with pytest.raises(ConfigError, match="processes"):
+        run_concurrently(jobs, concurrency=4, processes=0)
