@@ -729,7 +729,8 @@ def _run_in_processes(
 
     ctx: Any = multiprocessing.get_context(context)
     per_worker = -(-concurrency // processes)
-    conns, workers = [], []
+    conns: list[Any] = []
+    workers: list[Any] = []
     try:
         for k in range(processes):
             share = [(i, jobs[i]) for i in range(k, len(jobs), processes)]
@@ -746,9 +747,10 @@ def _run_in_processes(
             workers.append(worker)
         running = list(conns)
         while running:
-            for conn in wait(running):
+            ready: list[Any] = wait(running)  # type: ignore[assignment]
+            for conn in ready:
                 try:
-                    message = conn.recv()
+                    message: Any = conn.recv()
                 except (EOFError, OSError):
                     k = conns.index(conn)
                     raise RuntimeError(
