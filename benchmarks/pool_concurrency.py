@@ -35,6 +35,7 @@ import json
 import multiprocessing
 import os
 import socket
+import sys
 import time
 
 import gymnasium as gym
@@ -156,15 +157,22 @@ def bare_aiohttp_processes(url: str, n: int, seconds: float, processes: int) -> 
     """``bare_aiohttp`` with its n coroutines shared by ``processes`` processes (the
     reference for orchenv's lanes in as many processes), measured over the same window."""
     shares = [n // processes + (k < n % processes) for k in range(processes)]
-    start_at = time.time() + 3.0  # after every process has started
+    start_at = time.time() + 8.0  # after every process has started
     with multiprocessing.get_context("spawn").Pool(processes) as workers:
-        rates = workers.starmap(_bare_share, [(url, share, seconds, start_at) for share in shares])
-    return sum(rates)
+        results = workers.starmap(
+            _bare_share, [(url, share, seconds, start_at) for share in shares]
+        )
+    late = max(late for _, late in results)
+    if late > 0.1:
+        print(f"(an aiohttp process started {late:.1f} s late: its rate is not comparable)",
+              file=sys.stderr)  # fmt: skip
+    return sum(rate for rate, _ in results)
 
 
-def _bare_share(url: str, n: int, seconds: float, start_at: float) -> float:
-    time.sleep(max(0.0, start_at - time.time()))
-    return bare_aiohttp(url, n, seconds)
+def _bare_share(url: str, n: int, seconds: float, start_at: float) -> tuple[float, float]:
+    late = time.time() - start_at
+    time.sleep(max(0.0, -late))
+    return bare_aiohttp(url, n, seconds), late
 
 
 def _pool(url: str, n: int) -> AgentPool:
@@ -257,28 +265,37 @@ def orchenv_lanes(url: str, n: int, seconds: float, processes: int | None = None
             "orch/MathRoute-v0", pool=pool, task_source=source, max_turns=1, split="test"
         )
 
-    def lane(env: gym.Env | None, seed: int) -> int:
+    def lane(env: gym.Env | None, seed: int) -> tuple[int, float]:
         if env is None:
             env = make()
         env.reset(seed=seed)
-        steps = 0
+        ready, steps = time.perf_counter(), 0
         while time.perf_counter() < window["stop"]:
             _, _, terminated, truncated, _ = env.step("<model>medium</model>")
             if time.perf_counter() >= window["start"]:
                 steps += 1
             if terminated or truncated:
                 env.reset()
-        return steps
+        return steps, ready
 
     envs = [make() for _ in range(n)] if processes is None else [None] * n
-    warm = 0.5 if processes is None else 5.0  # worker processes start within the warm-up
+    warm = 0.5 if processes is None else 8.0  # worker processes start within the warm-up
     now = time.perf_counter()  # CLOCK_MONOTONIC: the same clock in every process
     window["start"], window["stop"] = now + warm, now + warm + seconds
     jobs = [lambda env=env, i=i: lane(env, i) for i, env in enumerate(envs)]
-    results = run_concurrently(jobs, concurrency=n, processes=processes)
-    total = sum(result or 0 for _, result, _ in results)
+    results = []
+    for _, result, exc in run_concurrently(jobs, concurrency=n, processes=processes):
+        if exc is not None:
+            raise exc
+        assert result is not None
+        results.append(result)
     pool.close()
-    return total / seconds
+    late = max(ready for _, ready in results) - window["start"]
+    if late > 0:
+        print(
+            f"(a lane started {late:.1f} s into the window: rate under-reported)", file=sys.stderr
+        )
+    return sum(steps for steps, _ in results) / seconds
 
 
 def orchenv_calls(url: str, n: int, seconds: float) -> float:
