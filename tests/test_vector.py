@@ -274,8 +274,9 @@ def test_process_vector_env_reports_a_sub_env_error():
 
 
 def test_process_vector_env_keeps_live_calls_of_all_shards_in_flight():
-    """Each worker copies the pool and runs its own loop: all 8 calls are on the server at once."""
-    with FakeOpenAIServer(reply="\\boxed{4}", latency_s=0.2) as server:
+    """Each worker copies the pool and runs its own loop: all 8 calls are on the server at once
+    (0.5 s each, so a worker slowed down by a busy machine still overlaps the other)."""
+    with FakeOpenAIServer(reply="\\boxed{4}", latency_s=0.5) as server:
         pool = http_pool(server.url, 8)
         vec = make_vec("orch/MathRoute-v0", 8, mode="processes", num_workers=2, pool=pool)
         assert vec.num_workers == 2
