@@ -10,6 +10,7 @@ on small sizes (under 5 minutes a seed, for the tests) and writes under ``runs/`
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import platform
@@ -72,6 +73,7 @@ def reproduce(
         else (runs / f"{sid}.md" if quick else Path("docs/reproduction") / f"{sid}.md")
     )
     page.parent.mkdir(parents=True, exist_ok=True)
+    untimed = not (runs / "timing.json").exists() and runs.is_dir() and any(runs.iterdir())
     rep = Reproduction(
         sid,
         quick=quick,
@@ -87,13 +89,16 @@ def reproduce(
         sections: list[Section] = module.build(rep)
     finally:
         rep.close()
+    compute_s, invocations = _add_time(runs, rep.elapsed_s)
     command = f"orchenv reproduce {sid}" + (" --quick" if quick else "")
     if seeds is not None:
         command += " --seeds " + " ".join(map(str, seeds))
     header = [
         f"# Seed {sid} reproduced in simulation: {short}",
         "",
-        f"Made by `{command}` in {rep.elapsed_s / 60:.1f} min on {platform.machine()} "
+        f"Made by `{command}`: {compute_s / 60:.1f} min in total over {invocations} "
+        f"invocation(s) (the last {rep.elapsed_s / 60:.1f} min"
+        f"{'; earlier ones were not timed' if untimed else ''}) on {platform.machine()} "
         f"({platform.python_version()}), run seeds {', '.join(map(str, rep.seeds))}. "
         "Every number in an orchenv column comes from that run; the paper columns are the "
         "seed paper's. ± is the half-width of a 95% confidence interval (over episodes, or "
@@ -118,12 +123,27 @@ def reproduce(
         "quick": quick,
         "run_seeds": rep.seeds,
         "elapsed_s": round(rep.elapsed_s, 1),
+        "compute_s": round(compute_s, 1),
+        "invocations": invocations,
         "sections": [s.to_dict() for s in sections],
     }
     page.with_suffix(".json").write_text(
         json.dumps(data, indent=1, allow_nan=True) + "\n", encoding="utf-8"
     )
     return page
+
+
+def _add_time(runs: Path, seconds: float) -> tuple[float, int]:
+    """Add this invocation's time to ``runs/timing.json``: a resumed run's page states the
+    time all its invocations took, not only the last (which may only have read results)."""
+    path = runs / "timing.json"
+    total, count = 0.0, 0
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        total, count = float(stored["total_s"]), int(stored["invocations"])
+    total, count = total + seconds, count + 1
+    path.write_text(json.dumps({"total_s": round(total, 1), "invocations": count}) + "\n")
+    return total, count
 
 
 __all__ = [
