@@ -89,7 +89,7 @@ def reproduce(
         sections: list[Section] = module.build(rep)
     finally:
         rep.close()
-    compute_s, invocations = _add_time(runs, rep.elapsed_s)
+    compute_s, invocations, untimed = _add_time(runs, rep.elapsed_s, untimed)
     command = f"orchenv reproduce {sid}" + (" --quick" if quick else "")
     if seeds is not None:
         command += " --seeds " + " ".join(map(str, seeds))
@@ -133,17 +133,20 @@ def reproduce(
     return page
 
 
-def _add_time(runs: Path, seconds: float) -> tuple[float, int]:
+def _add_time(runs: Path, seconds: float, untimed: bool) -> tuple[float, int, bool]:
     """Add this invocation's time to ``runs/timing.json``: a resumed run's page states the
-    time all its invocations took, not only the last (which may only have read results)."""
+    time all its invocations took, not only the last (which may only have read results).
+    ``untimed`` (kept once set) marks results made before timing was recorded."""
     path = runs / "timing.json"
     total, count = 0.0, 0
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
         stored = json.loads(path.read_text(encoding="utf-8"))
         total, count = float(stored["total_s"]), int(stored["invocations"])
+        untimed = untimed or bool(stored.get("untimed", False))
     total, count = total + seconds, count + 1
-    path.write_text(json.dumps({"total_s": round(total, 1), "invocations": count}) + "\n")
-    return total, count
+    record = {"total_s": round(total, 1), "invocations": count, "untimed": untimed}
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    return total, count, untimed
 
 
 __all__ = [
