@@ -63,3 +63,34 @@ def test_pieces_several_ids_decode_to_are_ambiguous():
             return "".join({0: "a", 1: "a", 2: "b"}[i] for i in ids)
 
     assert PieceIndex(TwoWays()).ids(["a", "b", "c"]) == [None, 2, None]
+
+
+def test_the_openai_backend_fills_ids_from_the_agents_tokenizer(tokenizer):
+    """A llama.cpp-style choice (token texts, no ids) gets ids from ``tokenizer=``."""
+    from orchenv.backends.openai_compat import OpenAICompatBackend
+
+    text = "Ask the middle agent."
+    ids, logprobs = served(tokenizer, text)
+    choice = {
+        "message": {"content": text},
+        "logprobs": {
+            "content": [
+                {"token": t, "logprob": lp}
+                for t, lp in zip(logprobs["tokens"], logprobs["logprobs"], strict=True)
+            ]
+        },
+    }
+    backend = OpenAICompatBackend(
+        base_url="http://127.0.0.1:9/v1", tokenizer=str(tiny_qwen2_path())
+    )
+    try:
+        out = backend._logprobs_with_ids(choice, text)["logprobs"]
+    finally:
+        backend.close()
+    assert out["token_ids"] == ids and out["token_ids_verified"] is True
+    plain = OpenAICompatBackend(base_url="http://127.0.0.1:9/v1")
+    try:
+        assert plain._logprobs_with_ids(choice, text)["logprobs"]["token_ids_source"] is None
+        assert plain._logprobs_with_ids({"message": {"content": text}}, text) == {}
+    finally:
+        plain.close()

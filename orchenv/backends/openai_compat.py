@@ -79,6 +79,7 @@ from orchenv.backends.simulated import (
     estimate_prompt_tokens,
     estimate_tokens,
 )
+from orchenv.backends.token_ids import PieceIndex, fill_token_ids
 from orchenv.error import BackendError, ConfigError, SchemaError, require
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
 from orchenv.schema import USAGE, JSONLimitError, parse_json
@@ -273,6 +274,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
         "_session": None,
         "_slots": None,
         "_hf_tokenizer": None,
+        "_piece_index": None,
         "_finalizer": None,
         "_targets": {},
     }
@@ -348,6 +350,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
         self._finalizer: Any = None  # closes the session when the backend is dropped unclosed
         self._targets: dict[int, tuple[AgentSpec, tuple[str | None, str | None], _Target]] = {}
         self._hf_tokenizer: Any = None
+        self._piece_index: PieceIndex | None = None
 
     # -- lifecycle -------------------------------------------------------------
     def __repr__(self) -> str:
@@ -711,9 +714,24 @@ class OpenAICompatBackend(RebuiltOnCopy):
                 "id": _meta_text(data.get("id")),
                 "attempt_latency_s": attempt_latency_s,
                 **extra,
-                **_logprobs(choice),
+                **self._logprobs_with_ids(choice, text),
             },
         )
+
+    def _logprobs_with_ids(self, choice: Mapping[str, Any], text: str) -> dict[str, Any]:
+        """The choice's log-probabilities; where the server sent token texts without ids
+        (llama.cpp), the ids are looked up in the agent's own tokenizer (``token_ids``)."""
+        found = _logprobs(choice)
+        if not found:
+            return found
+        index = None
+        if self.tokenizer is not None and not callable(self.tokenizer):
+            tokenizer = self._load_tokenizer()
+            with self._lock:
+                if self._piece_index is None:
+                    self._piece_index = PieceIndex(tokenizer)
+                index = self._piece_index
+        return {"logprobs": fill_token_ids(found["logprobs"], index, text)}
 
     def _verify(
         self, messages: list[Message], text: str, prompt_tokens: int, completion_tokens: int

@@ -135,7 +135,7 @@ def test_metering_agrees_with_the_gguf_tokenizer_and_logprobs_come_back(
     )
     pool = AgentPool([AgentSpec(name="smol", model="smollm2", tier=0, backend="openai")],
                      {"openai": backend})  # fmt: skip
-    agree, prompt_equal, logprob_tokens = 0, 0, 0
+    agree, prompt_equal, logprob_tokens, ids_found, ids_verified = 0, 0, 0, 0, 0
     try:
         for messages in MESSAGES:
             completion = pool.call("smol", messages)
@@ -150,15 +150,22 @@ def test_metering_agrees_with_the_gguf_tokenizer_and_logprobs_come_back(
             assert all(v <= 0.0 for v in lp["logprobs"])
             assert abs(len(lp["tokens"]) - completion.completion_tokens) <= 1
             logprob_tokens += len(lp["tokens"])
+            # llama.cpp sends token texts only: ids come from the GGUF's own tokenizer
+            assert lp["token_ids_source"] == "tokenizer"
+            ids_found += sum(i is not None for i in lp["token_ids"])
+            ids_verified += bool(lp["token_ids_verified"])
     finally:
         pool.close()
     assert agree == len(MESSAGES)
+    assert ids_found >= 0.9 * logprob_tokens and ids_verified >= 1
     live_report(
         "verified metering (server usage vs the GGUF's tokenizer)",
         calls=len(MESSAGES),
         agreeing=agree,
         prompt_counts_equal=prompt_equal,
         logprob_tokens=logprob_tokens,
+        token_ids_found=ids_found,
+        completions_whose_ids_decode_to_the_text=ids_verified,
     )
 
 
