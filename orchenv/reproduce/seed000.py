@@ -91,6 +91,8 @@ PAPER_VERIFICATION: dict[str, tuple[int, int]] = {
     "System 2": (199, 1247 + 298 + 199 + 2563),
 }
 PAPER_STRONGEST_SHARE = 0.25  # the usage constraint of the strongest agent (eq. 2, Table 9)
+#: how far above a share counts as "near" / "modest" in the usage claims (a reading, stated)
+USAGE_SLACK = 0.10
 
 #: Table 1 baselines: (label, paper row, controller, kwargs, why); the specs of
 #: scripts/reproduce.sh
@@ -1097,6 +1099,7 @@ def lambda_sensitivity(
     rows: list[Row] = []
     accs: dict[float, Estimate] = {}
     asked: dict[float, Estimate] = {}
+    train_share: dict[float, Estimate] = {}
     curves: dict[float, list[list[dict[str, float]]]] = {}
     for lam in LAMBDAS:
         setting = "outcome-lag" if lam == 0.25 else f"lambda-{lam}"
@@ -1105,6 +1108,7 @@ def lambda_sensitivity(
         final_share = _over_seeds([c[-1][f"share/{strongest}"] for c in curves[lam] if c])
         final_routing = _over_seeds([c[-1]["routing_accuracy"] for c in curves[lam] if c])
         accs[lam], asked[lam] = stats["accuracy"], stats["strongest share asked"]
+        train_share[lam] = final_share
         rows.append(
             Row(
                 f"lambda_1 = {lam:g}" + (" (Table 9)" if lam == 0.25 else ""),
@@ -1132,8 +1136,19 @@ def lambda_sensitivity(
             comparable or spread < 0.02,
             "Comparable: every pair of intervals overlaps, or the spread is under 2 points.",
         ),
+        Finding(
+            "The usage ratios remain reasonably controlled during training (the strongest "
+            "agent's share near its 0.25 constraint) for every multiplier",
+            ", ".join(f"lambda_1 {lam:g}: {train_share[lam].mean:.3f}" for lam in LAMBDAS),
+            all(train_share[lam].mean <= PAPER_STRONGEST_SHARE + USAGE_SLACK for lam in LAMBDAS),
+            f"'Near' read as at most {USAGE_SLACK:.2f} above the constraint, in the last tenth "
+            "of training (no enforcement there). The PPO policy asks for the strongest agent "
+            "whenever it cannot judge a draft, and a multiplier up to 0.5 lowers that only a "
+            "little; the paper's LLM controller judges drafts itself.",
+        ),
         check_direction(
-            "A larger multiplier on the strongest agent keeps its usage lower",
+            "A larger multiplier on the strongest agent lowers its share of the calls asked for "
+            "(orchenv's check of eq. 3's mechanism)",
             asked[LAMBDAS[0]],
             asked[LAMBDAS[-1]],
             up=False,
@@ -1202,13 +1217,17 @@ def training_dynamics(
                 up=True,
             )
         )
+        before, after = final["oneshot"]["strongest share"], final["outcome-lag"]["strongest share"]
+        increase = after.mean - before.mean
         findings.append(
-            check_direction(
-                f"{system}: the multi-turn controller uses the strongest agent somewhat more "
-                "than the one-shot router (the paper: a modest increase)",
-                final["oneshot"]["strongest share"],
-                final["outcome-lag"]["strongest share"],
-                up=True,
+            Finding(
+                f"{system}: the multi-turn controller uses the strongest agent only modestly "
+                "more than the one-shot router",
+                f"{before.mean:.3f} -> {after.mean:.3f} (+{increase:.3f})",
+                0.0 <= increase <= USAGE_SLACK,
+                f"'Modest' read as at most {USAGE_SLACK:.2f} more of the calls. PPO escalates "
+                "to the strongest agent when it cannot judge a draft; the paper's controller "
+                "judges drafts itself.",
             )
         )
     path, link = ex.rep.figure("figure3_training")
