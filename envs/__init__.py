@@ -16,7 +16,7 @@ if __name__ != "orchenv.envs":  # guard rail: the folder is mapped into the orch
 
 from orchenv.backends.simulated import register_solution_writer
 from orchenv.controllers import register_controller
-from orchenv.registry import ENV_SUMMARIES, register_env
+from orchenv.registry import ENV_SUMMARIES, register_env, register_reproduction
 from orchenv.tasks import register_task_source
 
 
@@ -48,6 +48,18 @@ def register_controllers() -> None:
     register_controller("budget-baseline", "orchenv.envs.budgetroute.baselines:BudgetBaseline")
 
 
+def register_reproductions() -> None:
+    """``orchenv reproduce SEED``: each seed paper's experiments live with its env family."""
+    for seed_id, family, title in (
+        ("000", "mathroute", "MathRoute: an RL-trained router over a multi-LLM pool"),
+        ("001", "budgetroute", "BudgetRoute: budget-aware routing to experts"),
+        ("002", "orchmas", "OrchMAS: role-playing orchestration with GRPO"),
+        ("003", "puppeteer", "Puppeteer: an evolving orchestrator trained by REINFORCE"),
+        ("004", "multihopqa", "RCR-Router: role-aware context routing"),
+    ):
+        register_reproduction(seed_id, f"orchenv.envs.{family}.reproduce:build", title)
+
+
 __all__ = ["ENV_SUMMARIES", "register_envs"]
 
 
@@ -55,6 +67,7 @@ def register_envs() -> None:
     """Register every orchenv id in Gymnasium's registry (idempotent)."""
     register_task_sources()
     register_controllers()
+    register_reproductions()
     mathroute = "orchenv.envs.mathroute.env:MathRouteEnv"
     register_env(
         "orch/MathRoute-v0",

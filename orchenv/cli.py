@@ -202,7 +202,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _add_reproduce(sub: argparse._SubParsersAction) -> None:
-    from orchenv.reproduce import SEEDS
+    from orchenv.registry import REPRODUCTION_TITLES
 
     p = sub.add_parser(
         "reproduce",
@@ -210,7 +210,7 @@ def _add_reproduce(sub: argparse._SubParsersAction) -> None:
         description=(
             "Run a seed paper's experiments in simulation (resumable), then write a page "
             "with the paper's numbers and orchenv's side by side, with 95% intervals. Seeds: "
-            + "; ".join(f"{k} {v[1]}" for k, v in SEEDS.items())
+            + "; ".join(f"{k} {v}" for k, v in sorted(REPRODUCTION_TITLES.items()))
         ),
     )
     p.add_argument("seed_id", metavar="SEED", help="000 ... 004 (see docs/reproduction/)")

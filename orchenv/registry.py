@@ -98,3 +98,16 @@ def register_env(env_id: str, entry_point: str, summary: str, **kwargs: object) 
     ENV_SUMMARIES[env_id] = summary
     if env_id not in registry:
         register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)
+
+
+#: seed id -> the plug-in's ``build(rep) -> list[Section]`` (``orchenv reproduce``)
+REPRODUCTIONS: Registry[Any] = Registry("reproduction")
+#: seed id -> the paper's short name, shown in page titles and ``orchenv reproduce --help``
+REPRODUCTION_TITLES: dict[str, str] = {}
+
+
+def register_reproduction(seed_id: str, build: str, title: str) -> None:
+    """Register seed ``seed_id``'s reproduction: ``build`` is a ``"module:attr"`` string, so
+    the experiments' dependencies load only when that seed is reproduced."""
+    REPRODUCTIONS.register(seed_id, build)
+    REPRODUCTION_TITLES[seed_id] = title

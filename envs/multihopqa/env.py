@@ -11,7 +11,7 @@ it sees. ``MultihopQAGame`` holds the rules once; three views drive it:
 * ``multihopqa_aec_env`` / ``multihopqa_parallel_env``: PettingZoo views where
   every role is an external policy;
 * ``run_team``: every role played by pool agents (the paper's system, used by
-  ``orchenv reproduce 004``, ``orchenv.reproduce.seed004``).
+  ``orchenv reproduce 004``, ``orchenv.envs.multihopqa.reproduce``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """``orchenv reproduce SEED [--quick]``: each seed paper's headline tables and figures, rerun
 in simulation, written as a page with the paper's numbers beside orchenv's.
 
-One module per seed (``seed000`` ... ``seed004``) builds its ``Section``s from experiments run
-through a ``Reproduction`` (resumable storage, sizes, progress); this module resolves the seed,
+Each seed's experiments live with its env family (``orchenv.envs.mathroute.reproduce`` for
+seed 000, ``budgetroute`` 001, ``orchmas`` 002, ``puppeteer`` 003, ``multihopqa`` 004), registered
+by ``orchenv.envs`` with ``register_reproduction`` (core never imports the plug-ins); a seed's
+``build(rep)`` returns its ``Section``s from experiments run through a ``Reproduction``
+(resumable storage, sizes, progress). This module resolves the seed,
 writes ``SEED.md`` (and ``SEED.json`` with the same numbers) and returns the page's path. The
 documented pages in ``docs/reproduction/`` come from full runs; ``--quick`` runs the same code
 on small sizes (under 5 minutes a seed, for the tests) and writes under ``runs/`` instead.
@@ -11,13 +14,14 @@ on small sizes (under 5 minutes a seed, for the tests) and writes under ``runs/`
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import platform
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from orchenv.error import ConfigError
+from orchenv.registry import REPRODUCTION_TITLES, REPRODUCTIONS, register_reproduction
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
 from orchenv.reproduce.report import (
     Estimate,
@@ -28,25 +32,16 @@ from orchenv.reproduce.report import (
     check_order,
 )
 
-#: seed id -> (module, the paper's short name)
-SEEDS: dict[str, tuple[str, str]] = {
-    "000": ("orchenv.reproduce.seed000", "MathRoute: an RL-trained router over a multi-LLM pool"),
-    "001": ("orchenv.reproduce.seed001", "BudgetRoute: budget-aware routing to experts"),
-    "002": ("orchenv.reproduce.seed002", "OrchMAS: role-playing orchestration with GRPO"),
-    "003": (
-        "orchenv.reproduce.seed003",
-        "Puppeteer: an evolving orchestrator trained by REINFORCE",
-    ),
-    "004": ("orchenv.reproduce.seed004", "RCR-Router: role-aware context routing"),
-}
+#: seed id -> the plug-in's ``build`` entry point (registered by ``orchenv.envs``)
+SEEDS = REPRODUCTIONS
 
 
 def resolve_seed(name: str) -> str:
     """``0``, ``000``, ``seed000`` or a seed file's name (``000_492b...``) -> ``"000"``."""
     text = str(name).strip().lower().removeprefix("seed").split("_", 1)[0]
-    if text.isdigit() and f"{int(text):03d}" in SEEDS:
+    if text.isdigit() and f"{int(text):03d}" in REPRODUCTIONS:
         return f"{int(text):03d}"
-    raise ConfigError(f"unknown seed {name!r}; choose one of {', '.join(SEEDS)}")
+    raise ConfigError(f"unknown seed {name!r}; choose one of {', '.join(sorted(REPRODUCTIONS))}")
 
 
 def reproduce(
@@ -83,10 +78,11 @@ def reproduce(
         progress=progress,
         seeds=seeds,
     )
-    module_name, short = SEEDS[sid]
-    module = importlib.import_module(module_name)
+    build = REPRODUCTIONS.resolve(sid)
+    short = REPRODUCTION_TITLES.get(sid, sid)
+    module = sys.modules.get(getattr(build, "__module__", ""), None)
     try:
-        sections: list[Section] = module.build(rep)
+        sections: list[Section] = build(rep)
     finally:
         rep.close()
     compute_s, invocations, untimed = _add_time(runs, rep.elapsed_s, untimed)
@@ -162,5 +158,6 @@ __all__ = [
     "eval_command",
     "metric",
     "reproduce",
+    "register_reproduction",
     "resolve_seed",
 ]

@@ -20,7 +20,7 @@ from orchenv.runner import wilson_interval
 Z95 = 1.959964
 
 
-def _t975(df: int) -> float:
+def t975(df: int) -> float:
     """The two-sided 95% Student-t quantile (scipy; the normal quantile past 1,000 dof)."""
     if df >= 1000:
         return Z95
@@ -48,7 +48,7 @@ class Estimate:
         mean = statistics.fmean(vals)
         if len(vals) < 2:
             return cls(mean, mean, mean, 1, over)
-        quantile = _t975(len(vals) - 1) if over == "seeds" else Z95
+        quantile = t975(len(vals) - 1) if over == "seeds" else Z95
         half = quantile * statistics.stdev(vals) / math.sqrt(len(vals))
         return cls(mean, mean - half, mean + half, len(vals), over)
 

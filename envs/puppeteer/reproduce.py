@@ -299,7 +299,7 @@ def _plot_curves(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from orchenv.reproduce.report import _t975
+    from orchenv.reproduce.report import t975
 
     path, link = rep.figure(name)
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4))
@@ -311,7 +311,7 @@ def _plot_curves(
             mean = curves.mean(axis=0)
             (line,) = ax.plot(x, mean, label=group, lw=1.4)
             if len(logs) > 1:
-                half = _t975(len(logs) - 1) * curves.std(axis=0, ddof=1) / math.sqrt(len(logs))
+                half = t975(len(logs) - 1) * curves.std(axis=0, ddof=1) / math.sqrt(len(logs))
                 ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.2)
         ax.set_xlabel("training episode")
         ax.set_title(label, fontsize=10)
