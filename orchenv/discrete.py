@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -29,12 +30,13 @@ import numpy as np
 from gymnasium import spaces
 
 from orchenv.core import OrchestrationEnv
-from orchenv.error import ConfigError, OrchEnvError
+from orchenv.error import ConfigError, EnvStateError, OrchEnvError
 
 __all__ = [
     "FEATURE_BOUND",
     "UNAVAILABLE_TEXT",
     "ChoiceActions",
+    "MaskedPolicyController",
     "ObservationFeatures",
     "available",
     "current_choices",
@@ -316,6 +318,12 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
         )
         return np.clip(vec, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32)
 
+    def features_of(self, observation: Any, info: dict[str, Any], done: bool = False) -> np.ndarray:
+        """The vector ``step``/``reset`` would return for a state reached outside this wrapper
+        (a controller playing the text env itself: ``MaskedPolicyController``)."""
+        self._info, self._done = info, done
+        return self.observation(observation)
+
     def _ngrams(self, text: str) -> np.ndarray:
         hit = self._cache.get(text)
         if hit is not None:
@@ -328,6 +336,46 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return vec
+
+
+class MaskedPolicyController:
+    """A policy trained on :func:`make_discrete_env`'s view, played as an ordinary controller
+    on the text env (the eval harness, ``orchenv run``): ``bind`` puts the same feature view
+    (``feature_kwargs`` as trained) over the bound env, ``act`` sends the text of the policy's
+    greedy choice among the available ones. ``model`` is anything with sb3's
+    ``predict(obs, deterministic=True)``; a ``MaskablePPO``'s ``action_masks`` are passed, and
+    a masked pick by an unmasked model falls back to the first available choice."""
+
+    privileged = False
+
+    def __init__(self, model: Any, **feature_kwargs: Any) -> None:
+        self.model = model
+        self.feature_kwargs = feature_kwargs
+        self._base: OrchestrationEnv | None = None
+        self._features: ObservationFeatures | None = None
+        self._masked = "action_masks" in inspect.signature(model.predict).parameters
+
+    def reset(self, seed: int | None = None) -> None:
+        """The greedy policy is deterministic: nothing to reseed."""
+
+    def bind(self, env: gym.Env) -> None:
+        base = orch_base(env)
+        if base is not self._base:
+            self._base = base
+            self._features = ObservationFeatures(base, **self.feature_kwargs)
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        if self._base is None or self._features is None:
+            raise EnvStateError("MaskedPolicyController.act before bind(env)")
+        choices = current_choices(self._base, self._features.n_choices)
+        mask = np.array([c is not None for c in choices], dtype=bool)
+        vector = self._features.features_of(obs, info)
+        kwargs = {"action_masks": mask} if self._masked else {}
+        index = int(np.asarray(self.model.predict(vector, deterministic=True, **kwargs)[0]))
+        text = choices[index] if 0 <= index < len(choices) else None
+        if text is None:
+            text = next(c for c in choices if c is not None)
+        return text
 
 
 def make_discrete_env(

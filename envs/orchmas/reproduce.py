@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.discrete import ObservationFeatures, current_choices, make_discrete_env, orch_base
+from orchenv.discrete import MaskedPolicyController, make_discrete_env
 from orchenv.envs.orchmas.env import OrchMASEnv
 from orchenv.envs.orchmas.scripted import decompose_orchestrator, single_executor
 from orchenv.eval.harness import EvalConfig, EvalResult
@@ -207,45 +207,15 @@ def train_ppo(setting: Mapping[str, Any], seed: int, steps: int, path: Path) -> 
     return {"model": str(path), "episodes": len(scores), "curve": curve}
 
 
-class PolicyController:
-    """A trained discrete-view policy as an orchenv controller: it computes the features
-    ``make_discrete_env`` would (``ObservationFeatures`` over the bound env) and sends the
-    text of the greedy choice, never a masked one."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self._base: Any = None
-        self._features: Any = None
-
-    def bind(self, env: Any) -> None:
-        if env is not self._base:
-            self._base = env
-            self._features = ObservationFeatures(env, **FEATURES)
-
-    def reset(self, seed: int | None = None) -> None:  # deterministic: nothing to reseed
-        return None
-
-    def act(self, obs: str, info: dict[str, Any]) -> str:
-        base = orch_base(self._base)
-        choices = current_choices(base, self._features.n_choices)
-        mask = np.array([c is not None for c in choices], dtype=bool)
-        self._features._info, self._features._done = info, False
-        vector = self._features.observation(obs)
-        index = int(self.model.predict(vector, action_masks=mask, deterministic=True)[0])
-        text = choices[index]
-        assert text is not None  # the mask rules masked choices out
-        return text
-
-
-def _load_policy(path: str) -> Callable[[int], PolicyController]:
-    def factory(seed: int) -> PolicyController:
+def _load_policy(path: str) -> Callable[[int], MaskedPolicyController]:
+    def factory(seed: int) -> MaskedPolicyController:
         from sb3_contrib import MaskablePPO
 
         if not Path(path).exists():
             raise FileNotFoundError(
                 f"{path} (the trained policy) is missing: delete its .json next to it to retrain"
             )
-        return PolicyController(MaskablePPO.load(path, device="cpu"))
+        return MaskedPolicyController(MaskablePPO.load(path, device="cpu"), **FEATURES)
 
     return factory
 

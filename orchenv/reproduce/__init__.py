@@ -92,10 +92,9 @@ def reproduce(
     header = [
         f"# Seed {sid} reproduced in simulation: {short}",
         "",
-        f"Made by `{command}`: {compute_s / 60:.1f} min in total over {invocations} "
-        f"invocation(s) (the last {rep.elapsed_s / 60:.1f} min"
-        f"{'; earlier ones were not timed' if untimed else ''}) on {platform.machine()} "
-        f"({platform.python_version()}), run seeds {', '.join(map(str, rep.seeds))}. "
+        f"Made by `{command}` {_timing(compute_s, invocations, rep.elapsed_s, untimed)} on "
+        f"{platform.machine()} (Python {platform.python_version()}), run seeds "
+        f"{', '.join(map(str, rep.seeds))}. "
         "Every number in an orchenv column comes from that run; the paper columns are the "
         "seed paper's. ± is the half-width of a 95% confidence interval (over episodes, or "
         "over run seeds where a row is a training run; the row says which). "
@@ -127,6 +126,17 @@ def reproduce(
         json.dumps(data, indent=1, allow_nan=True) + "\n", encoding="utf-8"
     )
     return page
+
+
+def _timing(total_s: float, invocations: int, last_s: float, untimed: bool) -> str:
+    if untimed:
+        return (
+            f"(the runs that computed its results predate timing; the last invocation, "
+            f"resuming, took {last_s / 60:.1f} min)"
+        )
+    if invocations == 1:
+        return f"in {total_s / 60:.1f} min"
+    return f"in {total_s / 60:.1f} min over {invocations} invocations (resumed)"
 
 
 def _add_time(runs: Path, seconds: float, untimed: bool) -> tuple[float, int, bool]:
