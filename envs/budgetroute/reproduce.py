@@ -365,7 +365,7 @@ def _order(
 # -- the page --------------------------------------------------------------------------------------
 def build(rep: Reproduction) -> list[Section]:
     episodes = rep.size(500, 20)
-    steps = rep.size(60_000, 1_024)
+    steps = rep.size(120_000, 1_024)
     llm_episodes = rep.size(5, 1)
     missing = llm_missing()
     run_llm = missing is None and not rep.quick
