@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from orchenv.discrete import MaskedPolicyController
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
 from orchenv.reproduce.report import Estimate, Finding, Row, Section, check_direction, check_order
@@ -108,45 +109,14 @@ INTRO = (
 
 
 # -- controllers ---------------------------------------------------------------------------------
-class TrainedPolicy:
-    """A MaskablePPO policy trained on the discrete view, as a text controller for the eval
-    harness: the env's text observation goes through the same feature wrapper it was trained
-    on (``orchenv.discrete.ObservationFeatures``), the argmax choice's text is the action."""
+def _always(controller: Any) -> Callable[[int], Any]:
+    """A harness ``controller_factory`` that plays the same (deterministic) controller for
+    every seed."""
 
-    privileged = False
+    def build(_seed: int) -> Any:
+        return controller
 
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self._base: Any = None
-        self._features: Any = None
-
-    def built(self, seed: int) -> TrainedPolicy:
-        """The harness's ``controller_factory``: the same deterministic policy for every seed."""
-        return self
-
-    def reset(self, seed: int | None = None) -> None:
-        """Deterministic policy: nothing to reseed (keeps the harness from rebuilding it)."""
-
-    def bind(self, env: Any) -> None:
-        from orchenv.discrete import ChoiceActions, ObservationFeatures
-
-        base = getattr(env, "unwrapped", env)
-        if base is not self._base:
-            self._base = base
-            self._features = ObservationFeatures(ChoiceActions(base), n_features=N_FEATURES)
-
-    def act(self, obs: str, info: dict[str, Any]) -> str:
-        from orchenv.discrete import current_choices
-
-        choices = current_choices(self._base, self._features.n_choices)
-        mask = np.array([c is not None for c in choices], dtype=bool)
-        # the wrapper reads the state's info as its own step would have stored it
-        self._features._info, self._features._done = info, False
-        vec = self._features.observation(obs)
-        index = int(self.model.predict(vec, action_masks=mask, deterministic=True)[0])
-        text = choices[index]
-        assert text is not None  # masked choices are never predicted
-        return text
+    return build
 
 
 # -- training ------------------------------------------------------------------------------------
@@ -398,7 +368,7 @@ def build(rep: Reproduction) -> list[Section]:
     for seed in rep.seeds:
         model, info = _trained(rep, seed, steps)
         curves[seed] = info
-        policy = TrainedPolicy(model)
+        policy = MaskedPolicyController(model, n_features=N_FEATURES)
         for mode in MODES:
             cfg = EvalConfig(
                 ENV_ID,
@@ -412,7 +382,7 @@ def build(rep: Reproduction) -> list[Section]:
             trained[seed, mode] = rep.evaluate(
                 f"{_ppo_tag(steps)}-{mode}-seed{seed}",
                 cfg,
-                controller_factory=policy.built,
+                controller_factory=_always(policy),
             )
 
     def trained_est(mode: str, read: Callable[[Any], float]) -> Estimate:
