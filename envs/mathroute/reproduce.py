@@ -450,7 +450,7 @@ class Experiments:
 
     # -- GRPO smoke run ------------------------------------------------------------------------
     def grpo(self, use_lagrangian: bool) -> dict[str, Any]:
-        config = {
+        config: dict[str, Any] = {
             "env_id": SYSTEMS["System 1"],
             "use_lagrangian": use_lagrangian,
             "steps": self.grpo_steps,
