@@ -61,12 +61,23 @@ def test_row_verdict_is_computed_from_the_numbers():
     assert extra.sentence() == "not in the paper. Not a row of the paper."
 
 
-def test_order_check_treats_overlapping_intervals_as_ties():
-    a, b, c = (Estimate(m, m - 0.02, m + 0.02, 100) for m in (0.80, 0.79, 0.60))
+def test_order_check_needs_separated_intervals_unless_ties_are_allowed():
+    a, b, c = (Estimate(m, m - 0.02, m + 0.02, 100) for m in (0.80, 0.70, 0.60))
     assert check_order("a > b > c", {"a": a, "b": b, "c": c}, ["a", "b", "c"]).reproduced
-    tie = check_order("b > a", {"a": a, "b": b}, ["b", "a"])
-    assert tie.reproduced  # 0.79 vs 0.80 with overlapping intervals is no broken order
-    broken = check_order("c > a", {"a": a, "c": c}, ["c", "a"])
+    close = Estimate(0.79, 0.77, 0.81, 100)
+    noisy = check_order("a > close", {"a": a, "close": close}, ["a", "close"])
+    assert (
+        not noisy.reproduced and "within noise, the intervals overlap: a ~ close" in noisy.observed
+    )
+    reversed_ = check_order("close > a", {"a": a, "close": close}, ["close", "a"])
+    assert not reversed_.reproduced and "a > close, within noise" in reversed_.observed
+    # "no worse than": overlapping intervals are ties that break no order
+    assert check_order(
+        "close >= a", {"a": a, "close": close}, ["close", "a"], strict=False
+    ).reproduced
+    same = check_order("x > y", {"x": 0.0, "y": 0.0}, ["x", "y"])
+    assert not same.reproduced and "identical: x = y" in same.observed
+    broken = check_order("c > a", {"a": a, "c": c}, ["c", "a"], strict=False)
     assert not broken.reproduced and "order broken: a > c" in broken.observed
     assert broken.render().startswith("- **not reproduced**")
 

@@ -32,7 +32,7 @@ import numpy as np
 from orchenv.discrete import MaskedPolicyController
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
-from orchenv.reproduce.report import Estimate, Finding, Row, Section, check_direction, check_order
+from orchenv.reproduce.report import Estimate, Row, Section, check_direction, check_order
 
 ENV_ID = "orch/BudgetRoute-v0"
 MODES = ("low", "medium", "high")
@@ -306,32 +306,6 @@ def _fmt(value: Estimate | float, digits: int = 3) -> str:
     return f"{value.mean if isinstance(value, Estimate) else value:.{digits}f}"
 
 
-def _order(
-    claim: str, values: dict[str, Estimate], best_first: list[str], *, why: str = ""
-) -> Finding:
-    """``check_order`` made strict for a claim that one entry *beats* the next: each
-    neighbour pair in ``best_first`` must be in the claimed order by its means and with
-    intervals that do not overlap. Overlapping intervals (``check_order``'s ties) and
-    identical numbers (a policy that does exactly the same in two modes, a model that never
-    calls anyone) are no evidence of the order, so they are reported as not reproduced."""
-    found = check_order(claim, values, best_first, why=why)
-    same, noise, reversed_ = [], [], []
-    for a, b in zip(best_first, best_first[1:], strict=False):
-        x, y = values[a], values[b]
-        if math.isclose(x.mean, y.mean, rel_tol=0, abs_tol=1e-12):
-            same.append(f"{a} = {b}")
-        elif x.mean < y.mean and x.hi >= y.lo:  # check_order calls this a tie
-            reversed_.append(f"{b} > {a}")
-        elif x.mean > y.mean and x.lo <= y.hi:
-            noise.append(f"{a} ~ {b}")
-    if not same and not noise and not reversed_:
-        return found
-    notes = [f"identical: {', '.join(same)}"] if same else []
-    notes += [f"reversed, within noise: {', '.join(reversed_)}"] if reversed_ else []
-    notes += [f"within noise, the intervals overlap: {', '.join(noise)}"] if noise else []
-    return Finding(claim, f"{found.observed} ({'; '.join(notes)})", False, why)
-
-
 # -- the page --------------------------------------------------------------------------------------
 def build(rep: Reproduction) -> list[Section]:
     episodes = rep.size(500, 20)
@@ -500,8 +474,9 @@ def _mode_section(
             ["trained", *sorted(BASELINES, key=lambda k: -_reward(base[k, mode]).mean)][:2],
             why="The reward counts an answer only when the episode stayed within the budget; "
             "the comparison is with the baseline of highest reward in this mode.",
+            strict=False,
         ),
-        _order(
+        check_order(
             f"the trained controller ({mode} mode) is more accurate than random assign "
             "(section 4.4, finding 2)",
             {"trained": t_acc[mode], "random assign": accuracy(base["random assign", mode])},
@@ -515,7 +490,7 @@ def _mode_section(
     ]
     if mode == "high":
         findings.append(
-            _order(
+            check_order(
                 "in the high mode the trained controller beats the best single expert, o3 "
                 "(section 4.4, finding 1)",
                 {"trained": t_acc[mode], "o3": accuracy(base["o3", mode])},
@@ -609,7 +584,7 @@ def _modes_section(
     first = {m: _curve_point(curves, m, 0) for m in MODES}
     last = {m: _curve_point(curves, m, -1) for m in MODES}
     findings = [
-        _order(
+        check_order(
             "single models rank by accuracy o3 > GPT-4.1 > GPT-4.1-nano > the controller alone "
             "(Table 2)",
             expert_acc,
@@ -617,13 +592,13 @@ def _modes_section(
             why="The simulated experts are calibrated to Table 2, so this checks the "
             "calibration on the procedural test problems.",
         ),
-        _order(
+        check_order(
             "single experts rank by cost o3 > GPT-4.1 > GPT-4.1-nano (Table 2; cost per 1k "
             "queries)",
             expert_cost,
             ["o3", "GPT-4.1", "GPT-4.1-nano"],
         ),
-        _order(
+        check_order(
             "the trained controller's accuracy rises with the budget: high > medium > low "
             "(section 4.4, finding 3)",
             t_acc,
@@ -631,14 +606,14 @@ def _modes_section(
             why="Intervals over run seeds; a pair whose intervals overlap is not counted as "
             "ordered.",
         ),
-        _order(
+        check_order(
             "the trained controller's cost rises with the budget: high > medium > low "
             "(section 4.4, finding 3; on MATH500 the paper's medium mode costs more than its "
             "high mode, on the other three sets the order holds)",
             t_cost,
             order,
         ),
-        _order(
+        check_order(
             "the trained controller calls experts more as the budget grows (expert calls per "
             "query, high > medium > low; section 4.5, finding 1)",
             t_calls,
@@ -671,7 +646,7 @@ def _modes_section(
         )
     )
     findings.append(
-        _order(
+        check_order(
             "at the end of training the high mode's per-query cost is above the low mode's "
             "(Figure 6, finding 2)",
             {"high": last["high"]["cost_k"], "low": last["low"]["cost_k"]},
@@ -908,7 +883,7 @@ def _prompt_section(rep: Reproduction, missing: str | None, run: bool, episodes:
             for m in MODES
         }
         section.findings.append(
-            _order(
+            check_order(
                 f"with Prompt {'A' if style == 'hard' else 'B'} the share of episodes that "
                 "call an expert orders high > medium > low (section 4.5, finding 1)",
                 ratio,

@@ -735,7 +735,7 @@ def table1(
                 "paper's eq. 3)",
                 routers,
                 sorted(routers, key=lambda k: -paper[paper_names[k]]),
-                why="Pairs whose intervals overlap count as ties. In the paper the four "
+                why="In the paper the four "
                 "one-shot routers lie within 3 points of each other, so their order is fragile "
                 "there too.",
             )

@@ -527,9 +527,8 @@ def _ablation_table(
                     f"({'trained' if controller == 'ppo' else 'scripted'} orchestrator)",
                     f1s,
                     paper_order,
-                    why=_ties(f1s, paper_order)
-                    + (
-                        " The paper's own means of '- Agent Roles', '- Environment' and "
+                    why=(
+                        "The paper's own means of '- Agent Roles', '- Environment' and "
                         "'- Multi Turns' are close on multi-hop QA, so its ranking there rests "
                         "on small gaps."
                         if type_name == "multi-hop QA"
@@ -585,19 +584,6 @@ def _ablation_why(type_name: str, setting: str) -> str:
         else "Without the replies the orchestrator cannot name a bridge entity, so only the "
         "first sub-question of a bridge question (and the independent hops of a comparison) "
         "can be asked."
-    )
-
-
-def _ties(values: Mapping[str, Estimate], order: Sequence[str]) -> str:
-    """How many adjacent pairs of ``order`` tie (overlapping intervals): a weak check if most."""
-    pairs = list(zip(order, order[1:], strict=False))
-    tied = sum(values[a].lo <= values[b].hi and values[b].lo <= values[a].hi for a, b in pairs)
-    text = (
-        f"{tied} of {len(pairs)} adjacent pairs have overlapping intervals (ties, which break "
-        "no order)"
-    )
-    return text + (
-        ": with every pair tied the check says nothing here." if tied == len(pairs) else "."
     )
 
 

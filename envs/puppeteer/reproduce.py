@@ -522,6 +522,7 @@ def _fig3(rep: Reproduction, logs: Mapping[float, list[dict[str, list[float]]]],
             {names[lam]: final["score"][lam] for lam in order},
             [names[lam] for lam in order],
             why="A cheaper episode stops before revisions that could fix a wrong answer.",
+            strict=False,
         ),
     ]
     link = _plot_lambda(rep, logs, n, final)
@@ -604,7 +605,7 @@ def _fig7(
     wider = [f"W{w}D{MAIN.depth}" for w, _ in sorted(k for k in logs if k[1] == MAIN.depth)][::-1]
     ahead = [o for o in final["return"] if final["return"][o].mean > final["return"][d].mean]
     trade = [
-        check_order("", {d: final["return"][d], o: final["return"][o]}, [d, o])
+        check_order("", {d: final["return"][d], o: final["return"][o]}, [d, o], strict=False)
         for o in final["return"]
         if o != d
     ]

@@ -171,27 +171,45 @@ def check_order(
     *,
     why: str = "",
     digits: int = 3,
+    strict: bool = True,
 ) -> Finding:
-    """Does orchenv rank ``paper_order`` (best first) the same way? Pairs whose intervals
-    overlap count as ties, which break no order."""
+    """Does orchenv rank ``paper_order`` (best first) the same way?
+
+    ``strict`` (the default): every neighbour pair must be in the claimed order by its means
+    with intervals that do not overlap; identical numbers and overlapping intervals are no
+    evidence of an order, so the claim is then not reproduced (the observation says which
+    pairs). ``strict=False`` counts overlapping pairs as ties that break no order (for a claim
+    of "no worse than")."""
 
     def mean(v: Estimate | float) -> float:
         return v.mean if isinstance(v, Estimate) else float(v)
 
-    broken = []
+    def overlap(a: Estimate | float, b: Estimate | float) -> bool:
+        return isinstance(a, Estimate) and isinstance(b, Estimate) and a.lo <= b.hi and b.lo <= a.hi
+
+    broken, same, noise = [], [], []
     for better, worse in zip(paper_order, paper_order[1:], strict=False):
         a, b = values[better], values[worse]
-        overlap = (
-            isinstance(a, Estimate) and isinstance(b, Estimate) and a.lo <= b.hi and b.lo <= a.hi
-        )
-        if mean(a) < mean(b) and not overlap:
-            broken.append(f"{worse} > {better}")
+        if math.isclose(mean(a), mean(b), rel_tol=0.0, abs_tol=1e-12):
+            same.append(f"{better} = {worse}")
+        elif mean(a) < mean(b):
+            if not overlap(a, b):
+                broken.append(f"{worse} > {better}")
+            elif strict:
+                broken.append(f"{worse} > {better}, within noise")
+        elif overlap(a, b):
+            noise.append(f"{better} ~ {worse}")
     observed = " > ".join(
         f"{k} {mean(v):.{digits}f}" for k, v in sorted(values.items(), key=lambda kv: -mean(kv[1]))
     )
-    if broken:
-        observed += f" (order broken: {', '.join(broken)})"
-    return Finding(claim, observed, not broken, why)
+    notes = [f"order broken: {', '.join(broken)}"] if broken else []
+    if strict:
+        notes += [f"identical: {', '.join(same)}"] if same else []
+        notes += [f"within noise, the intervals overlap: {', '.join(noise)}"] if noise else []
+    if notes:
+        observed += f" ({'; '.join(notes)})"
+    reproduced = not broken and (not strict or not (same or noise))
+    return Finding(claim, observed, reproduced, why)
 
 
 def check_direction(
