@@ -2,6 +2,6 @@
 
 import sys
 
-from orchenv.cli import main
+from orchenv.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())

@@ -284,9 +284,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    if hasattr(signal, "SIGPIPE"):  # `orchenv list | head` ends quietly, like other CLIs
+def console_main() -> int:
+    """The ``orchenv`` executable (and ``python -m orchenv``): ``main`` with the default
+    SIGPIPE action, so ``orchenv list | head`` ends quietly like other CLIs. Only here, not in
+    ``main``: a process that calls ``main`` in-process (a test suite, a notebook) keeps
+    Python's own handling, where a write to a closed pipe (say, a sandboxed child that died)
+    raises ``BrokenPipeError`` instead of killing the whole process."""
+    if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    return main()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
@@ -305,4 +314,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

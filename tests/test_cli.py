@@ -228,3 +228,17 @@ def test_llm_controller_without_a_server_names_the_fix(capsys):
     assert main([*args, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "llm controller" in err and "-c base_url=" in err and "'controller'" not in err
+
+
+def test_main_in_process_keeps_pythons_sigpipe_handling(capsys):
+    """Only the executable restores SIGPIPE's default action: a process that calls ``main``
+    (this test suite) must keep raising BrokenPipeError, or one write to a dead child's pipe
+    would kill it."""
+    import signal
+
+    if not hasattr(signal, "SIGPIPE"):
+        pytest.skip("no SIGPIPE on this platform")
+    before = signal.getsignal(signal.SIGPIPE)
+    assert main(["list"]) == 0
+    assert signal.getsignal(signal.SIGPIPE) == before != signal.SIG_DFL
+    capsys.readouterr()
