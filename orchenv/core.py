@@ -265,6 +265,27 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         maps the current state to an action text without privileged information."""
         return {}
 
+    #: the skill level ``s`` in [0, 1] that a learner reading only the observation realistically
+    #: reaches (``orchenv audit`` compares shortcuts with the skill reference at this level);
+    #: ``None``: the env names none (the audit then uses ``DEFAULT_REALISTIC_SKILL``)
+    realistic_skill: ClassVar[float | None] = None
+    #: where ``realistic_skill`` comes from (e.g. "seed 000 reports verifier accuracy 0.8")
+    realistic_skill_source: ClassVar[str] = ""
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        """The next action of ``orchenv audit``'s *skill reference* (a policy of skill ``s``).
+
+        The audit calls this once per decision and passes ``skilled=True`` with probability
+        ``s``: then return what the paper's skill does here *with the privileged truth* (a
+        verifier that knows whether the draft is right, the role that fits the task, the
+        context the next role needs, stopping exactly when the draft is right). With
+        ``skilled=False`` return the no-skill default (what a policy without that skill does:
+        a fixed or random choice that does not depend on the truth). The action text must be
+        one a learner could emit (valid, well formed). ``None`` (the default): the env has no
+        skill reference and the audit says so.
+        """
+        return None
+
     def observation_features(self) -> np.ndarray:
         """Env-specific numbers for ``orchenv.discrete.ObservationFeatures`` (empty: none)."""
         return np.zeros(0, dtype=np.float32)
