@@ -7,10 +7,11 @@ reads the reference answer.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchenv.envs.puppeteer.agents import PATTERNS, TOOLS
+from orchenv.envs.puppeteer.agents import PATTERNS, TOOLS, reply_answer
 from orchenv.envs.puppeteer.protocol import TERMINATE
 
 Strategy = Callable[[Any], str]
@@ -57,10 +58,79 @@ def shortcuts(strongest: str) -> dict[str, Strategy]:
         """As one call then terminate, with filler text around the tags."""
         return f"lorem ipsum {one_call(env)} dolor sit amet"
 
+    def agree_twice(env: Any) -> str:
+        """Reason until the current answer repeats an earlier one (self-consistency's stopping
+        rule), then terminate."""
+        seen = visible_answers(env)
+        return terminate_text() if seen and seen[-1] in seen[:-1] else reason
+
+    def majority_of_3(env: Any) -> str:
+        """Reason three times, then terminate once the current answer is the most frequent
+        one seen (else reason again)."""
+        seen = visible_answers(env)
+        if len(seen) < 3:
+            return reason
+        return terminate_text() if seen.count(seen[-1]) == max(map(seen.count, seen)) else reason
+
+    def smaller_answer(env: Any) -> str:
+        """GSM-Hard magnitude rule: reason twice, then terminate once the current answer is
+        the smallest number seen (a rule that pays only if wrong answers run large)."""
+        return _extreme(env, reason, min)
+
+    def marker_reading(env: Any) -> str:
+        """Reason, and reason again while the current answer carries an edit marker or a
+        TODO-like comment (a rule that pays only if wrong outputs are labelled)."""
+        current = env.answer  # the observation's "Current answer"
+        if not current:
+            return reason if len(env.history) < env.max_turns - 1 else terminate_text()
+        return reason if MARKER.search(current) else terminate_text()
+
     return {
         "terminate-immediately": terminate_now,
         "one-call-then-terminate": one_call,
         "max-turns": max_turns,
         "tools-then-terminate": tools_only,
         "garbage-around-tag": garbage,
+        "agree-twice": agree_twice,
+        "majority-of-3": majority_of_3,
+        "smaller-answer": smaller_answer,
+        "marker-reading": marker_reading,
     }
+
+
+#: what a labelled wrong output would carry (the simulator's old SRDD tell and its kin)
+MARKER = re.compile(r"unfinished|\bTODO\b|FIXME|\bXXX\b", re.I)
+
+
+def visible_answers(env: Any) -> list[str]:
+    """The ``FINAL ANSWER`` of every answering or revising agent in branch 0's trajectory,
+    stripped, in order: what the observation shows (no privileged information)."""
+    out = []
+    for agent, text in env.history:
+        what = str(agent).rsplit(":", 1)[-1]
+        if what in TOOLS or what == "planning":
+            continue
+        answer = reply_answer(env.tasks, text)
+        if answer:
+            out.append(answer.strip())
+    return out
+
+
+def number(text: str) -> float | None:
+    try:
+        return float(re.sub(r"[,$\s]", "", text))
+    except ValueError:
+        return None
+
+
+def _extreme(env: Any, reason: str, pick: Callable[..., float]) -> str:
+    """Reason twice, then terminate once the current answer is ``pick`` (min / max) of the
+    numbers seen; non-numeric answers: terminate after two."""
+    seen = visible_answers(env)
+    if len(seen) < 2:
+        return reason
+    values = [v for v in map(number, seen) if v is not None]
+    current = number(seen[-1])
+    if current is None or not values or current == pick(values):
+        return terminate_text()
+    return reason
