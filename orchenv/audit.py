@@ -1,35 +1,59 @@
 """``orchenv audit``: is the best way to score well the skill the env's paper studies?
 
-For sampled tasks, the audit computes a best response with privileged information: from the
-task's start state it searches over the env's discrete choices (``action_choices()``) by
-stepping ``fork()`` copies (simulated agents are deterministic given the state, so every
-branch is exact). It then plays named shortcut strategies (the env's ``audit_strategies()``
-plus generic ones: always choice k, first available, random available) from the same start
-states, and flags every strategy whose mean return comes within ``tolerance`` of the best
-response's: a benchmark where a shortcut scores as well as the best policy measures the
-shortcut.
+A shortcut matters when it scores as well as what a learner with the paper's skill reaches,
+so the audit compares every shortcut with a **skill reference**, never with a policy that
+sees the future:
 
-Search (``method``): ``"exact"`` enumerates every sequence of available choices (depth-first,
-a fork per branch); ``"mcts"`` is UCT with random-choice rollouts and a budget of env steps
-per task (a subtree whose leaves were all reached is marked solved, so a small tree is still
-searched exhaustively and reported exact); ``"beam"`` keeps the ``width`` best partial
-sequences by return so far; ``"auto"`` is exact when the largest possible tree,
-``sum(n**d for d in 1..max_turns)`` steps for ``n`` choices, is within the per-task budget,
-else MCTS. Whatever the search, a task's best response
-is the best episode found, the strategies' episodes included (each is an achievable episode
-from the same state), so it never scores below a strategy; it is a lower bound of the true
-best response unless the report says the search was exact.
+- **Skill reference** (``skill@s``): at each decision it draws ``skilled = u < s`` and plays
+  ``env.skill_action(skilled, rng)``: with the skill it does what the paper's skill does with
+  the privileged truth, without it the env's no-skill default. Played for ``s`` over a sweep
+  (0, 0.25, 0.5, 0.75, 1 and the env's ``realistic_skill``, or ``DEFAULT_REALISTIC_SKILL``),
+  the curve should rise with ``s``; the report checks that ``s = 1`` is above ``s = 0``
+  beyond the 95% interval and says where the curve does not rise. The draws ``u`` come from
+  one stream per task shared by every ``s`` (so the skilled decisions at a lower ``s`` are a
+  subset of those at a higher one while the episodes agree), ``skill_action``'s own ``rng``
+  from a stream per task and ``s``.
+- **Best blind policy** (``best-blind``): the best task-independent sequence of choice
+  indices (choice ``k_t`` at turn ``t`` when available, else the first available), found by
+  enumerating every sequence when there are at most ``BLIND_EXHAUSTIVE_CAP``, else by
+  coordinate ascent from the best constant sequence. Two-fold: the sequence picked on the
+  even-numbered tasks is reported on the odd ones and the reverse, so the pick does not
+  inflate its reported return.
+- **Shortcuts**: the env's ``audit_strategies()`` (policies that read only what a learner
+  sees) and generic ones (always choice k, first available, random available).
+- **Trained** rows (optional ``trained={name: policy}``, e.g. a MaskablePPO through the
+  discrete view) are comparison levels too.
 
-Every task starts from its own ``reset`` of one env that is itself never stepped; the search
-tree, its statistics and the random streams are built afresh per task, so nothing carries
-from one task to the next. Returns are the env's summed step rewards (gamma = 1). Each row also reports the outcome
-(``correct`` as accuracy, ``score``), cost, tokens, agent calls, invalid actions, turns,
-``info["metrics"]`` means and, per turn, which actions were taken.
+A blind or shortcut policy is flagged when its mean return is within ``tolerance`` of (or
+above) a comparison level: the skill reference at the realistic ``s``, or a trained row; the
+report names the level. The **gameability gap** is the skill reference at ``s = 1`` minus the
+best blind or shortcut policy, paired by task, with a 95% interval.
+
+The **privileged best response** (``best-response``) is an upper bound only, never a
+comparison: from the task's start state it searches over the env's discrete choices
+(``action_choices()``) by stepping ``fork()`` copies (simulated agents are deterministic given
+the state, so every branch is exact: the search sees the future no policy can). Search
+(``method``): ``"exact"`` enumerates every sequence of available choices (depth-first, a fork
+per branch); ``"mcts"`` is UCT with random-choice rollouts and a budget of env steps per task
+(a subtree whose leaves were all reached is marked solved, so a small tree is still searched
+exhaustively and reported exact); ``"beam"`` keeps the ``width`` best partial sequences by
+return so far; ``"auto"`` is exact when the largest possible tree, ``sum(n**d for d in
+1..max_turns)`` steps for ``n`` choices, is within the per-task budget, else MCTS. A task's
+best response is the best episode found, every other policy's episode included, so it never
+scores below one; it is a lower bound of the true best response unless the report says the
+search was exact. ``best_response=False`` skips it.
+
+Every task starts from its own ``reset`` of one env that is itself never stepped; searches,
+their statistics and the random streams are built afresh per task, so nothing carries from
+one task to the next. Returns are the env's summed step rewards (gamma = 1). Each row also
+reports the outcome (``correct`` as accuracy, ``score``), cost, tokens, agent calls, invalid
+actions, turns, ``info["metrics"]`` means and, per turn, which actions were taken.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import re
@@ -47,7 +71,7 @@ from orchenv.core import OrchestrationEnv
 from orchenv.discrete import available, current_choices, orch_base
 from orchenv.error import ConfigError, OrchEnvError
 
-__all__ = ["AuditReport", "AuditRow", "audit", "tree_size"]
+__all__ = ["DEFAULT_REALISTIC_SKILL", "AuditReport", "AuditRow", "audit", "tree_size"]
 
 METHODS = ("auto", "exact", "mcts", "beam")
 #: defaults: minutes per env id on two CPU cores (benchmarks/audit_all.py measures them)
@@ -55,6 +79,13 @@ DEFAULT_TASKS = 100
 DEFAULT_BUDGET = 2000
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_TIME_LIMIT_S = 480.0
+#: the skill reference's sweep, and the level compared with when the env names none
+DEFAULT_SKILL_LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
+DEFAULT_REALISTIC_SKILL = 0.75
+#: the best blind policy enumerates every sequence when there are at most this many, else
+#: searches by coordinate ascent with at most ``blind_budget`` sequences per fold
+BLIND_EXHAUSTIVE_CAP = 512
+DEFAULT_BLIND_BUDGET = 200
 #: returns closer than this are ties (then the cheaper, then the shorter episode wins)
 TIE = 1e-9
 #: ``auto`` tries a capped exhaustive search when the largest possible tree is at most this
@@ -298,16 +329,20 @@ def search_beam(root: OrchestrationEnv, n: int, budget: int) -> SearchResult:
 @dataclass
 class AuditRow:
     """One policy's results over the audited tasks (per-episode means; ``*_se``: standard
-    errors; ``gap``: the best response's mean return minus this one's, paired by task)."""
+    errors; ``*_ci``: half-widths of 95% intervals). ``gap``: the comparison level's mean
+    return (the skill reference at the realistic ``s``) minus this one's, paired by task;
+    ``gap_to_upper``: the same against the privileged best response (an upper bound)."""
 
     name: str
-    kind: str  # "best-response", "env" (the env's audit_strategies) or "generic"
+    #: "best-response" (the upper bound), "skill" (the skill reference), "blind" (the best
+    #: blind policy), "env" (the env's audit_strategies), "generic" or "trained"
+    kind: str
     description: str
     returns: list[float]
     return_mean: float
     return_se: float
-    gap: float
-    gap_se: float
+    gap: float | None
+    gap_se: float | None
     flagged: bool
     accuracy: float | None
     score: float | None
@@ -320,6 +355,14 @@ class AuditRow:
     metrics: dict[str, float]
     #: per turn: action label -> share of episodes that took it
     actions: list[dict[str, float]]
+    return_ci: float = 0.0
+    gap_ci: float | None = None
+    gap_to_upper: float | None = None
+    gap_to_upper_se: float | None = None
+    #: the comparison levels (row names) this row came within the tolerance of
+    flagged_by: list[str] = field(default_factory=list)
+    #: the skill level of a "skill" row
+    skill: float | None = None
 
 
 @dataclass
@@ -342,14 +385,52 @@ class AuditReport:
     elapsed_s: float
     notes: list[str]
     rows: list[AuditRow]
+    #: whether the privileged best response (the upper bound) was searched
+    best_response: bool = True
+    #: whether the env has a skill reference (``skill_action`` returned actions)
+    skill_available: bool = False
+    skill_levels: list[float] = field(default_factory=list)
+    realistic_skill: float = DEFAULT_REALISTIC_SKILL
+    realistic_skill_source: str = ""
+    realistic_defaulted: bool = True
+    #: s = 1 above s = 0 beyond the 95% interval (None: no skill reference)
+    skill_rises: bool | None = None
+    #: where the skill curve does not rise
+    skill_trend: list[str] = field(default_factory=list)
+    #: how the best blind policy was found (method, sequences, folds)
+    blind: dict[str, Any] = field(default_factory=dict)
+    #: skill reference at s = 1 minus the best blind/shortcut policy, paired by task
+    gameability_gap: dict[str, Any] | None = None
+    #: the rows shortcuts are compared with (the skill reference at the realistic s, trained)
+    comparison_levels: list[str] = field(default_factory=list)
 
     @property
-    def best(self) -> AuditRow:
-        return self.rows[0]
+    def best(self) -> AuditRow | None:
+        """The privileged best response (an upper bound), if searched."""
+        return next((row for row in self.rows if row.kind == "best-response"), None)
 
     @property
     def flagged(self) -> list[AuditRow]:
         return [row for row in self.rows if row.flagged]
+
+    @property
+    def reference(self) -> AuditRow | None:
+        """The skill reference at the realistic skill level, if the env has one."""
+        return self.skill_row(self.realistic_skill)
+
+    def skill_row(self, s: float) -> AuditRow | None:
+        return next(
+            (
+                r
+                for r in self.rows
+                if r.kind == "skill" and r.skill is not None and _same(r.skill, s)
+            ),
+            None,
+        )
+
+    @property
+    def skill_curve(self) -> list[AuditRow]:
+        return sorted((r for r in self.rows if r.kind == "skill"), key=lambda r: r.skill or 0.0)
 
     def row(self, name: str) -> AuditRow:
         for row in self.rows:
@@ -366,8 +447,11 @@ class AuditReport:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AuditReport:
         fields = {f.name for f in dataclasses.fields(cls)}
+        row_fields = {f.name for f in dataclasses.fields(AuditRow)}
         values = {k: v for k, v in data.items() if k in fields}
-        values["rows"] = [AuditRow(**row) for row in data["rows"]]
+        values["rows"] = [
+            AuditRow(**{k: v for k, v in row.items() if k in row_fields}) for row in data["rows"]
+        ]
         return cls(**values)
 
     @classmethod
@@ -376,6 +460,14 @@ class AuditReport:
 
     def to_markdown(self) -> str:
         return _markdown(self)
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) < 1e-9
+
+
+def skill_name(s: float) -> str:
+    return f"skill@{s:g}"
 
 
 # -- the audit -------------------------------------------------------------------------------------
@@ -388,14 +480,25 @@ class _Tally:
     strategies: dict[str, list[Episode]] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
     descriptions: dict[str, str] = field(default_factory=lambda: dict(GENERIC))
-    #: label of choice k the first time "always choice k" could take it
+    #: label of choice k the first time a policy could take it
     seen: dict[int, str] = field(default_factory=dict)
-    #: tasks where a strategy's episode scored above the search
+    #: tasks where another policy's episode scored above the search
     beaten: list[str] = field(default_factory=list)
     steps: int = 0
     exact: bool = True
     #: tasks per search that produced their result ("exact", "mcts", "beam")
     searches: dict[str, int] = field(default_factory=dict)
+    #: skill level -> its episodes, task by task
+    skill: dict[float, list[Episode]] = field(default_factory=dict)
+    #: why there is no skill reference (None: there is one, or none was asked for)
+    no_skill: str | None = None
+    trained: dict[str, list[Episode]] = field(default_factory=dict)
+    #: a fork of each task's start state (the best blind search plays them afterwards)
+    roots: list[OrchestrationEnv] = field(default_factory=list)
+
+
+class _NoSkill(Exception):
+    """``skill_action`` returned None: the env has no skill reference."""
 
 
 def audit(
@@ -410,30 +513,53 @@ def audit(
     budget: int = DEFAULT_BUDGET,
     time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
     progress: bool = True,
+    skill_levels: Sequence[float] | None = None,
+    best_response: bool = True,
+    blind: bool = True,
+    blind_budget: int = DEFAULT_BLIND_BUDGET,
+    trained: Mapping[str, Any] | None = None,
 ) -> AuditReport:
-    """Best response and shortcut strategies of ``env_id`` on ``tasks`` sampled tasks.
+    """Skill reference, best blind policy, shortcuts (and the privileged upper bound) of
+    ``env_id`` on ``tasks`` sampled tasks.
 
     Args:
         tasks: how many tasks (sampled without replacement from ``split`` with ``seed``).
         split: the split; ``None``: ``"test"`` when the env has one, else the env's default.
         env_kwargs: arguments for ``gym.make`` (e.g. ``{"reward": "paper"}``).
-        tolerance: a strategy whose mean return is within this of the best's is flagged.
-        method: ``"auto"``, ``"exact"``, ``"mcts"`` or ``"beam"`` (module docstring).
+        tolerance: a blind or shortcut policy whose mean return is within this of (or above)
+            a comparison level is flagged.
+        method: the best response's search, ``"auto"``, ``"exact"``, ``"mcts"`` or ``"beam"``.
         budget: env steps of search per task (MCTS, beam; ``auto`` compares the tree to it).
         time_limit_s: stop before a task that would end past this (the report says so).
         progress: a tqdm bar over the tasks (on stderr).
+        skill_levels: the skill reference's sweep (default ``DEFAULT_SKILL_LEVELS``); 0, 1
+            and the realistic level are always added; ``()``: no skill reference.
+        best_response: search the privileged best response (an upper bound; the expensive part).
+        blind: search the best blind policy.
+        blind_budget: sequences per fold the coordinate ascent may evaluate.
+        trained: ``{name: policy}`` comparison levels: a callable ``env -> action text``
+            (reading only what a learner sees) or a controller with ``act(obs, info)`` (and
+            optionally ``bind(env)``, ``reset(seed)``), e.g. ``MaskedPolicyController``.
     """
     if method not in METHODS:
         raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
-    if tasks < 1 or budget < 1:
-        raise ConfigError(f"tasks and budget must be >= 1, got {tasks} and {budget}")
+    if tasks < 1 or budget < 1 or blind_budget < 1:
+        raise ConfigError(
+            f"tasks, budget and blind_budget must be >= 1, got {tasks}, {budget}, {blind_budget}"
+        )
+    if not math.isfinite(tolerance):
+        raise ConfigError(f"tolerance must be a finite number, got {tolerance!r}")
     started = time.monotonic()
     kwargs = dict(env_kwargs or {})
     env, split, notes = _make(env_id, split, dict(kwargs))
     base = orch_base(env)
+    realistic, source, defaulted = _realistic(base, notes)
+    levels = _levels(skill_levels, realistic)
     plan = _plan(base, tasks, seed, notes)
     tally = _Tally()
+    trained = dict(trained or {})
     n, chosen = 0, method
+    deadline = None if time_limit_s is None else started + time_limit_s
     bar = tqdm(total=len(plan), desc=f"audit {env_id}", disable=not progress, leave=False)
     try:
         for number, (reset_seed, options) in enumerate(plan):
@@ -448,29 +574,54 @@ def audit(
                     f"time_limit_s={time_limit_s:g}"
                 )
                 break
-            base.reset(seed=reset_seed, options=options)
+            obs, info = base.reset(seed=reset_seed, options=options)
             if number == 0:
-                n = _n_choices(base, env_id)
-                chosen = _plan_search(method, n, base.max_turns, budget)
-            _audit_task(base, tally, n, chosen, budget, (seed, number))
+                n = _n_choices(base, env_id, notes)
+                if n and best_response:
+                    chosen = _plan_search(method, n, base.max_turns, budget)
+            _audit_task(
+                base,
+                (obs, info),
+                tally,
+                n,
+                chosen if (n and best_response) else None,
+                budget,
+                (seed, number),
+                levels,
+                trained,
+            )
             bar.update(1)
+        if tally.no_skill is not None:
+            tally.skill.clear()
+            notes.append(f"no skill reference: {tally.no_skill}")
+        blind_info: dict[str, Any] = {}
+        blind_eps: list[Episode] | None = None
+        if not blind:
+            blind_info = {"method": "skipped", "note": "not asked for (blind=False)"}
+        elif not n:
+            blind_info = {"method": "skipped", "note": "the env has no action_choices()"}
+        else:
+            blind_eps, blind_info = _best_blind(tally, n, base.max_turns, blind_budget, deadline)
     finally:
         bar.close()
         env.close()
     if tally.beaten:
         notes.append(
-            f"on {len(tally.beaten)} of {len(tally.task_ids)} tasks a strategy scored above the "
-            f"search (its episode is the best response there), e.g. {tally.beaten[0]}"
+            f"on {len(tally.beaten)} of {len(tally.task_ids)} tasks another policy scored above "
+            f"the search (its episode is the best response there), e.g. {tally.beaten[0]}"
         )
+    rows = _rows(tally, blind_eps, blind_info, bool(n) and best_response)
+    comparison = _compare(rows, realistic, tolerance)
+    rises, trend = _trend(rows)
     return AuditReport(
         env_id=env_id,
         split=split,
         seed=seed,
         env_kwargs=json.loads(json.dumps(kwargs, default=repr)),
         task_ids=tally.task_ids,
-        method="+".join(sorted(tally.searches)) or chosen,
+        method=("+".join(sorted(tally.searches)) or chosen) if tally.best else "none",
         searches=tally.searches,
-        exact=tally.exact,
+        exact=tally.exact and bool(tally.best),
         budget=budget,
         search_steps=tally.steps,
         n_choices=n,
@@ -478,31 +629,297 @@ def audit(
         tolerance=tolerance,
         elapsed_s=round(time.monotonic() - started, 3),
         notes=notes,
-        rows=_rows(tally, tolerance),
+        rows=rows,
+        best_response=bool(tally.best),
+        skill_available=bool(tally.skill),
+        skill_levels=list(levels) if tally.skill else [],
+        realistic_skill=realistic,
+        realistic_skill_source=source,
+        realistic_defaulted=defaulted,
+        skill_rises=rises,
+        skill_trend=trend,
+        blind=blind_info,
+        gameability_gap=_gameability(rows),
+        comparison_levels=comparison,
     )
 
 
+def _realistic(base: OrchestrationEnv, notes: list[str]) -> tuple[float, str, bool]:
+    """The env's realistic skill level, its source, and whether it was defaulted."""
+    value = getattr(type(base), "realistic_skill", None)
+    source = str(getattr(type(base), "realistic_skill_source", "") or "")
+    if value is None:
+        return DEFAULT_REALISTIC_SKILL, "", True
+    try:
+        level = float(value)
+    except (TypeError, ValueError):
+        level = math.nan
+    if not 0.0 <= level <= 1.0:
+        notes.append(
+            f"{type(base).__name__}.realistic_skill={value!r} is not in [0, 1]; used the "
+            f"default {DEFAULT_REALISTIC_SKILL:g}"
+        )
+        return DEFAULT_REALISTIC_SKILL, "", True
+    return level, source, False
+
+
+def _levels(asked: Sequence[float] | None, realistic: float) -> tuple[float, ...]:
+    if asked is not None and len(asked) == 0:
+        return ()
+    values = DEFAULT_SKILL_LEVELS if asked is None else tuple(asked)
+    for s in values:
+        if not isinstance(s, (int, float)) or isinstance(s, bool) or not 0.0 <= s <= 1.0:
+            raise ConfigError(f"skill levels must be numbers in [0, 1], got {s!r}")
+    out: list[float] = []
+    for s in sorted({0.0, 1.0, realistic, *(float(v) for v in values)}):
+        if not any(_same(s, t) for t in out):
+            out.append(s)
+    return tuple(out)
+
+
 def _audit_task(
-    root: OrchestrationEnv, tally: _Tally, n: int, method: str, budget: int, key: tuple[int, int]
+    root: OrchestrationEnv,
+    start: tuple[Any, dict[str, Any]],
+    tally: _Tally,
+    n: int,
+    method: str | None,
+    budget: int,
+    key: tuple[int, int],
+    levels: Sequence[float],
+    trained: Mapping[str, Any],
 ) -> None:
-    """Search and play the strategies from ``root`` (just reset; only its forks are stepped)."""
+    """Play every policy (and search) from ``root`` (just reset; only its forks are stepped)."""
     assert root.task is not None
     tally.task_ids.append(root.task.id)
-    found = _search(method, root, n, budget, np.random.default_rng([*key, 0]))
-    tally.steps += found.steps
-    tally.searches[found.method] = tally.searches.get(found.method, 0) + 1
-    tally.exact = tally.exact and found.exact
-    task_best = found.best
+    found = None
+    if method is not None:
+        found = _search(method, root, n, budget, np.random.default_rng([*key, 0]))
+        tally.steps += found.steps
+        tally.searches[found.method] = tally.searches.get(found.method, 0) + 1
+        tally.exact = tally.exact and found.exact
+    task_best = None if found is None else found.best
     rng = np.random.default_rng([*key, 1])  # the random strategy's draws, whatever the search
     for name, (kind, policy) in _strategies(root, n, rng, tally).items():
         ep = _play_named(root, name, policy)
         tally.strategies.setdefault(name, []).append(ep)
         tally.kinds[name] = kind
         task_best = better(task_best, ep)
-    assert task_best is not None
-    if found.best is None or task_best.ret > found.best.ret + TIE:
-        tally.beaten.append(root.task.id)
-    tally.best.append(task_best)
+    if levels and tally.no_skill is None:
+        for s in levels:
+            try:
+                ep = play_skill(root, s, key)
+            except _NoSkill as exc:
+                tally.no_skill = str(exc)
+                break
+            tally.skill.setdefault(s, []).append(ep)
+            task_best = better(task_best, ep)
+    for name, policy in trained.items():
+        ep = _play_trained(root, start, name, policy)
+        tally.trained.setdefault(name, []).append(ep)
+        task_best = better(task_best, ep)
+    if n:
+        tally.roots.append(root.fork())
+    if found is not None:
+        assert task_best is not None
+        if found.best is None or task_best.ret > found.best.ret + TIE:
+            tally.beaten.append(root.task.id)
+        tally.best.append(task_best)
+
+
+def play_skill(root: OrchestrationEnv, s: float, key: tuple[int, int]) -> Episode:
+    """One episode of the skill reference at level ``s`` from a fork of ``root``.
+
+    ``skilled`` is drawn per decision from a stream seeded by ``key`` alone (the same draws
+    at every ``s``); ``skill_action``'s own ``rng`` is seeded by ``key`` and ``s``.
+    """
+    draws = np.random.default_rng([*key, 2])
+    act_rng = np.random.default_rng([*key, 3, round(s * 1_000_000)])
+    name = type(root).__name__
+
+    def policy(env: OrchestrationEnv) -> str:
+        skilled = bool(draws.random() < s)
+        text = env.skill_action(skilled, act_rng)
+        if text is None:
+            raise _NoSkill(
+                f"{name}.skill_action(skilled={skilled}) returned None (turn {env.turn}); "
+                "shortcuts are compared with no skill reference"
+            )
+        if not isinstance(text, str):
+            raise OrchEnvError(f"{name}.skill_action must return str or None, got {text!r}")
+        return text
+
+    try:
+        return play(root, policy)
+    except (_NoSkill, OrchEnvError):
+        raise
+    except Exception as exc:
+        raise OrchEnvError(f"{name}.skill_action failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _play_trained(
+    root: OrchestrationEnv, start: tuple[Any, dict[str, Any]], name: str, policy: Any
+) -> Episode:
+    """One episode of a trained policy: a callable on the env, or a controller (``act``)."""
+    if not hasattr(policy, "act"):
+        return _play_named(root, name, policy)
+    env, ep = root.fork(), Episode()
+    obs, info = start
+    try:
+        if hasattr(policy, "reset"):
+            policy.reset(seed=0)
+        if hasattr(policy, "bind"):
+            policy.bind(env)
+        for _ in range(env.max_turns + 1):
+            text = policy.act(obs, info)
+            obs, reward, terminated, truncated, info = env.step(text)
+            ep = ep.then(text, float(reward), info)
+            if terminated or truncated:
+                return ep
+    except OrchEnvError:
+        raise
+    except Exception as exc:
+        raise OrchEnvError(f"trained policy {name!r} failed: {type(exc).__name__}: {exc}") from exc
+    raise OrchEnvError(f"an episode of {type(env).__name__} did not end within max_turns")
+
+
+# -- the best blind policy -------------------------------------------------------------------------
+class _Blind:
+    """Episodes of task-independent choice sequences, cached by the prefix actually played
+    (a sequence's episode on a task depends only on the choices up to its end)."""
+
+    def __init__(self, tally: _Tally, n: int) -> None:
+        self.roots, self.seen, self.n = tally.roots, tally.seen, n
+        self.done: dict[tuple[int, tuple[int, ...]], Episode] = {}
+        self.played = 0
+        self.longest = 1
+
+    def episode(self, seq: tuple[int, ...], task: int) -> Episode:
+        for length in range(1, len(seq) + 1):
+            hit = self.done.get((task, seq[:length]))
+            if hit is not None:
+                return hit
+        decision = 0
+        n, seen = self.n, self.seen
+
+        def policy(env: OrchestrationEnv) -> str:
+            nonlocal decision
+            choices = current_choices(env, n)
+            k = seq[min(decision, len(seq) - 1)]
+            decision += 1
+            text = choices[k]
+            if text is None:
+                text = choices[available(choices)[0]]
+            else:
+                seen.setdefault(k, label(text))
+            assert text is not None
+            return text
+
+        ep = play(self.roots[task], policy)
+        self.played += 1
+        self.longest = max(self.longest, len(ep.actions))
+        self.done[(task, seq[: len(ep.actions)])] = ep
+        return ep
+
+    def mean(self, seq: tuple[int, ...], tasks: Sequence[int]) -> float:
+        return float(np.mean([self.episode(seq, t).ret for t in tasks]))
+
+
+def _best_blind(
+    tally: _Tally, n: int, horizon: int, budget: int, deadline: float | None
+) -> tuple[list[Episode], dict[str, Any]]:
+    """The best blind policy's episodes (each task's from the sequence picked on the other
+    fold) and how it was found."""
+    blind = _Blind(tally, n)
+    count = len(tally.roots)
+    folds = [list(range(0, count, 2)), list(range(1, count, 2))] if count > 1 else [[0], [0]]
+    exhaustive = n**horizon <= BLIND_EXHAUSTIVE_CAP
+    out_of_time = False
+    picks = []
+    for pick_on in folds[: 2 if count > 1 else 1]:
+        if exhaustive:
+            seq, mean, tried, timed = _blind_enumerate(blind, n, horizon, pick_on, deadline)
+        else:
+            seq, mean, tried, timed = _blind_ascent(blind, n, horizon, pick_on, budget, deadline)
+        out_of_time = out_of_time or timed
+        picks.append({"sequence": list(seq), "in_sample_return": mean, "evaluated": tried})
+    episodes: list[Episode] = []
+    for task in range(count):
+        fold = 0 if count == 1 else 1 - task % 2  # the pick made on the other fold
+        episodes.append(blind.episode(tuple(picks[fold]["sequence"]), task))
+    for pick, (on, to) in zip(picks, [("even", "odd"), ("odd", "even")], strict=False):
+        pick["picked_on"], pick["reported_on"] = f"{on}-numbered tasks", f"{to}-numbered tasks"
+        pick["labels"] = [blind.seen.get(k, f"choice {k}") for k in pick["sequence"]]
+    if count == 1:
+        picks[0]["picked_on"] = picks[0]["reported_on"] = "the only task"
+    info: dict[str, Any] = {
+        "method": "exhaustive" if exhaustive else "coordinate ascent",
+        "sequences": n**horizon,
+        "episodes_played": blind.played,
+        "folds": picks,
+        "note": (
+            "two-fold: each task's return is that of the sequence picked on the other half"
+            if count > 1
+            else "one task: the sequence was picked and reported on the same task (inflated)"
+        ),
+    }
+    if out_of_time:
+        info["note"] += "; the search stopped at the time limit (a lower bound)"
+    return episodes, info
+
+
+def _blind_enumerate(
+    blind: _Blind, n: int, horizon: int, tasks: Sequence[int], deadline: float | None
+) -> tuple[tuple[int, ...], float, int, bool]:
+    best, best_mean, tried = (0,) * horizon, -math.inf, 0
+    for seq in itertools.product(range(n), repeat=horizon):
+        if deadline is not None and tried and time.monotonic() > deadline:
+            return best, best_mean, tried, True
+        mean = blind.mean(seq, tasks)
+        tried += 1
+        if mean > best_mean + TIE:
+            best, best_mean = seq, mean
+    return best, best_mean, tried, False
+
+
+def _blind_ascent(
+    blind: _Blind,
+    n: int,
+    horizon: int,
+    tasks: Sequence[int],
+    budget: int,
+    deadline: float | None,
+) -> tuple[tuple[int, ...], float, int, bool]:
+    """Coordinate ascent from the best constant sequence: per turn position (up to the
+    longest episode seen), every choice with the others fixed; until a pass changes nothing
+    or ``budget`` sequences were evaluated."""
+    scores: dict[tuple[int, ...], float] = {}
+
+    def score(seq: tuple[int, ...]) -> float:
+        if seq not in scores:
+            scores[seq] = blind.mean(seq, tasks)
+        return scores[seq]
+
+    def out_of_time() -> bool:
+        return deadline is not None and bool(scores) and time.monotonic() > deadline
+
+    best, best_mean = (0,) * horizon, -math.inf
+    for k in range(n):
+        if len(scores) >= budget or out_of_time():
+            return best, best_mean, len(scores), out_of_time()
+        seq = (k,) * horizon
+        if score(seq) > best_mean + TIE:
+            best, best_mean = seq, score(seq)
+    improved = True
+    while improved:
+        improved = False
+        for position in range(min(horizon, blind.longest)):
+            for k in range(n):
+                if len(scores) >= budget or out_of_time():
+                    return best, best_mean, len(scores), out_of_time()
+                seq = (*best[:position], k, *best[position + 1 :])
+                if score(seq) > best_mean + TIE:
+                    best, best_mean, improved = seq, score(seq), True
+    return best, best_mean, len(scores), False
 
 
 def _make(env_id: str, split: str | None, kwargs: dict[str, Any]) -> tuple[gym.Env, str, list[str]]:
@@ -549,14 +966,16 @@ def _plan(
     return [(s, {"task_index": int(i)}) for s, i in zip(seeds, indices, strict=False)]
 
 
-def _n_choices(base: OrchestrationEnv, env_id: str) -> int:
+def _n_choices(base: OrchestrationEnv, env_id: str, notes: list[str]) -> int:
+    """The number of discrete choices; 0 (with a note) when the env has none."""
     try:
         return len(current_choices(base))
-    except NotImplementedError as exc:
-        raise ConfigError(
-            f"{env_id} has no discrete action set (action_choices()), so its best response "
-            "cannot be searched; see docs/adding-an-env.md"
-        ) from exc
+    except NotImplementedError:
+        notes.append(
+            f"{env_id} has no discrete action set (action_choices()): no best response, best "
+            "blind policy or generic strategies; see docs/adding-an-env.md"
+        )
+        return 0
 
 
 def _plan_search(method: str, n: int, horizon: int, budget: int) -> str:
@@ -622,6 +1041,8 @@ def _strategies(
         assert text is not None
         return text
 
+    if not n:  # no discrete action set: no generic strategies
+        return out
     out["first-available"] = ("generic", first)
     out["random-available"] = ("generic", random_pick)
     for k in range(n):
@@ -639,6 +1060,24 @@ def _play_named(base: OrchestrationEnv, name: str, policy: Strategy) -> Episode:
 
 
 # -- statistics ------------------------------------------------------------------------------------
+#: two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+
+
+def t95(n: int) -> float:
+    """The 95% two-sided Student-t quantile for a mean of ``n`` values (df = n - 1); beyond
+    30 degrees of freedom a Cornish-Fisher expansion of the normal quantile (error < 1e-3)."""
+    df = n - 1
+    if df < 1:
+        return 0.0
+    if df <= len(_T95):
+        return _T95[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
 def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
@@ -647,28 +1086,29 @@ def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(arr.mean()), se
 
 
+def _paired(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """Mean, standard error and 95% half-width of ``a - b``, task by task."""
+    mean, se = _mean_se([x - y for x, y in zip(a, b, strict=True)])
+    return mean, se, se * t95(len(a))
+
+
 def _mean_of(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return float(np.mean(present)) if present else None
 
 
 def _row(
-    name: str,
-    kind: str,
-    description: str,
-    eps: Sequence[Episode],
-    best: Sequence[float],
-    tolerance: float,
+    name: str, kind: str, description: str, eps: Sequence[Episode], skill: float | None = None
 ) -> AuditRow:
     returns = [ep.ret for ep in eps]
     mean, se = _mean_se(returns)
-    gap, gap_se = _mean_se([b - r for b, r in zip(best, returns, strict=True)])
     agents: Counter[str] = Counter()
     metrics: dict[str, list[float]] = {}
     for ep in eps:
         agents.update({a: int(c) for a, c in (ep.info.get("agent_calls") or {}).items()})
         for key, value in (ep.info.get("metrics") or {}).items():
-            metrics.setdefault(key, []).append(float(value))
+            if _number(value) is not None:
+                metrics.setdefault(key, []).append(float(value))
     turns = max((len(ep.actions) for ep in eps), default=0)
     actions = []
     for t in range(turns):
@@ -683,9 +1123,10 @@ def _row(
         returns=returns,
         return_mean=mean,
         return_se=se,
-        gap=gap,
-        gap_se=gap_se,
-        flagged=kind != "best-response" and gap <= tolerance,
+        return_ci=se * t95(len(returns)),
+        gap=None,
+        gap_se=None,
+        flagged=False,
         accuracy=_mean_of(correct),
         score=_mean_of(score),
         cost_usd=float(np.mean([ep.cost for ep in eps])),
@@ -696,6 +1137,7 @@ def _row(
         turns=float(np.mean([len(ep.actions) for ep in eps])),
         metrics={k: float(np.mean(v)) for k, v in sorted(metrics.items())},
         actions=actions,
+        skill=skill,
     )
 
 
@@ -705,9 +1147,28 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _rows(tally: _Tally, tolerance: float) -> list[AuditRow]:
-    best = [ep.ret for ep in tally.best]
-    rows = [_row("best-response", "best-response", "", tally.best, best, tolerance)]
+#: the kinds of row that are flagged when they reach a comparison level
+SHORTCUT_KINDS = ("blind", "env", "generic")
+
+
+def _rows(
+    tally: _Tally, blind_eps: list[Episode] | None, blind_info: Mapping[str, Any], has_best: bool
+) -> list[AuditRow]:
+    rows: list[AuditRow] = []
+    if has_best:
+        described = "privileged: searches the future with fork(); an upper bound, not a policy"
+        rows.append(_row("best-response", "best-response", described, tally.best))
+    for s in sorted(tally.skill):
+        described = f"with probability {s:g} per decision the paper's skill (privileged truth)"
+        rows.append(_row(skill_name(s), "skill", described, tally.skill[s], skill=s))
+    for name, eps in tally.trained.items():
+        rows.append(_row(name, "trained", "a trained policy (comparison level)", eps))
+    if blind_eps:
+        described = (
+            "the best task-independent sequence of choices (given only the turn and the mask), "
+            + str(blind_info.get("note", ""))
+        )
+        rows.append(_row("best-blind", "blind", described, blind_eps))
     for name, eps in tally.strategies.items():
         description = tally.descriptions.get(name, "")
         if name.startswith("always-choice-"):
@@ -715,8 +1176,87 @@ def _rows(tally: _Tally, tolerance: float) -> list[AuditRow]:
             if k not in tally.seen:
                 continue  # choice k was never available: the row would repeat first-available
             description = f"choice {k} when available ({tally.seen[k]}), else the first"
-        rows.append(_row(name, tally.kinds[name], description, eps, best, tolerance))
+        rows.append(_row(name, tally.kinds[name], description, eps))
+    if has_best:
+        for row in rows[1:]:
+            gap, se, _ = _paired(rows[0].returns, row.returns)
+            row.gap_to_upper, row.gap_to_upper_se = gap, se
     return rows
+
+
+def _compare(rows: list[AuditRow], realistic: float, tolerance: float) -> list[str]:
+    """Gaps to the comparison levels and the flags; the levels' names."""
+    reference = next(
+        (
+            r
+            for r in rows
+            if r.kind == "skill" and r.skill is not None and _same(r.skill, realistic)
+        ),
+        None,
+    )
+    levels = ([reference] if reference is not None else []) + [
+        r for r in rows if r.kind == "trained"
+    ]
+    if not levels:
+        return []
+    primary = levels[0]
+    for row in rows:
+        if row is primary or row.kind == "best-response":
+            continue
+        row.gap, row.gap_se, row.gap_ci = _paired(primary.returns, row.returns)
+        if row.kind not in SHORTCUT_KINDS:
+            continue
+        for level in levels:
+            gap, _, _ = _paired(level.returns, row.returns)
+            if gap <= tolerance:
+                row.flagged_by.append(level.name)
+        row.flagged = bool(row.flagged_by)
+    return [level.name for level in levels]
+
+
+def _trend(rows: list[AuditRow]) -> tuple[bool | None, list[str]]:
+    """Whether s = 1 is above s = 0 beyond the 95% interval, and where the curve does not rise."""
+    curve = sorted((r for r in rows if r.kind == "skill"), key=lambda r: r.skill or 0.0)
+    if len(curve) < 2:
+        return None, []
+    notes = []
+    low, high = curve[0], curve[-1]
+    mean, _, ci = _paired(high.returns, low.returns)
+    rises = mean - ci > 0
+    if not rises:
+        notes.append(
+            f"{high.name} is not above {low.name} beyond the 95% interval: paired difference "
+            f"{mean:.3f} ± {ci:.3f}"
+        )
+    for a, b in itertools.pairwise(curve):
+        step, _, step_ci = _paired(b.returns, a.returns)
+        if step <= 0:
+            notes.append(
+                f"the return does not rise from {a.name} to {b.name}: {a.return_mean:.3f} -> "
+                f"{b.return_mean:.3f} (paired {step:.3f} ± {step_ci:.3f})"
+            )
+    return rises, notes
+
+
+def _gameability(rows: list[AuditRow]) -> dict[str, Any] | None:
+    top = next((r for r in rows if r.kind == "skill" and r.skill == 1.0), None)
+    shortcuts = [r for r in rows if r.kind in SHORTCUT_KINDS]
+    if top is None or not shortcuts:
+        return None
+    best = max(shortcuts, key=lambda r: r.return_mean)
+    mean, se, ci = _paired(top.returns, best.returns)
+    return {
+        "reference": top.name,
+        "against": best.name,
+        "mean": mean,
+        "se": se,
+        "ci95": [mean - ci, mean + ci],
+        "tasks": len(top.returns),
+        "note": (
+            f"the best of {len(shortcuts)} blind/shortcut policies, picked on the same tasks: "
+            "its mean is optimistic, so the gap is if anything understated"
+        ),
+    }
 
 
 # -- markdown --------------------------------------------------------------------------------------
@@ -726,7 +1266,15 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _pm(mean: float | None, ci: float | None) -> str:
+    if mean is None or ci is None:
+        return "–"
+    return f"{mean:.3f} ± {ci:.3f}"
+
+
 def _search_line(report: AuditReport) -> str:
+    if not report.best_response:
+        return "Privileged best response: not searched."
     names = {
         "exact": "exact enumeration of every sequence of available choices",
         "mcts": f"MCTS (UCT, random rollouts; budget {report.budget:,} env steps per task)",
@@ -736,9 +1284,47 @@ def _search_line(report: AuditReport) -> str:
     parts = [f"{names.get(m, m)} on {k} tasks" for m, k in report.searches.items()]
     exact = "exact on every task" if report.exact else "not exhaustive: a lower bound"
     return (
-        f"Search: {'; '.join(parts)}; {report.search_steps / n:,.0f} env steps per task; "
-        f"the best response is {exact}."
+        f"Privileged best response (an upper bound, never the comparison): {'; '.join(parts)}; "
+        f"{report.search_steps / n:,.0f} env steps per task; the search is {exact}."
     )
+
+
+def _skill_lines(report: AuditReport) -> list[str]:
+    if not report.skill_available:
+        return ["**No skill reference**: the env's `skill_action` returns None, so shortcuts "
+                "are compared with no skill level" + (
+                    f" (only with the trained rows {report.comparison_levels})"
+                    if report.comparison_levels else "; nothing can be flagged") + "."]  # fmt: skip
+    source = (
+        f"defaulted to {report.realistic_skill:g} (the env names none)"
+        if report.realistic_defaulted
+        else f"{report.realistic_skill:g} ({report.realistic_skill_source or 'no source given'})"
+    )
+    curve = report.skill_curve
+    outcome = [c for c in ("accuracy", "score") if any(getattr(r, c) is not None for r in curve)]
+    head = ["s", "return ± 95% CI", *outcome, "cost (USD)", "agent calls", "turns"]
+    lines = [
+        f"Skill reference (the paper's skill with the privileged truth at each decision with "
+        f"probability s); realistic level s = {source}.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for row in curve:
+        s = (
+            f"**{row.skill:g}**"
+            if _same(row.skill or 0.0, report.realistic_skill)
+            else f"{row.skill:g}"
+        )
+        cells = [s, _pm(row.return_mean, row.return_ci)]
+        cells += [_fmt(getattr(row, c)) for c in outcome]
+        cells += [_fmt(row.cost_usd, 5), _fmt(row.calls, 2), _fmt(row.turns, 2)]
+        lines.append("| " + " | ".join(cells) + " |")
+    rise = "rises" if report.skill_rises else "DOES NOT RISE"
+    lines += ["", f"The curve {rise}: s = 1 above s = 0 beyond the 95% interval "
+              f"{'holds' if report.skill_rises else 'fails'}."]  # fmt: skip
+    lines += [f"- {note}" for note in report.skill_trend]
+    return lines
 
 
 def _markdown(report: AuditReport) -> str:
@@ -749,7 +1335,9 @@ def _markdown(report: AuditReport) -> str:
     # an env metric named like a fixed column (Puppeteer reports "tokens") is shown once
     fixed = {*outcome_cols, "cost", "cost_usd", "tokens", "calls", "invalid", "turns"}
     metric_keys = sorted({k for row in rows for k in row.metrics} - fixed)
-    head = ["policy", "return", "gap to best", *outcome_cols, "cost (USD)", "tokens", "agent calls",
+    level = report.comparison_levels[0] if report.comparison_levels else None
+    head = ["policy", "kind", "return ± 95% CI", f"gap to {level or 'reference'}",
+            "gap to upper bound", *outcome_cols, "cost (USD)", "tokens", "agent calls",
             "invalid", "turns", *metric_keys, "flag"]  # fmt: skip
     kwargs = f", env kwargs `{json.dumps(report.env_kwargs)}`" if report.env_kwargs else ""
     lines = [
@@ -759,34 +1347,64 @@ def _markdown(report: AuditReport) -> str:
         f"{report.n_choices} discrete choices, horizon {report.max_turns} turns; "
         f"{report.elapsed_s:.1f} s. {_search_line(report)}",
         "",
-        "Return: summed step rewards (gamma = 1), mean ± standard error over tasks; gap: best "
-        "response minus the policy, paired by task. FLAG: within the tolerance "
-        f"({report.tolerance:g}) of the best response.",
+        *_skill_lines(report),
+        "",
+        "Return: summed step rewards (gamma = 1), mean ± 95% interval (t) over tasks; gaps: the "
+        "level minus the policy, paired by task. FLAG: a blind or shortcut policy within the "
+        f"tolerance ({report.tolerance:g}) of, or above, a comparison level "
+        f"({', '.join(f'`{n}`' for n in report.comparison_levels) or 'none'}); the flag names "
+        "the level. The best response is privileged (it sees the future): an upper bound only.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
     for row in rows:
-        name = f"**{row.name}**" if row.kind == "best-response" else row.name
-        gap = "–" if row.kind == "best-response" else f"{row.gap:.3f} ± {row.gap_se:.3f}"
-        cells = [name, f"{row.return_mean:.3f} ± {row.return_se:.3f}", gap]
+        name = f"**{row.name}**" if row.name == level else row.name
+        cells = [name, row.kind, _pm(row.return_mean, row.return_ci), _pm(row.gap, row.gap_ci)]
+        upper = None if row.gap_to_upper_se is None else row.gap_to_upper_se * t95(len(row.returns))
+        cells.append(_pm(row.gap_to_upper, upper))
         cells += [_fmt(getattr(row, c)) for c in outcome_cols]
         cells += [_fmt(row.cost_usd, 5), _fmt(row.tokens, 0), _fmt(row.calls, 2)]
         cells += [_fmt(row.invalid_actions, 2), _fmt(row.turns, 2)]
         cells += [_fmt(row.metrics.get(k)) for k in metric_keys]
-        cells.append("FLAG" if row.flagged else "")
+        cells.append(f"FLAG ({', '.join(row.flagged_by)})" if row.flagged else "")
         lines.append("| " + " | ".join(cells) + " |")
+    gap = report.gameability_gap
+    lines.append("")
+    if gap is None:
+        lines.append("Gameability gap: – (needs a skill reference and a blind or shortcut policy).")
+    else:
+        lo, hi = gap["ci95"]
+        lines.append(
+            f"**Gameability gap** ({gap['reference']} minus the best blind/shortcut policy, "
+            f"`{gap['against']}`, paired over {gap['tasks']} tasks): {gap['mean']:.3f}, 95% "
+            f"interval [{lo:.3f}, {hi:.3f}] (reward units; {gap['note']})."
+        )
+    blind = report.blind
+    if blind.get("folds"):
+        lines += ["", f"Best blind policy ({blind['method']} over {blind['sequences']:,} "
+                  f"sequences; {blind['note']}):", ""]  # fmt: skip
+        for fold in blind["folds"]:
+            shown = " → ".join(f"`{lab}`" for lab in fold["labels"])
+            lines.append(
+                f"- picked on the {fold['picked_on']} ({fold['evaluated']} sequences, in-sample "
+                f"return {fold['in_sample_return']:.3f}), reported on the {fold['reported_on']}: "
+                f"{shown}"
+            )
+    elif blind:
+        lines += ["", f"Best blind policy: skipped ({blind.get('note', '')})."]
     best = report.best
-    lines += ["", "Best response behaviour (share of episodes):", ""]
-    for turn, taken in enumerate(best.actions, 1):
-        top = list(taken.items())[:3]
-        shown = ", ".join(f"`{a}` {share:.0%}" for a, share in top)
-        rest = sum(taken.values()) - sum(share for _, share in top)
-        lines.append(f"- turn {turn}: {shown}" + (f", other {rest:.0%}" if rest > 1e-9 else ""))
-    if best.agent_calls:
-        calls = ", ".join(f"{a} {c:.2f}" for a, c in best.agent_calls.items())
-        lines.append(f"- agent calls per episode: {calls}")
-    described = [r for r in rows if r.description and r.kind != "best-response"]
+    if best is not None:
+        lines += ["", "Privileged best response behaviour (share of episodes):", ""]
+        for turn, taken in enumerate(best.actions, 1):
+            top = list(taken.items())[:3]
+            shown = ", ".join(f"`{a}` {share:.0%}" for a, share in top)
+            rest = sum(taken.values()) - sum(share for _, share in top)
+            lines.append(f"- turn {turn}: {shown}" + (f", other {rest:.0%}" if rest > 1e-9 else ""))
+        if best.agent_calls:
+            calls = ", ".join(f"{a} {c:.2f}" for a, c in best.agent_calls.items())
+            lines.append(f"- agent calls per episode: {calls}")
+    described = [r for r in rows if r.description and r.kind in ("env", "generic", "trained")]
     if described:
         lines += ["", "Strategies:", ""]
         lines += [f"- `{r.name}`: {r.description}" for r in described]

@@ -9,6 +9,10 @@ With the defaults the best response guesses all three bits (return 3.0 on every 
 "stop-early" (guess 0, then stop) returns 1.5 or 0.5, mean 1.0 over the eight tasks;
 "always guess 0" returns the number of leading zeros, mean 7/8. Rewards depend on the
 whole history, so a search that mixed up its forks would get them wrong.
+
+The skill is knowing the bits: ``skill_action`` guesses the task's next bit when skilled and
+guesses 0 (a fixed default, blind to the truth) when not; it never asks or stops. Its
+realistic level is 0.5 (a toy choice: a learner that knows every other bit).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ def bits_tasks() -> ListTaskSource:
 
 class BitsEnv(OrchestrationEnv):
     """Guess the task's three bits (see the module docstring)."""
+
+    realistic_skill = 0.5
+    realistic_skill_source = "toy: a learner that knows half the bits"
 
     def __init__(
         self,
@@ -105,6 +112,12 @@ class BitsEnv(OrchestrationEnv):
             return "<stop/>" if env.turn > 0 else "<bit>0</bit>"
 
         return {"stop-early": stop_early}
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        assert self.task is not None
+        if skilled and self.on_track and len(self.bits) < len(self.task.answer):
+            return f"<bit>{self.task.answer[len(self.bits)]}</bit>"
+        return CHOICES[0]
 
     def observation_features(self) -> np.ndarray:
         return np.array([len(self.bits) / 3.0, float(self.on_track)], dtype=np.float32)
