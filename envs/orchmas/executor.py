@@ -72,6 +72,7 @@ from typing import Any
 
 from orchenv.backends.common import require_task
 from orchenv.backends.simulated import OUTCOMES_KEYED_ON, SimulatedBackend, sigmoid
+from orchenv.envs.orchmas.relations import relation_asked, relation_words
 from orchenv.grading import normalize_text
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message
 from orchenv.seeding import stable_uniform
@@ -148,30 +149,49 @@ def role_of(messages: Sequence[Message]) -> str | None:
 
 
 def role_fit(role: str | None, task: Task) -> str:
-    """``"empty"``, ``"fit"``, ``"mismatch"`` or ``"generic"`` for a role on a task."""
+    """``"empty"``, ``"fit"``, ``"mismatch"`` or ``"generic"`` for a role on a task.
+
+    A role fits when it names the task's domain (``DOMAIN_KEYWORDS``, or a word of the
+    task's ``type``) and no other domain. A role that names the task's domain *and*
+    unrelated ones ("math solver, researcher, reading comprehension expert, summarizer")
+    is muddled: a real executor given it answers at best as with a generic role, so it
+    counts as ``"generic"`` (issue 25: one role naming every domain used to fit every
+    task). A role that names only other domains is a ``"mismatch"``."""
     if role is None or not role.strip():
         return "empty"
-    text = role.lower()
+    text = role[:2000].lower()
     domain = task_domain(task)
     own = DOMAIN_KEYWORDS.get(domain, ()) + tuple(
         w for w in re.split(r"[^a-z]+", str(task.meta.get("type", "")).lower()) if len(w) > 3
     )
-    if any(word in text for word in own):
-        return "fit"
     others = [
-        kw for d, kws in DOMAIN_KEYWORDS.items() if d != domain for kw in kws if kw not in own
+        kw
+        for d, kws in DOMAIN_KEYWORDS.items()
+        if d != domain and kws != DOMAIN_KEYWORDS.get(domain)
+        for kw in kws
+        if kw not in own
     ]
-    if any(word in text for word in others):
-        return "mismatch"
-    return "generic"
+    names_own = any(word in text for word in own)
+    names_other = any(word in text for word in others)
+    if names_own:
+        return "generic" if names_other else "fit"
+    return "mismatch" if names_other else "generic"
 
 
 _MARKUP = re.compile(r"[\\{}$^_]")
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
 
 
 def plain_words(text: str) -> str:
-    """SQuAD-normalised text with LaTeX markup (``\\boxed{x}``) split off the words."""
-    return normalize_text(_MARKUP.sub(" ", text[:20_000]))
+    """SQuAD-normalised text with LaTeX markup (``\\boxed{x}``) split off the words and
+    possessives dropped ("Elra's capital" -> "elra capital")."""
+    return normalize_text(_POSSESSIVE.sub(" ", _MARKUP.sub(" ", text[:20_000])))
+
+
+@lru_cache(maxsize=65_536)
+def all_words(text: str) -> frozenset[str]:
+    """Every normalised word of ``text`` (``plain_words``), stop words included."""
+    return frozenset(plain_words(text).split())
 
 
 @lru_cache(maxsize=65_536)
@@ -221,12 +241,17 @@ class RequestReading:
 
 
 def _classify(text: str, task: Task, threshold: float) -> tuple[Target, int | None]:
+    """What ``text`` asks about ``task`` (``RequestReading.target``) and the hop's index.
+
+    The whole question wins when the request carries ``threshold`` of its content words,
+    unless every one of those words belongs to a sub-question the request asks in the
+    lexicon's sense (its entity, its relation's words, its answer type's cues): "Who was
+    the director of X?" shares "director" and X with "In which city was the director of
+    X born?" but asks only the first hop."""
     words = content_words(text)
     question = content_words(_question_of(task))
     best_q = _recall(question, words)
-    if best_q >= threshold:
-        return "question", None
-    best, best_k, near = 0.0, None, best_q
+    best, best_k, near, lexical = 0.0, None, best_q, False
     for k, hop in enumerate(_chain(task)):
         needed = content_words(str(hop["question"]))
         entity = hop.get("entity")
@@ -236,9 +261,22 @@ def _classify(text: str, task: Task, threshold: float) -> tuple[Target, int | No
             if not names <= words:
                 continue
             needed = needed - names
+            # the hop's relation in any wording (relations.py); None: not in the lexicon
+            relation = str(hop.get("relation", ""))
+            asked = relation_asked(relation, all_words(text) - names)
+            if asked is not None:
+                if asked and not lexical:
+                    best, best_k, lexical = 1.0, k, True
+                    if best_q >= threshold and (question & words) <= names | relation_words(
+                        relation
+                    ):
+                        best_q = 0.0  # the shared words are the sub-question's own
+                continue
         score = _recall(needed, words) if needed else 1.0
-        if score >= threshold and score > best:
+        if score >= threshold and score > best and not lexical:
             best, best_k = score, k
+    if best_q >= threshold:
+        return "question", None
     if best_k is not None:
         return "hop", best_k
     return ("off-chain" if near >= 0.25 else "irrelevant"), None
