@@ -112,6 +112,7 @@ def env_kwargs(**overrides: Any) -> dict[str, Any]:
         "pool": scripted_pool({WEAK: WRONG, MID: RIGHT, STRONG: WRONG}),
         "task_source": tiny_source(),
         "max_turns": 1,
+        "reward": "paper",  # MAX_REWARD is eq. (3)'s
     }
     kwargs.update(overrides)
     return kwargs

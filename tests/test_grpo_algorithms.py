@@ -233,6 +233,7 @@ class RecordingSampler:
 
 
 def make_env(**kwargs) -> MathRouteEnv:
+    kwargs.setdefault("reward", "paper")  # the per-turn eq. (3) rewards worked out above
     pool = scripted_pool({WEAK: WRONG, MID: RIGHT, STRONG: RIGHT})
     return MathRouteEnv(pool=pool, task_source=tiny_source(), **kwargs)
 

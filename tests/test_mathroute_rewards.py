@@ -1,5 +1,7 @@
 """Seed 000 eq. (1)-(3) computed by hand for crafted trajectories, checked against the env.
 
+Eq. (1)/(3) is ``reward="paper"``, named explicitly (the default is ``"outcome"``, issue 25).
+
 Pool: weak answers wrong, mid and strong answer right. alpha = 0.5,
 lambda = 0.25 (strong) / 0.125 (mid) / 0 (weak), Table 9's defaults.
 """
@@ -23,6 +25,7 @@ def expected(r_route: float, r_verify: float, agent: str | None) -> float:
 
 
 def make_env(tiny_tasks, **kwargs) -> MathRouteEnv:
+    kwargs.setdefault("reward", "paper")
     pool = scripted_pool({WEAK: WRONG, MID: RIGHT, STRONG: RIGHT})
     env = MathRouteEnv(pool=pool, task_source=tiny_tasks, **kwargs)
     env.reset(seed=0)
@@ -263,6 +266,16 @@ def test_outcome_reward_is_paid_at_the_horizon(tiny_tasks):
     env.step(route_text(MID))
     _, r2, term, _, _ = env.step("no verdict")  # malformed on the last turn: the draft stands
     assert term and r2 == pytest.approx(1.0 - 1.0)  # outcome 1 plus the format penalty -1
+
+
+def test_the_default_reward_is_outcome(tiny_tasks):
+    """Issue 25: eq. (1)/(3) pays for rejecting right drafts, so the default is "outcome"."""
+    env = MathRouteEnv(
+        pool=scripted_pool({WEAK: WRONG, MID: RIGHT, STRONG: RIGHT}), task_source=tiny_tasks
+    )
+    assert env.reward_variant == "outcome"
+    env.reset(seed=0)
+    assert episode_return(env, route_text(MID), verdict_text(True)) == pytest.approx(1 - 0.125)
 
 
 def test_reward_must_be_known(tiny_tasks):

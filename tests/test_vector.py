@@ -99,9 +99,11 @@ def test_steps_overlap_slow_agent_calls():
 
     pool = scripted_pool({WEAK: slow, MID: slow, STRONG: slow})
     source = tiny_source()
-    vec = ThreadedVectorEnv([lambda: MathRouteEnv(pool=pool, task_source=source) for _ in range(8)])
+    vec = ThreadedVectorEnv(
+        [lambda: MathRouteEnv(pool=pool, task_source=source, reward="paper") for _ in range(8)]
+    )
     vec.reset(seed=0)
-    _, rewards, *_ = vec.step([f"<model>{MID}</model>"] * 8)
+    _, rewards, *_ = vec.step([f"<model>{MID}</model>"] * 8)  # eq. 3: 0.5 * (1 - 0.125)
     assert peak[0] == 8, "all eight agent calls were in flight together"
     assert rewards.tolist() == [0.4375] * 8
     vec.close()

@@ -20,6 +20,7 @@ from orchenv.envs.mathroute.critique import (
     FIXED_FEEDBACK_LOGIT,
     judge_critique,
     locate_error,
+    pointed_critique,
 )
 from orchenv.envs.mathroute.protocol import (
     ROUTER_SYSTEM,
@@ -72,15 +73,16 @@ class MathRouteEnv(OrchestrationEnv):
     as chat messages.
 
     ## Rewards
-    ``reward="paper"`` (default): per turn, eq. (1)/(3) of seed 000 with ``alpha``
-    (default 0.5): ``alpha * (r^R - lambda_a) + (1 - alpha) * r^V`` where r^V rewards
-    a verdict that matches the draft's correctness (0 at turn 1) and r^R rewards
-    routing to a solver that answers correctly (0 when the controller stops);
-    lambda_a is the Lagrange multiplier of the solver called (Table 9: 0.25 / 0.125 / 0
-    strongest to weakest; ``use_lagrangian=False`` sets them to 0). As written it pays
-    to reject a correct draft (the best response does so 0.54 times per episode);
-    ``reward="outcome"`` (1 for a correct final answer, minus lambda_a per call) does
-    not (``orchenv.envs.mathroute.rewards``, docs/mathroute.md).
+    ``reward="outcome"`` (default): ``-lambda_a`` for each call at the step that makes it,
+    plus 1 at the episode's end when the final answer is correct (problem (2)'s objective
+    under seed 000's Lagrangian relaxation; lambda_a is the multiplier of the solver called,
+    Table 9: 0.25 / 0.125 / 0 strongest to weakest; ``use_lagrangian=False`` sets them to 0).
+    ``reward="paper"``: per turn, eq. (1)/(3) of seed 000 with ``alpha`` (default 0.5):
+    ``alpha * (r^R - lambda_a) + (1 - alpha) * r^V`` where r^V rewards a verdict that matches
+    the draft's correctness (0 at turn 1) and r^R rewards routing to a solver that answers
+    correctly (0 when the controller stops). As written it pays to reject a correct draft:
+    rejecting every draft unread (1.29 per episode) beats a perfect verifier (1.15, System 1),
+    so it is an option, not the default (``orchenv.envs.mathroute.rewards``, docs/mathroute.md).
     The per-step agent-call vector is ``info["constraint_costs"]`` for constrained-RL
     methods that learn the multipliers themselves.
 
@@ -109,7 +111,7 @@ class MathRouteEnv(OrchestrationEnv):
       (default: the preset's Table 9 values; ``use_lagrangian=False`` zeroes them).
     - ``usage_constraints``: the per-agent usage shares c_i (default: the preset's
       0.25 / 0.5 / 1, strongest first).
-    - ``reward``: ``"paper"`` (default) or ``"outcome"`` (see Rewards).
+    - ``reward``: ``"outcome"`` (default) or ``"paper"`` (see Rewards).
     - ``enforce_usage_constraints``, ``usage_denominator``, ``usage_budget_queries``:
       with the first True (the evaluation protocol of section 4.2) a call beyond an
       agent's budget goes to the next-best solver with budget left (default: usage is
@@ -137,10 +139,23 @@ class MathRouteEnv(OrchestrationEnv):
       the earlier model is ``"fixed"``), ``usage_denominator`` (enforcement without
       ``usage_budget_queries`` now uses eq. 2's share instead of refusing),
       ``action_choices()``, ``audit_strategies()``, ``calls/*`` metrics.
+      Since issue 25 ("benchmarks that cannot be gamed"): the default reward is
+      ``"outcome"`` (it was ``"paper"``, whose best response rejects right drafts);
+      ``skill_action`` / ``realistic_skill`` give the audit's skill reference.
     """
 
     #: seed 000's three turns are the MDP's horizon: the last turn is terminal
     horizon_is_terminal = True
+
+    #: the verifier's informedness in seed 000's Tables 6 / 7 (see ``realistic_skill_source``)
+    realistic_skill = 0.70
+    realistic_skill_source = (
+        "seed 000, appendix A.4, Tables 6 and 7 (the trained controller's turn-2 verdicts): "
+        "recall on wrong drafts + acceptance of right drafts - 1 (Youden's J, the share of "
+        "verdicts that are informed rather than a truth-blind guess) = 892/1163 + 2805/3021 - 1 "
+        "= 0.70 (System 1) and 1247/1545 + 2563/2762 - 1 = 0.74 (System 2); the lower one is "
+        "used for both systems"
+    )
 
     def __init__(
         self,
@@ -160,7 +175,7 @@ class MathRouteEnv(OrchestrationEnv):
         format_penalty: float = -1.0,
         enforce_usage_constraints: bool = False,
         usage_budget_queries: int | None = None,
-        reward: str = "paper",
+        reward: str = "outcome",
         usage_denominator: str | None = None,
         critique_bonus: str = "judged",
         critique_logits: Mapping[str, float] | None = None,
@@ -280,16 +295,69 @@ class MathRouteEnv(OrchestrationEnv):
         return [text if ok else None for text, ok in zip(texts, available, strict=True)]
 
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
-        """Fixed strategies a sound reward must rank well below the best response: one agent
-        then accept (``always-*``: never reject), weakest then reject every draft
-        (``always-reject``), weakest then reject once and accept (``reject-once``)."""
+        """Text-level shortcuts (they read only what a learner sees: the turn, the draft and
+        its author) that a sound reward must rank below the skill: one agent then accept
+        (``always-*``: never reject), weakest then reject every draft (``always-reject``),
+        weakest then reject once and accept (``reject-once``: also the verdict read from the
+        author's name), weakest then straight to the strongest (``weakest-then-strongest``),
+        and verdicts read from surface tells of the draft: its length (``length-tell``) and
+        whether its boxed answer is a whole number (``answer-form-tell``)."""
         return {
             "always-weakest": _route_then_accept("weakest"),
             "always-middle": _route_then_accept("middle"),
             "always-strongest": _route_then_accept("strongest"),
             "always-reject": _always_reject,
             "reject-once": _reject_once,
+            "weakest-then-strongest": _weakest_then_strongest,
+            "length-tell": _length_tell,
+            "answer-form-tell": _answer_form_tell,
         }
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str:
+        """The audit's skill reference (issue 25). Skilled, with the privileged truth: accept
+        a right draft; reject a wrong one with a critique naming its wrong step; route (at
+        turn 1, and after a rejection) as ``skilled_route`` does. Unskilled (reads no truth):
+        route to the weakest agent; at a verify turn a fair coin decides the verdict, and a
+        rejection goes one step up with an empty critique."""
+        agents = self.valid_agents()
+        if self.draft_agent is None:
+            return route_text(self.skilled_route(agents) if skilled else agents[0])
+        if not skilled:
+            if rng.random() < 0.5:
+                return verdict_text(True)
+            return verdict_text(False, agents[0] if agents else None)
+        if self.draft_correct:
+            return verdict_text(True)
+        assert self.task is not None and self.draft is not None
+        note = pointed_critique(locate_error(self.task, self.draft))
+        return verdict_text(False, self.skilled_route(agents, note) if agents else None, note)
+
+    def skilled_route(self, agents: list[str], note: str = "") -> str:
+        """Privileged routing skill: the cheapest of ``agents`` (weakest first) worth calling.
+        An agent without a multiplier (free) is worth a try while a later turn remains to
+        review its draft; any other agent when its chance of solving the task, with this
+        request (``note`` is the critique it will see), is at least 1/2 (the simulated
+        backend's ``p_correct``: the task's difficulty against the agent's ability); else the
+        strongest. A backend that cannot say (live agents) gives the first of ``agents``."""
+        assert self.task is not None and agents
+        later = self.turn + 1 < self.max_turns
+        multipliers = self.multipliers
+        context = CallContext(
+            task=self.task,
+            turn=self.turn + 1,
+            draft=self.draft,
+            feedback=note or None,
+            guidance=self._guidance(note, {}),
+        )
+        for name in agents:
+            if later and not multipliers.get(name, 0.0):
+                return name
+            p_correct = getattr(self.pool.backend_for(name), "p_correct", None)
+            if p_correct is None:
+                return agents[0]
+            if p_correct(self.pool.spec(name), self.task, context) >= 0.5:
+                return name
+        return agents[-1]
 
     def demo_action(self, rng: np.random.Generator) -> str:
         """Route to a random agent, or give a random verdict (rejecting to a random stronger one)."""
@@ -574,3 +642,64 @@ def _reject_once(env: OrchestrationEnv) -> str:
     if env.turn == 1 and stronger:  # the first draft
         return verdict_text(False, stronger[0])
     return verdict_text(True)
+
+
+def perfect_verifier(env: OrchestrationEnv) -> str:
+    """**Privileged** reference, not a shortcut: route to the weakest agent; then accept a
+    right draft and reject a wrong one for the next agent up (the cascade with a verifier
+    that is never wrong; reads ``draft_correct``, the privileged truth)."""
+    assert isinstance(env, MathRouteEnv)
+    if env.draft_agent is None:
+        return route_text(env.pool.names[0])
+    if env.draft_correct:
+        return verdict_text(True)
+    stronger = env.valid_agents()
+    return verdict_text(False, stronger[0] if stronger else None)
+
+
+def _weakest_then_strongest(env: OrchestrationEnv) -> str:
+    """Route to the weakest agent, reject its draft for the strongest, accept that one."""
+    assert isinstance(env, MathRouteEnv)
+    if env.draft_agent is None:
+        return route_text(env.pool.names[0])
+    stronger = env.valid_agents()
+    if stronger and env.draft_agent == env.pool.names[0]:
+        return verdict_text(False, stronger[-1])
+    return verdict_text(True)
+
+
+#: ``length-tell`` accepts drafts of at most this many characters: the median length of the
+#: weakest System 1 agent's drafts on 300 train tasks (a threshold a learner could fit)
+LENGTH_TELL_CHARS = 290
+
+
+def _escalate_unless(accept: Callable[[MathRouteEnv], bool]) -> Callable[[OrchestrationEnv], str]:
+    def policy(env: OrchestrationEnv) -> str:
+        assert isinstance(env, MathRouteEnv)
+        if env.draft_agent is None:
+            return route_text(env.pool.names[0])
+        if accept(env):
+            return verdict_text(True)
+        stronger = env.valid_agents()
+        return verdict_text(False, stronger[0] if stronger else None)
+
+    return policy
+
+
+def _short_draft(env: MathRouteEnv) -> bool:
+    return len(env.draft or "") <= LENGTH_TELL_CHARS
+
+
+def _whole_number_answer(env: MathRouteEnv) -> bool:
+    answer = math_answer(env.draft) if env.draft else None
+    return bool(answer) and answer.strip().lstrip("-").isdigit()
+
+
+_length_tell = _escalate_unless(_short_draft)
+_length_tell.__doc__ = (
+    "Weakest first; accept a draft of at most LENGTH_TELL_CHARS characters, else one step up."
+)
+_answer_form_tell = _escalate_unless(_whole_number_answer)
+_answer_form_tell.__doc__ = (
+    "Weakest first; accept a draft whose boxed answer is a whole number, else one step up."
+)

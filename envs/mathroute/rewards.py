@@ -22,21 +22,23 @@ The reward scale (Table 9's "routing / verification reward" of 1) is the
 
 Reward variants (``MathRouteEnv(reward=...)``)
 ----------------------------------------------
-``"paper"`` (default) is eq. (1)/(3) per turn, as written. Summed with gamma = 1
-it pays for rejecting a *correct* draft: the rejection loses (1 - alpha) of
-verification reward but the re-routed call earns alpha * (1 - lambda) and
-accepting its draft earns (1 - alpha) again (0.9375 > 0.5 for the middle agent
-with Table 9's values). The exact best response on the simulated pools routes
-every task to the weakest agent and falsely rejects about 0.54 (System 1) /
-0.27 (System 2) times per episode (docs/mathroute.md, "Audit").
-
-``"outcome"`` (recommended) is the objective of problem (2) itself, relaxed the
+``"outcome"`` (the default) is the objective of problem (2) itself, relaxed the
 same way: ``value * 1[final answer correct]`` when the episode ends, minus
 ``lambda_a`` for every call at the step that makes it. No verdict is paid for, so
 a false rejection can only cost (lambda of the next agent) and never earn; and
 since r~^R = r^R - lambda already puts lambda on the scale of a routing reward of
 1, the multipliers keep Table 9's values. Verification still matters: it is how a
 policy that cannot see the answer finds out when to escalate.
+
+``"paper"`` is eq. (1)/(3) per turn, as written (the default until issue 25). Summed
+with gamma = 1 it pays for rejecting a *correct* draft: the rejection loses (1 - alpha)
+of verification reward but the re-routed call earns alpha * (1 - lambda) and accepting
+its draft earns (1 - alpha) again (0.9375 > 0.5 for the middle agent with Table 9's
+values). Rejecting every draft without reading it (weakest, then each agent up) returns
+1.292 +- 0.008 per episode on System 1, above a verifier that is never wrong (1.154 +-
+0.017; System 2: 1.292 vs 1.275), and the exact best response routes every task to the
+weakest agent and falsely rejects about 0.54 (System 1) / 0.27 (System 2) times per
+episode (docs/mathroute.md, "Audit").
 
 Why not keep eq. (1)/(3) and only withhold the routing reward of a call made after
 rejecting a correct draft? Tried: any per-turn verification reward still pays for
