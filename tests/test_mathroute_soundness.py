@@ -98,14 +98,14 @@ def audit(env_id: str, **kwargs: Any) -> dict[str, Any]:
 def test_paper_reward_pays_for_rejecting_right_drafts(env_id: str) -> None:
     """Eq. (1)/(3) as written: the best response always starts with the weakest agent and
     rejects drafts it knows are right (0.54 / 0.27 per episode on 500 tasks)."""
-    result = audit(env_id)  # reward="paper" is the default
+    result = audit(env_id, reward="paper")  # the default is "outcome" (issue 25)
     assert result["false_rejections"] >= 0.2, result
     assert set(result["first"]) == {result["weakest"]}
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_outcome_reward_has_no_exploit_and_no_shortcut(env_id: str) -> None:
-    result = audit(env_id, reward="outcome")
+    result = audit(env_id)  # reward="outcome", the default
     assert result["false_rejections"] == 0.0, result
     assert len(set(result["first"])) > 1, "the best first route depends on the task"
     for name, value in result["strategies"].items():
