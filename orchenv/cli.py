@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
-import signal
+import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -120,6 +122,10 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         budget=args.budget,
         time_limit_s=args.time_limit if args.time_limit > 0 else None,
         progress=not args.no_progress,
+        skill_levels=args.skill_levels,
+        best_response=not args.no_best_response,
+        blind=not args.no_blind,
+        blind_budget=args.blind_budget,
     )
     text = report.to_json() if args.json else report.to_markdown()
     if args.out:
@@ -130,7 +136,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 def _add_audit(sub: argparse._SubParsersAction) -> None:
     from orchenv.audit import (
+        DEFAULT_BLIND_BUDGET,
         DEFAULT_BUDGET,
+        DEFAULT_SKILL_LEVELS,
         DEFAULT_TASKS,
         DEFAULT_TIME_LIMIT_S,
         DEFAULT_TOLERANCE,
@@ -139,11 +147,14 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "audit",
-        help="best response vs shortcut strategies of an env (is the skill what scores?)",
+        help="skill reference vs blind and shortcut policies of an env (is the skill what scores?)",
         description=(
-            "Search a best response over the env's discrete choices with fork() on sampled "
-            "tasks, play shortcut strategies from the same states, and flag each strategy "
-            "whose mean return is within the tolerance of the best (docs/audit.md)."
+            "On sampled tasks, play the env's skill reference (skill_action) over a sweep of "
+            "skill levels, the best blind choice sequence (picked on one half of the tasks, "
+            "reported on the other) and shortcut strategies; flag each blind or shortcut "
+            "policy whose mean return is within the tolerance of the skill reference at the "
+            "realistic level. The privileged best response (a search with fork()) is reported "
+            "as an upper bound only (docs/audit.md)."
         ),
     )
     p.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
@@ -156,9 +167,36 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
         "--tolerance",
         type=float,
         default=DEFAULT_TOLERANCE,
-        help="flag strategies within this of the best mean return (default: %(default)s)",
+        help="flag policies within this of the skill reference's mean return at the realistic "
+        "level (default: %(default)s)",
     )
-    p.add_argument("--method", choices=METHODS, default="auto", help="search (default: auto)")
+    p.add_argument(
+        "--skill-levels",
+        type=float,
+        nargs="+",
+        metavar="S",
+        help="skill levels of the skill reference, in [0, 1]; 0, 1 and the env's realistic "
+        f"level are always added (default: {' '.join(f'{s:g}' for s in DEFAULT_SKILL_LEVELS)})",
+    )
+    p.add_argument(
+        "--no-best-response",
+        action="store_true",
+        help="skip the privileged best response search (the upper bound; the expensive part)",
+    )
+    p.add_argument("--no-blind", action="store_true", help="skip the best blind policy search")
+    p.add_argument(
+        "--blind-budget",
+        type=int,
+        default=DEFAULT_BLIND_BUDGET,
+        help="sequences per fold the best blind search may try when it cannot enumerate them "
+        "all (default: %(default)s)",
+    )
+    p.add_argument(
+        "--method",
+        choices=METHODS,
+        default="auto",
+        help="the best response's search (default: auto)",
+    )
     p.add_argument(
         "--budget",
         type=int,
@@ -284,15 +322,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdout_gone() -> bool:
+    """Whether our stdout is a pipe whose reader went away (``poll`` reports ``POLLERR``)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # POLLERR and POLLHUP are always reported
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def console_main() -> int:
-    """The ``orchenv`` executable (and ``python -m orchenv``): ``main`` with the default
-    SIGPIPE action, so ``orchenv list | head`` ends quietly like other CLIs. Only here, not in
-    ``main``: a process that calls ``main`` in-process (a test suite, a notebook) keeps
-    Python's own handling, where a write to a closed pipe (say, a sandboxed child that died)
-    raises ``BrokenPipeError`` instead of killing the whole process."""
-    if hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    return main()
+    """The ``orchenv`` executable (and ``python -m orchenv``): ``main``, ending quietly with
+    the SIGPIPE status (141) when the reader of stdout goes away (``orchenv list | head``).
+
+    SIGPIPE keeps Python's setting (ignored): a write to a closed pipe raises
+    ``BrokenPipeError`` where it happens, so a write into a sandboxed or grading child that
+    died is handled there; the default action used to kill the whole evaluation silently,
+    exit 141 (issue 28). Only a broken stdout ends the command."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = 141
+    if code == 141 or _stdout_gone():
+        with contextlib.suppress(OSError, ValueError):  # no second error at interpreter exit
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -307,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"orchenv: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # an output folder or file the OS refuses (read-only, disk full)
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            raise  # our reader went away: console_main ends quietly
         print(
             f"orchenv: error: {exc}. Check the path's permissions and free space", file=sys.stderr
         )

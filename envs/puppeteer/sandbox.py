@@ -32,13 +32,16 @@ unless the caller opted into ``UNSAFE`` (a plain subprocess with rlimits: no iso
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import resource
 import selectors
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -47,12 +50,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchenv.envs.puppeteer import seccomp
+
 BWRAP = "bwrap"
 UNSAFE = "unsafe-no-isolation"
 SANDBOX_MODES = (BWRAP, UNSAFE)
 
 SANDBOX_UID = 65534
 SCRATCH = "/scratch"
+PROGRAM = "/program.py"  # where the program lies in the sandbox, read-only
 ENV_ALLOWED = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -112,15 +118,38 @@ def _remove_tree(path: str, owner_pid: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+_OWNED_NAME = re.compile(r"orchenv-[a-z]+-(\d+)-[A-Za-z0-9_]+")
+
+
+def sweep_stale_temp_dirs(directory: str | None = None) -> list[str]:
+    """Remove ``orchenv-*-PID-*`` temp dirs whose owner process no longer exists (a process
+    killed with SIGKILL runs no finalizer), and return their paths. A dir whose pid is
+    alive, or was reused by another live process, is kept."""
+    removed: list[str] = []
+    with contextlib.suppress(OSError), os.scandir(directory or tempfile.gettempdir()) as it:
+        for entry in it:
+            match = _OWNED_NAME.fullmatch(entry.name)
+            if match is None or not entry.is_dir(follow_symlinks=False):
+                continue
+            owner = int(match.group(1))
+            if owner != os.getpid() and owner > 0 and not _alive(owner):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    return removed
+
+
 class OwnedTempDir:
     """A temp dir removed by ``cleanup()``, when garbage-collected, or at interpreter exit
     (``weakref.finalize`` runs at exit too), so no caller that forgets ``close()`` leaks it.
+    Its name carries the owner's pid (``orchenv-puppeteer-PID-xxxx``): dirs of processes
+    that were killed are swept when the next one is made (``sweep_stale_temp_dirs``).
 
     Copies (``copy``/``deepcopy``, as ``env.fork()`` makes) share the one dir.
     """
 
     def __init__(self, prefix: str) -> None:
-        self.path = tempfile.mkdtemp(prefix=prefix)
+        sweep_stale_temp_dirs()
+        self.path = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
         self._finalizer = weakref.finalize(self, _remove_tree, self.path, os.getpid())
 
     def cleanup(self) -> None:
@@ -181,9 +210,39 @@ def _options(bwrap: str) -> str:
     return _options_cache[bwrap]
 
 
-def bwrap_argv(bwrap: str, limits: Limits) -> list[str]:
-    """The full command: bwrap's options, then the interpreter reading the program from stdin.
-    ``--disable-userns`` (bwrap 0.8) is added where this bwrap has it."""
+def _hidden_package_dirs(roots: list[str]) -> list[str]:
+    """Third-party package folders (``site-packages``, ``dist-packages``) under the bound
+    roots: each is covered by an empty read-only tmpfs, so only the standard library can be
+    imported (``-S`` alone keeps them off ``sys.path``, but a program can add them back)."""
+    patterns = (
+        "lib*/python3*/site-packages",
+        "lib*/python3*/dist-packages",
+        "lib/python3/dist-packages",
+        "local/lib*/python3*/site-packages",
+        "local/lib*/python3*/dist-packages",
+    )
+    found: set[str] = set()
+    for root in roots:
+        for pattern in patterns:
+            found.update(p for p in glob.glob(os.path.join(root, pattern)) if os.path.isdir(p))
+    for key in ("purelib", "platlib"):
+        path = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+        candidate = os.path.realpath(path[key])
+        if os.path.isdir(candidate) and any(candidate.startswith(r + "/") for r in roots):
+            found.add(candidate)
+    return sorted(found)
+
+
+def bwrap_argv(
+    bwrap: str, limits: Limits, program_fd: int | None = None, seccomp_fd: int | None = None
+) -> list[str]:
+    """The full command: bwrap's options, then the interpreter running the program.
+
+    The program is copied by bwrap from ``program_fd`` (a memfd) into a read-only
+    ``/program.py`` (``--ro-bind-data``): nothing is written into a pipe the program may
+    close. ``seccomp_fd`` holds ``seccomp.filter_program()``. ``--disable-userns`` (bwrap
+    0.8) is added where this bwrap has it. Without ``program_fd`` the program is read from
+    stdin (the probe of old callers)."""
     disk = max(1, int(limits.disk_mb)) << 20
     small = max(1 << 20, disk // 4)
     argv = [bwrap, "--unshare-all", "--unshare-user"]
@@ -194,10 +253,57 @@ def bwrap_argv(bwrap: str, limits: Limits) -> list[str]:
     for name, value in ENV_ALLOWED.items():
         argv += ["--setenv", name, value]
     argv += _system_args()
+    for hidden in _hidden_package_dirs(_read_only_roots()):
+        argv += ["--size", "4096", "--tmpfs", hidden, "--remount-ro", hidden]
     argv += ["--dev", "/dev", "--size", str(small), "--tmpfs", "/dev/shm"]
     argv += ["--size", str(small), "--tmpfs", "/tmp", "--size", str(disk), "--tmpfs", SCRATCH]
+    if program_fd is not None:
+        argv += ["--perms", "0444", "--ro-bind-data", str(program_fd), PROGRAM]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH]
-    return [*argv, "--", interpreter(), "-I", "-S", "-"]
+    return [*argv, "--", interpreter(), "-I", "-S", PROGRAM if program_fd is not None else "-"]
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """A sealed-size in-memory file holding ``data``, positioned at 0 (for bwrap to read)."""
+    try:
+        fd = os.memfd_create(name, getattr(os, "MFD_CLOEXEC", 1))
+    except (AttributeError, OSError):
+        handle = tempfile.TemporaryFile()  # noqa: SIM115 - the fd outlives the object
+        fd = os.dup(handle.fileno())
+        handle.close()
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _SandboxFds:
+    """The program's and the seccomp filter's memfds for one bwrap call (closed on exit)."""
+
+    def __init__(self, code: bytes) -> None:
+        self.program = _memfd("orchenv-program", code)
+        self.seccomp: int | None = None
+        try:
+            if seccomp.supported():
+                self.seccomp = _memfd("orchenv-seccomp", seccomp.filter_program())
+        except OSError:
+            os.close(self.program)
+            raise
+
+    def fds(self) -> tuple[int, ...]:
+        return tuple(fd for fd in (self.program, self.seccomp) if fd is not None)
+
+    def close(self) -> None:
+        for fd in self.fds():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 # -- is bwrap usable here? ----------------------------------------------------------------------
@@ -221,15 +327,22 @@ def _probe() -> str | None:
     if "--size" not in _options(bwrap):  # no size cap for the tmpfs: no disk bound
         return f"{bwrap} is older than 0.5 (no --size option); upgrade bubblewrap"
     try:
+        fds = _SandboxFds(b"print('probe-ok')")
+    except OSError as exc:
+        return f"no in-memory file for the program ({exc})"
+    try:
         proc = subprocess.run(  # noqa: S603 - a fixed argv
-            bwrap_argv(bwrap, Limits()),
-            input=b"print('probe-ok')",
+            bwrap_argv(bwrap, Limits(), fds.program, fds.seccomp),
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=30,
             start_new_session=True,
+            pass_fds=fds.fds(),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bwrap could not start ({exc}); {FIX_BROKEN}"
+    finally:
+        fds.close()
     if proc.returncode == 0 and proc.stdout.strip() == b"probe-ok":
         return None
     said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -514,20 +627,19 @@ class _Pumped:
     output_limit: bool = False
 
 
-def _pump(proc: subprocess.Popen[bytes], code: bytes, limits: Limits, deadline: float) -> _Pumped:
-    """Feed ``code`` to stdin and read both pipes until they close, the deadline passes or
-    the output cap is reached. Keeps the first ``keep_bytes`` of each stream."""
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+def _pump(proc: subprocess.Popen[bytes], limits: Limits, deadline: float) -> _Pumped:
+    """Read both pipes until they close, the deadline passes or the output cap is reached.
+    Keeps the first ``keep_bytes`` of each stream. Nothing is written to the child: the
+    program comes as a file (a write into a pipe the child closed is what killed callers
+    with SIGPIPE's default action, issue 28)."""
+    assert proc.stdout is not None and proc.stderr is not None
     got = _Pumped()
     keep = {proc.stdout.fileno(): got.stdout, proc.stderr.fileno(): got.stderr}
-    stdin_fd, pending = proc.stdin.fileno(), memoryview(code)
     with selectors.DefaultSelector() as sel:
-        os.set_blocking(stdin_fd, False)
-        sel.register(stdin_fd, selectors.EVENT_WRITE)
         for fd in keep:
             sel.register(fd, selectors.EVENT_READ)
         exited_at: float | None = None
-        while any(key.fd in keep for key in sel.get_map().values()):
+        while sel.get_map():
             now = time.monotonic()
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
@@ -536,10 +648,10 @@ def _pump(proc: subprocess.Popen[bytes], code: bytes, limits: Limits, deadline: 
                 got.timed_out = exited_at is None
                 break
             for key, _ in sel.select(timeout=min(end - now, 0.05)):
-                if key.fd == stdin_fd:
-                    pending = _feed(sel, proc, pending)
-                    continue
-                chunk = os.read(key.fd, _CHUNK)
+                try:
+                    chunk = os.read(key.fd, _CHUNK)
+                except OSError:
+                    chunk = b""
                 if not chunk:
                     sel.unregister(key.fd)
                     continue
@@ -549,29 +661,7 @@ def _pump(proc: subprocess.Popen[bytes], code: bytes, limits: Limits, deadline: 
             if got.total > limits.max_output_bytes:
                 got.output_limit = True
                 break
-        if stdin_fd in sel.get_map():
-            sel.unregister(stdin_fd)
-    with contextlib.suppress(OSError):
-        proc.stdin.close()
     return got
-
-
-def _feed(
-    sel: selectors.BaseSelector, proc: subprocess.Popen[bytes], pending: memoryview
-) -> memoryview:
-    assert proc.stdin is not None
-    try:
-        written = os.write(proc.stdin.fileno(), pending[:_CHUNK])
-    except BlockingIOError:
-        return pending
-    except OSError:  # the program never read its code (bwrap failed): nothing more to send
-        written = len(pending)
-    pending = pending[written:]
-    if not pending:
-        sel.unregister(proc.stdin.fileno())
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-    return pending
 
 
 def run_sandboxed(code: bytes, limits: Limits, sandbox: str = BWRAP) -> Outcome:
@@ -598,10 +688,18 @@ def run_sandboxed(code: bytes, limits: Limits, sandbox: str = BWRAP) -> Outcome:
         "tree_processes_bound": tree_bound or nproc is not None,
     }
     containment = "bwrap+cgroup" if tree_bound else "bwrap+rlimit"
+    fds: _SandboxFds | None = None
     try:
-        argv = bwrap_argv(bwrap, limits)
+        try:
+            fds = _SandboxFds(code)
+        except OSError as exc:
+            return Outcome(containment, error=f"could not pass the program: {exc}")
+        argv = bwrap_argv(bwrap, limits, fds.program, fds.seccomp)
+        meta["seccomp"] = fds.seccomp is not None
+        meta["importable"] = "standard library only"
         join_fds = group.join_fds if group else []
-        outcome = _run(argv, code, limits, _preexec(limits, join_fds, nproc), group, None)
+        preexec = _preexec(limits, join_fds, nproc)
+        outcome = _run(argv, limits, preexec, group, None, fds.fds())
         outcome.containment = containment
         if group is not None:
             stats = group.stats()
@@ -610,22 +708,25 @@ def run_sandboxed(code: bytes, limits: Limits, sandbox: str = BWRAP) -> Outcome:
         outcome.meta.update(meta)
         return outcome
     finally:
+        if fds is not None:
+            fds.close()
         if group is not None:
             group.remove()
 
 
 def _run(
     argv: list[str],
-    code: bytes,
     limits: Limits,
     preexec: Callable[[], None],
     group: Cgroup | None,
     cwd: str | None,
+    pass_fds: tuple[int, ...] = (),
 ) -> Outcome:
     try:
-        proc = subprocess.Popen(  # noqa: S603 - argv built here, the program comes on stdin
+        proc = subprocess.Popen(  # noqa: S603 - argv built here, the program is a file
             argv,
-            stdin=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            pass_fds=pass_fds,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=cwd,
@@ -637,7 +738,7 @@ def _run(
         return Outcome("", error=f"could not start python: {exc}")
     deadline = time.monotonic() + max(0.05, float(limits.timeout_s))
     try:
-        got = _pump(proc, code, limits, deadline)
+        got = _pump(proc, limits, deadline)
         if not (got.timed_out or got.output_limit):  # the pipes closed: wait for the exit
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -646,7 +747,7 @@ def _run(
     finally:
         _kill_tree(proc, group)
         returncode = proc.wait()
-        for stream in (proc.stdout, proc.stderr, proc.stdin):
+        for stream in (proc.stdout, proc.stderr):
             with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
     truncated = len(got.stdout) + len(got.stderr) < got.total
@@ -666,8 +767,14 @@ def _run_unsafe(code: bytes, limits: Limits) -> Outcome:
     scratch = OwnedTempDir("orchenv-py-")
     try:
         nproc = None if os.getuid() == 0 else _user_process_count(os.getuid()) + limits.max_procs
-        argv = [sys.executable, "-I", "-"]
-        outcome = _run(argv, code, limits, _preexec(limits, [], nproc), None, scratch.path)
+        program = os.path.join(scratch.path, "program.py")
+        try:
+            with open(program, "wb") as handle:
+                handle.write(code)
+        except OSError as exc:
+            return Outcome(UNSAFE, error=f"could not write the program: {exc}")
+        argv = [sys.executable, "-I", program]
+        outcome = _run(argv, limits, _preexec(limits, [], nproc), None, scratch.path)
         outcome.containment = UNSAFE
         outcome.meta.update(
             tree_memory_bound=False,
