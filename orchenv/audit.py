@@ -835,9 +835,10 @@ def _best_blind(
     exhaustive = n**horizon <= BLIND_EXHAUSTIVE_CAP
     out_of_time = False
     picks = []
+    tables = [_blind_table(root, n, horizon) for root in tally.roots] if exhaustive else []
     for pick_on in folds[: 2 if count > 1 else 1]:
         if exhaustive:
-            seq, mean, tried, timed = _blind_enumerate(blind, n, horizon, pick_on, deadline)
+            seq, mean, tried, timed = _blind_enumerate(tables, pick_on)
         else:
             seq, mean, tried, timed = _blind_ascent(blind, n, horizon, pick_on, budget, deadline)
         out_of_time = out_of_time or timed
@@ -867,18 +868,43 @@ def _best_blind(
     return episodes, info
 
 
+def _blind_table(root: OrchestrationEnv, n: int, horizon: int) -> np.ndarray:
+    """The return of every sequence of ``horizon`` choice indices on one task, an array of
+    shape ``(n,) * horizon``: a depth-first walk (a fork per branch) in which the indices
+    that play the same action (an unavailable one plays the first available) share a branch,
+    and an episode that ends early fills every sequence with its prefix."""
+    table = np.zeros((n,) * horizon)
+
+    def visit(env: OrchestrationEnv, prefixes: list[tuple[int, ...]], ret: float) -> None:
+        choices = current_choices(env, n)
+        first = available(choices)[0]
+        groups: dict[int, list[int]] = {}
+        for k in range(n):
+            groups.setdefault(k if choices[k] is not None else first, []).append(k)
+        for number, (played, ks) in enumerate(groups.items()):
+            child = env if number == len(groups) - 1 else env.fork()
+            text = choices[played]
+            assert text is not None
+            _, reward, terminated, truncated, _ = child.step(text)
+            longer = [(*p, k) for p in prefixes for k in ks]
+            if terminated or truncated or len(longer[0]) >= horizon:
+                for prefix in longer:
+                    table[prefix] = ret + float(reward)
+            else:
+                visit(child, longer, ret + float(reward))
+
+    visit(root.fork(), [()], 0.0)
+    return table
+
+
 def _blind_enumerate(
-    blind: _Blind, n: int, horizon: int, tasks: Sequence[int], deadline: float | None
+    tables: Sequence[np.ndarray], tasks: Sequence[int]
 ) -> tuple[tuple[int, ...], float, int, bool]:
-    best, best_mean, tried = (0,) * horizon, -math.inf, 0
-    for seq in itertools.product(range(n), repeat=horizon):
-        if deadline is not None and tried and time.monotonic() > deadline:
-            return best, best_mean, tried, True
-        mean = blind.mean(seq, tasks)
-        tried += 1
-        if mean > best_mean + TIE:
-            best, best_mean = seq, mean
-    return best, best_mean, tried, False
+    means = np.mean([tables[t] for t in tasks], axis=0)
+    flat = means.reshape(-1)
+    first = int(np.flatnonzero(flat >= flat.max() - TIE)[0])  # ties: the lowest indices
+    seq = tuple(int(k) for k in np.unravel_index(first, means.shape))
+    return seq, float(flat[first]), flat.size, False
 
 
 def _blind_ascent(

@@ -1,9 +1,11 @@
-"""``orchenv audit`` on a toy env whose best response and shortcuts are known by hand
-(tests/toy_bits.py): every search finds the exact best response, strategies get their exact
-returns, costs and calls, flags follow the tolerance, the search steps only forks (never the
-task's start state), tasks do not influence each other, and the report survives JSON and the
-CLI. Then a small sample of every registered id with a discrete action set gives a
-well-formed report."""
+"""``orchenv audit`` on a toy env whose best response, skill reference and shortcuts are
+known by hand (tests/toy_bits.py): the skill curve rises, shortcuts are flagged against the
+skill reference at the realistic level (not against the privileged best response, an upper
+bound), the best blind policy is picked on one half of the tasks and reported on the other,
+every search finds the exact best response, strategies get their exact returns, costs and
+calls, the searches step only forks (never the task's start state), tasks do not influence
+each other, and the report survives JSON and the CLI. Then a small sample of every
+registered id gives a well-formed report."""
 
 from __future__ import annotations
 
@@ -18,19 +20,23 @@ import numpy as np
 import pytest
 from toy_bits import ENV_ID, BitsEnv, register
 
+import orchenv.audit as audit_module
 from orchenv.audit import (
+    DEFAULT_REALISTIC_SKILL,
     AuditReport,
     audit,
     play,
+    play_skill,
     search_beam,
     search_exact,
     search_mcts,
+    t95,
     tree_size,
 )
 from orchenv.cli import main
 from orchenv.core import OrchestrationEnv
 from orchenv.discrete import make_discrete_env
-from orchenv.error import ConfigError
+from orchenv.error import ConfigError, DependencyError
 from orchenv.registry import ENV_SUMMARIES
 
 register()
@@ -56,7 +62,7 @@ def test_exact_best_response_and_strategy_returns():
     assert best.actions[0] == {"<bit>0</bit>": 0.5, "<bit>1</bit>": 0.5}
     assert best.metrics == {"asks": 0.0, "mistakes": 0.0}
     stop = report.row("stop-early")
-    assert (stop.kind, stop.return_mean, stop.gap) == ("env", 1.0, 2.0)
+    assert (stop.kind, stop.return_mean, stop.gap_to_upper) == ("env", 1.0, 2.0)
     assert stop.description == "Guess 0, then stop."
     assert stop.return_se == pytest.approx(np.std([1.5] * 4 + [0.5] * 4, ddof=1) / np.sqrt(8))
     assert report.row("always-choice-0").return_mean == 7 / 8  # leading zeros
@@ -101,15 +107,19 @@ def test_a_budget_too_small_is_a_lower_bound_and_says_so():
         assert all(b >= r for b, r in zip(report.best.returns, row.returns, strict=True))
 
 
-@pytest.mark.parametrize(("tolerance", "flagged"), [(2.01, True), (1.99, False)])
+@pytest.mark.parametrize(("tolerance", "flagged"), [(0.51, True), (0.49, False)])
 def test_flags_follow_the_tolerance(tolerance: float, flagged: bool):
+    """The comparison level is the skill reference at the toy's realistic s = 0.5 (1.5)."""
     report = run(tolerance=tolerance)
+    assert report.comparison_levels == ["skill@0.5"]
+    assert report.reference is not None and report.reference.return_mean == 1.5
     names = {row.name for row in report.flagged}
-    assert ("stop-early" in names) is flagged
-    assert ("always-choice-3" in names) is flagged  # the same episodes, gap 2.0
-    assert "always-choice-0" not in names  # gap 2.125
-    assert "best-response" not in names
-    assert ("| FLAG |" in report.to_markdown()) is flagged
+    assert ("stop-early" in names) is flagged  # 1.0: gap 0.5
+    assert ("always-choice-3" in names) is flagged  # the same episodes
+    assert "always-choice-0" not in names  # 0.875: gap 0.625
+    assert not names & {"best-response", "skill@0.75", "skill@1"}  # never flagged
+    assert report.row("stop-early").gap == pytest.approx(0.5)
+    assert ("FLAG (skill@0.5)" in report.to_markdown()) is flagged
 
 
 class _Watched(BitsEnv):
@@ -129,8 +139,9 @@ class _Watched(BitsEnv):
         lambda root: search_mcts(root, 4, 500, np.random.default_rng(0)),
         lambda root: search_beam(root, 4, 500),
         lambda root: play(root, lambda env: "<ask/>"),
+        lambda root: play_skill(root, 0.5, (0, 0)),
     ],
-    ids=["exact", "mcts", "beam", "play"],
+    ids=["exact", "mcts", "beam", "play", "skill"],
 )
 def test_searches_step_forks_only(search):
     root = _Watched()
@@ -145,7 +156,7 @@ def test_tasks_do_not_influence_each_other():
     """Two seeds visit the eight tasks in different orders; per task, the results agree."""
     a, b = run(seed=0), run(seed=1)
     assert a.task_ids != b.task_ids and sorted(a.task_ids) == sorted(b.task_ids)
-    for name in ("best-response", "stop-early", "always-choice-2"):
+    for name in ("best-response", "stop-early", "always-choice-2", "skill@0", "skill@1"):
         by_task_a = dict(zip(a.task_ids, a.row(name).returns, strict=True))
         by_task_b = dict(zip(b.task_ids, b.row(name).returns, strict=True))
         assert by_task_a == by_task_b
@@ -175,17 +186,29 @@ class _NoChoices(BitsEnv):
     action_choices = OrchestrationEnv.action_choices
 
 
+def test_an_env_without_choices_still_gets_its_skill_reference_and_strategies():
+    report = audit_of(_NoChoices, tasks=8)
+    assert report.n_choices == 0 and report.best is None and report.best_response is False
+    assert report.blind == {"method": "skipped", "note": "the env has no action_choices()"}
+    assert {r.name for r in report.rows} == {f"skill@{s:g}" for s in (0, 0.25, 0.5, 0.75, 1)} | {
+        "stop-early"
+    }
+    assert any("no discrete action set" in note for note in report.notes)
+    assert "Best blind policy: skipped" in report.to_markdown()
+
+
 def test_errors():
-    gym.register(id="toy/NoChoices-v0", entry_point=_NoChoices)
-    try:
-        with pytest.raises(ConfigError, match="no discrete action set"):
-            audit("toy/NoChoices-v0", tasks=1, progress=False)
-    finally:
-        gym.registry.pop("toy/NoChoices-v0")
     with pytest.raises(ConfigError, match="method must be one of"):
         audit(ENV_ID, method="dfs")
     with pytest.raises(ConfigError, match="cannot make"):
         audit("toy/Nothing-v0")
+    for levels in ([1.5], [-0.1], [float("nan")], ["0.5"], [True]):
+        with pytest.raises(ConfigError, match="skill levels"):
+            audit(ENV_ID, tasks=1, progress=False, skill_levels=levels)
+    with pytest.raises(ConfigError, match="blind_budget"):
+        audit(ENV_ID, blind_budget=0)
+    with pytest.raises(ConfigError, match="tolerance"):
+        audit(ENV_ID, tolerance=float("nan"))
 
 
 def test_cli(tmp_path, capsys):
@@ -195,34 +218,237 @@ def test_cli(tmp_path, capsys):
     printed = AuditReport.from_json(capsys.readouterr().out)
     assert printed == AuditReport.from_json(out.read_text())
     assert printed.env_kwargs == {"stop_reward": 2.5} and printed.best.return_mean == 4.5
-    assert main([*args, "--tolerance", "1.6"]) == 0
+    assert main([*args, "--no-best-response", "--skill-levels", "0.3", "--no-blind"]) == 0
     text = capsys.readouterr().out
-    assert text.startswith(f"### `{ENV_ID}`") and "| **best-response** | 4.500" in text
-    assert "| stop-early | 3.000" in text and "| FLAG |" in text
+    assert text.startswith(f"### `{ENV_ID}`") and "not searched" in text
+    assert "| best-response |" not in text and "| skill@0.3 | skill |" in text
+    assert "| stop-early | env | 3.000" in text and "FLAG (skill@0.5)" in text
+    assert "Best blind policy: skipped" in text
     assert main(["audit", "toy/Nothing-v0", "--no-progress"]) == 2
+    assert main(["audit", ENV_ID, "--no-progress", "--skill-levels", "2"]) == 2
+
+
+# -- the skill reference, the best blind policy, the gap -------------------------------------------
+def audit_of(cls: type[OrchestrationEnv], **kwargs: Any) -> AuditReport:
+    """Audit ``cls`` registered for the duration under a throwaway id."""
+    env_id = f"toy/{cls.__name__.strip('_')}-v0"
+    gym.register(id=env_id, entry_point=cls)
+    try:
+        return audit(env_id, progress=False, **kwargs)
+    finally:
+        gym.registry.pop(env_id)
+
+
+def test_the_skill_curve_rises_and_is_exact_at_its_ends():
+    report = run(best_response=False)
+    assert report.skill_available and report.skill_rises is True and not report.skill_trend
+    assert report.skill_levels == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert (report.realistic_skill, report.realistic_defaulted) == (0.5, False)
+    assert report.realistic_skill_source == "toy: a learner that knows half the bits"
+    curve = report.skill_curve
+    assert [r.skill for r in curve] == report.skill_levels
+    assert curve[-1].returns == [3.0] * ALL_TASKS and curve[-1].accuracy == 1.0
+    # no skill: the fixed default (guess 0) every turn, i.e. always choice 0
+    assert curve[0].returns == report.row("always-choice-0").returns
+    means = [r.return_mean for r in curve]
+    assert means == sorted(means) and means[0] < means[-1]
+    assert "The curve rises" in report.to_markdown()
+
+
+def test_a_shortcut_flagged_against_the_skill_reference_passes_against_the_upper_bound():
+    """stop_reward = 1.5: "guess 0, then stop" returns 2.0 on average, above what a learner
+    at the realistic skill reaches (1.5) but 1.5 below the privileged best response (3.5),
+    so the old comparison passed it; always guessing 0 (0.875) is flagged by neither."""
+    report = run(env_kwargs={"stop_reward": 1.5})
+    assert report.best is not None and report.best.return_mean == 3.5
+    stop = report.row("stop-early")
+    assert stop.flagged and stop.flagged_by == ["skill@0.5"]
+    assert stop.gap_to_upper == pytest.approx(1.5) and stop.gap == pytest.approx(-0.5)
+    zero = report.row("always-choice-0")
+    assert not zero.flagged and zero.gap == pytest.approx(0.625)
+    assert zero.gap_to_upper == pytest.approx(2.625)
+    gap = report.gameability_gap
+    assert gap is not None and gap["reference"] == "skill@1" and gap["against"] == "stop-early"
+    assert gap["mean"] == pytest.approx(1.0) and gap["ci95"][0] < 1.0 < gap["ci95"][1]
+    diffs = np.subtract(report.row("skill@1").returns, stop.returns)
+    assert gap["se"] == pytest.approx(np.std(diffs, ddof=1) / np.sqrt(ALL_TASKS))
+    assert gap["ci95"][1] - 1.0 == pytest.approx(t95(ALL_TASKS) * gap["se"])
+
+
+def test_the_best_blind_policy_finds_the_best_constant_sequence():
+    """Asking pays +1: "always ask" (3.0) is the best blind policy on either half."""
+    report = run(env_kwargs={"ask_reward": 1.0}, best_response=False)
+    assert report.blind["method"] == "exhaustive" and report.blind["sequences"] == 64
+    assert [f["sequence"] for f in report.blind["folds"]] == [[2, 2, 2], [2, 2, 2]]
+    assert report.blind["folds"][0]["labels"] == ["<ask/>"] * 3
+    blind = report.row("best-blind")
+    assert blind.returns == [3.0] * ALL_TASKS and blind.flagged_by == ["skill@0.5"]
+
+
+def test_the_best_blind_policy_is_reported_on_the_half_it_was_not_picked_on():
+    """stop_reward = 2.5: the best blind sequences guess two bits, then stop; a task's
+    reported return is that of the sequence picked on the other half (leading right guesses
+    of the two bits, plus 2.5)."""
+    report = run(env_kwargs={"stop_reward": 2.5}, best_response=False)
+    folds = report.blind["folds"]
+    assert [f["picked_on"] for f in folds] == ["even-numbered tasks", "odd-numbered tasks"]
+    blind = report.row("best-blind")
+    for number, (task_id, ret) in enumerate(zip(report.task_ids, blind.returns, strict=True)):
+        seq = folds[1 - number % 2]["sequence"]
+        assert seq[2] == 3  # stop
+        bits = task_id.removeprefix("bits-")
+        right = 0
+        for guess, bit in zip(seq[:2], bits, strict=False):
+            if str(guess) != bit:
+                break
+            right += 1
+        assert ret == right + 2.5
+    # in-sample, a fold's pick scores at least its out-of-sample report
+    for fold, on in zip(folds, (0, 1), strict=True):
+        out_of_sample = blind.returns[1 - on :: 2]
+        assert fold["in_sample_return"] >= -1  # a mean of returns
+        assert len(out_of_sample) == ALL_TASKS // 2
+
+
+def test_coordinate_ascent_when_the_sequences_are_too_many(monkeypatch):
+    monkeypatch.setattr(audit_module, "BLIND_EXHAUSTIVE_CAP", 10)
+    report = run(env_kwargs={"ask_reward": 1.0}, best_response=False, skill_levels=())
+    assert report.blind["method"] == "coordinate ascent"
+    assert [f["sequence"] for f in report.blind["folds"]] == [[2, 2, 2], [2, 2, 2]]
+    assert all(f["evaluated"] < 64 for f in report.blind["folds"])
+    report = run(env_kwargs={"ask_reward": 1.0}, skill_levels=(), blind_budget=2)
+    assert all(f["evaluated"] == 2 for f in report.blind["folds"])  # constants 0 and 1 only
+    assert report.blind["folds"][0]["sequence"] in ([0, 0, 0], [1, 1, 1])
+
+
+class _Unskilled(BitsEnv):
+    """No skill reference (the core's default), no realistic level."""
+
+    realistic_skill = None
+    skill_action = OrchestrationEnv.skill_action
+
+
+class _SkillStopsAnswering(BitsEnv):
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        return None if self.turn else "<bit>0</bit>"
+
+
+@pytest.mark.parametrize("cls", [_Unskilled, _SkillStopsAnswering])
+def test_an_env_without_a_skill_reference_is_reported_not_crashed(cls):
+    report = audit_of(cls, tasks=8, env_kwargs={"stop_reward": 2.5})
+    assert not report.skill_available and report.skill_rises is None
+    assert not report.skill_levels and not any(r.kind == "skill" for r in report.rows)
+    assert report.comparison_levels == [] and not report.flagged
+    assert report.gameability_gap is None
+    assert any(note.startswith("no skill reference") for note in report.notes)
+    assert "returned None" in report.notes[-1]
+    assert {"best-response", "best-blind", "stop-early"} <= {r.name for r in report.rows}
+    text = report.to_markdown()
+    assert "**No skill reference**" in text and "nothing can be flagged" in text
+    assert AuditReport.from_json(report.to_json()) == report
+    if cls is _Unskilled:
+        assert report.realistic_defaulted and report.realistic_skill == DEFAULT_REALISTIC_SKILL
+
+
+class _SkillHurts(BitsEnv):
+    """A "skill" that guesses the wrong bit: the curve falls."""
+
+    realistic_skill = None
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        assert self.task is not None
+        if skilled and len(self.bits) < 3:
+            return f"<bit>{1 - int(self.task.answer[len(self.bits)])}</bit>"
+        return "<bit>0</bit>"
+
+
+def test_a_curve_that_does_not_rise_is_reported():
+    report = audit_of(_SkillHurts, tasks=8, best_response=False, skill_levels=(0.5,))
+    assert report.skill_rises is False and report.realistic_defaulted
+    assert [r.skill for r in report.skill_curve] == [0.0, 0.5, 0.75, 1.0]
+    assert report.row("skill@1").returns == [0.0] * ALL_TASKS
+    assert "skill@1 is not above skill@0" in report.skill_trend[0]
+    assert any("does not rise from skill@0.5 to skill@0.75" in t for t in report.skill_trend)
+    text = report.to_markdown()
+    assert "DOES NOT RISE" in text and "defaulted to 0.75" in text
+
+
+class _GuessZero:
+    """A controller (``act(obs, info)``) that always guesses 0."""
+
+    def __init__(self) -> None:
+        self.bound: list[OrchestrationEnv] = []
+
+    def bind(self, env: OrchestrationEnv) -> None:
+        self.bound.append(env)
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        assert "Guess the next bit" in obs
+        return "<bit>0</bit>"
+
+
+def test_trained_rows_are_comparison_levels():
+    controller = _GuessZero()
+    trained = {"trained-zero": controller, "trained-one": lambda env: "<bit>1</bit>"}
+    report = run(trained=trained, best_response=False)
+    assert report.comparison_levels == ["skill@0.5", "trained-zero", "trained-one"]
+    assert len(controller.bound) == ALL_TASKS and len(set(map(id, controller.bound))) == 8
+    zero, one = report.row("trained-zero"), report.row("trained-one")
+    assert zero.kind == "trained" and not zero.flagged
+    assert zero.returns == report.row("always-choice-0").returns
+    assert one.returns == report.row("always-choice-1").returns
+    stop = report.row("stop-early")  # 1.0: above both trained levels (0.875), below skill@0.5
+    assert stop.flagged_by == ["trained-zero", "trained-one"]
+    assert report.row("always-choice-0").flagged_by == ["trained-zero", "trained-one"]
+    assert "FLAG (trained-zero, trained-one)" in report.to_markdown()
+
+
+def test_t_quantiles():
+    assert t95(1) == 0.0 and t95(2) == 12.706 and t95(31) == 2.042
+    assert t95(32) == pytest.approx(2.040, abs=1e-3) and t95(121) == pytest.approx(1.980, abs=1e-3)
+    assert t95(10**6) == pytest.approx(1.960, abs=1e-3)
 
 
 # -- every registered id, small samples ------------------------------------------------------------
-def has_choices(env_id: str) -> bool:
-    base = gym.make(env_id).unwrapped
-    return type(base).action_choices is not OrchestrationEnv.action_choices
+#: fewer tasks for the slow ones (OrchMAS plays its agents' discussion on every step)
+SMALL_TASKS = {"orch/OrchMAS-v0": 2}
 
 
 @pytest.mark.parametrize("env_id", sorted(ENV_SUMMARIES))
 def test_small_audit_of_every_env(env_id: str):
-    if not has_choices(env_id):
-        pytest.skip("no action_choices yet")
-    report = audit(env_id, tasks=2, budget=60, progress=False)
-    assert len(report.task_ids) == 2 and report.n_choices >= 1
-    assert report.rows[0].name == "best-response" and len(report.rows) >= 3
-    assert {"first-available", "random-available"} <= {r.name for r in report.rows}
+    tasks = SMALL_TASKS.get(env_id, 4)
+    try:
+        report = audit(
+            env_id,
+            tasks=tasks,
+            progress=False,
+            best_response=False,
+            skill_levels=(0.5,),
+            blind_budget=4,
+            time_limit_s=None,
+        )
+    except DependencyError as exc:
+        pytest.skip(f"optional dependency missing: {exc}")
+    assert len(report.task_ids) == tasks and report.n_choices >= 1
+    assert report.best is None and report.method == "none"
+    names = {r.name for r in report.rows}
+    assert {"first-available", "random-available", "best-blind"} <= names
+    assert report.blind["method"] in ("exhaustive", "coordinate ascent")
     for row in report.rows:
-        assert len(row.returns) == 2 and np.isfinite(row.return_mean)
-        assert row.gap >= -1e-9  # the best response is at least every strategy, per task
-        assert row.flagged == (row.kind != "best-response" and row.gap <= report.tolerance)
+        assert len(row.returns) == tasks and np.isfinite(row.return_mean)
         assert row.actions and all(abs(sum(t.values()) - 1) < 1e-9 for t in row.actions[:1])
+        assert row.flagged == bool(row.flagged_by)
+        assert not row.flagged or row.kind in ("blind", "env", "generic")
+    if report.skill_available:
+        levels = [0.0, 0.5, report.realistic_skill, 1.0]
+        assert report.skill_levels == sorted(set(levels))
+        assert [r.skill for r in report.skill_curve] == report.skill_levels
+        assert report.skill_rises is not None and report.gameability_gap is not None
+        assert report.comparison_levels == [f"skill@{report.realistic_skill:g}"]
+    else:
+        assert "No skill reference" in report.to_markdown() and not report.flagged
     assert AuditReport.from_json(report.to_json()) == report
-    assert "| **best-response** |" in report.to_markdown()
+    assert report.to_markdown().startswith(f"### `{env_id}`")
 
 
 # -- docs/adding-an-env.md's discrete example ------------------------------------------------------
