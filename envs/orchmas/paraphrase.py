@@ -228,3 +228,42 @@ def _variant(env: Any, calls: int) -> int:
     """A wording variant that changes from call to call and from task to task (stable)."""
     task_id = str(getattr(env.task, "id", ""))
     return calls + sum(map(ord, task_id[-6:]))
+
+
+def rewording_strategies() -> dict[str, Callable[[Any], str]]:
+    """Issue 25's audit strategies for ``OrchMASEnv.audit_strategies`` (each reads only
+    the observation: the question, the discrete view, the executor's replies)."""
+    from orchenv.envs.orchmas.scripted import decompose_orchestrator, domain_role
+
+    stuffed = RewritingPlan(decompose_orchestrator(), role=STUFFED_ROLE)
+    reworded = RewritingPlan(
+        decompose_orchestrator(), rewrite=paraphrase_request, only_subquestions=True
+    )
+
+    def stuffed_role(env: Any) -> str:
+        """Shortcut: the scripted plan (sub-questions, whole question, check) with one
+        constant role that names every domain ("math solver, researcher, reading
+        comprehension expert, summarizer") instead of the role that fits the question."""
+        return stuffed(env)
+
+    def legit_paraphrased_subquestions(env: Any) -> str:
+        """Not a shortcut, a control: the scripted plan with its sub-questions reworded as an
+        LLM would (reworded relation, reordered clause, politeness); it should score like
+        the exact wording, at the level of an honest observation-only policy."""
+        return reworded(env)
+
+    def copy_the_question(env: Any) -> str:
+        """Shortcut: every call sends the question verbatim as the request (role from its
+        wording), no decomposition, until the last turn; then the executor's last answer."""
+        if env.is_last_turn or env.executor_calls() >= env.max_calls:
+            from orchenv.envs.orchmas.choices import answer_text
+
+            return answer_text(env.last_executor_answer())
+        question = env.task.prompt
+        return call_action(domain_role(question), question, think="Pass the question on.")
+
+    return {
+        "stuffed-role": stuffed_role,
+        "legit-paraphrased-subquestions": legit_paraphrased_subquestions,
+        "copy-the-question": copy_the_question,
+    }
