@@ -11,7 +11,7 @@ reconstruction is documented in ``OrchMASEnv`` (## Rewards).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -19,12 +19,15 @@ from orchenv.core import OrchestrationEnv, Outcome, arguments_for
 from orchenv.envs.orchmas.choices import (
     CHOICE_ROLES,
     SUBQUESTION_PREFIX,
+    answer_text,
+    call_text,
     canonical_choices,
     next_subquestion,
     shortcuts,
 )
 from orchenv.envs.orchmas.executor import orchmas_pool, task_domain
 from orchenv.envs.orchmas.metrics import cosine_score, load_embedder
+from orchenv.envs.orchmas.paraphrase import rewording_strategies
 from orchenv.envs.orchmas.protocol import (
     CONTROLLER_SYSTEM,
     EXECUTOR_SYSTEM,
@@ -58,6 +61,28 @@ SUMMARY_METRICS = ("cosine", "f1")
 
 #: what the orchestrator sees of a reply with ``feedback=False`` (Table 5, "- Environment")
 HIDDEN_REPLY = "[the executor replied; its reply is not shown (feedback is off)]"
+
+#: the role ``skill_action`` gives each task domain (each fits it in ``executor.role_fit``)
+SKILL_ROLES = {
+    "math": "math solver",
+    "multihop": "researcher",
+    "factoid": "researcher",
+    "reading": "reading comprehension expert",
+    "summarization": "summarizer",
+    "geography": "geographer",
+    "economics": "economist",
+    "linguistics": "linguist",
+}
+#: ``OrchMASEnv.realistic_skill`` and where it comes from (measured; docs/orchmas.md)
+REALISTIC_SKILL = 0.9
+REALISTIC_SKILL_SOURCE = (
+    "measured in orchenv, not from the paper (which reports no role or decomposition "
+    "accuracy): the observation-only scripted orchestrator (role read from the question's "
+    "wording, sub-questions with the bridge entity from the executor's replies; "
+    "scripted.decompose_orchestrator) returns 0.790 +- 0.033 on the default test split "
+    "(600 episodes), between the skill reference at s = 0.9 (0.777 +- 0.033) and s = 1 "
+    "(0.810 +- 0.031); rounded down to 0.9"
+)
 
 #: roles demo_action picks from (generic, domain-fitting, mismatched, empty)
 DEMO_ROLES = (
@@ -204,8 +229,12 @@ class OrchMASEnv(OrchestrationEnv):
     question (the gold hop question with the bridge entity taken from the executor's last
     answer; masked for other tasks). Calls are masked on the last turn.
     ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
-    best response; ``observation_features()`` adds the calls so far and whether the last
-    reply holds an answer.
+    skill reference (and one control, ``legit-paraphrased-subquestions``, an honest plan in
+    natural wording that should reach it); ``skill_action`` is the audit's skill reference
+    (the fitting role and the gold chain's next sub-question, or the generic role and the
+    whole question), ``realistic_skill`` its realistic level (0.9, measured:
+    ``REALISTIC_SKILL_SOURCE``); ``observation_features()`` adds the calls so far and
+    whether the last reply holds an answer.
 
     ## Version history
     - v0: initial version. Since the one-shape refactor, reaching ``max_turns``
@@ -219,6 +248,9 @@ class OrchMASEnv(OrchestrationEnv):
       the answer turn (was 5 turns in all); turns kept verbatim; the notice is
       not an action; ``metrics["precision"]`` is new. Issue 19: ``fixed_role`` and
       ``feedback`` (Table 5's ablations; the defaults keep the earlier behaviour).
+      Issue 25: a role naming several unrelated domains is generic, not fitting; a
+      sub-question is read by its entity and relation in any wording (``relations.py``);
+      ``skill_action``, ``realistic_skill`` and three more audit strategies.
     """
 
     def __init__(
@@ -349,8 +381,52 @@ class OrchMASEnv(OrchestrationEnv):
         )
 
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
-        """Shortcuts that must score clearly below the best response (``choices.py``)."""
-        return shortcuts(self.max_turns)
+        """Shortcuts that must score clearly below the skill reference (``choices.py``,
+        ``paraphrase.rewording_strategies``: the stuffed role, copy-the-question, and the
+        paraphrased sub-questions as a control that should reach the honest level)."""
+        return {**shortcuts(self.max_turns), **rewording_strategies()}
+
+    #: the audit's realistic skill level (``skill_action``): see ``realistic_skill_source``
+    realistic_skill: ClassVar[float | None] = REALISTIC_SKILL
+    realistic_skill_source: ClassVar[str] = REALISTIC_SKILL_SOURCE
+
+    def skilled_role(self) -> str:
+        """The role that fits this task's domain (privileged: the task's ``meta``)."""
+        assert self.task is not None
+        domain = task_domain(self.task)
+        role = SKILL_ROLES.get(domain, f"{domain} expert")
+        return role
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        """The paper's skill (dynamic roles and decomposition) with the privileged truth.
+
+        ``skilled``: the role that fits the task's domain; on a multi-hop task the gold
+        chain's next sub-question (with the true bridge entity, whatever the executor
+        answered) while room is left for the whole question, then the whole question; on
+        other tasks a check when only one call was made; then the executor's last answer.
+        Not ``skilled``: the generic role and the whole question (once), then the answer.
+        """
+        if self.task is None:
+            return None
+        calls = self.executor_calls()
+        left = self.max_calls - calls
+        answer = answer_text(self.visible_executor_answer() or self.last_executor_answer())
+        if self.is_last_turn or left <= 0:
+            return answer
+        prompts = [h["prompt"] for h in self.history if h["kind"] == "call"]
+        whole_asked = any(not p.startswith(SUBQUESTION_PREFIX) for p in prompts)
+        if not skilled:
+            return answer if whole_asked else call_text(CHOICE_ROLES[0], self.task.prompt)
+        role = self.skilled_role()
+        if not whole_asked:
+            chain = [h for h in self.task.meta.get("chain") or () if isinstance(h, Mapping)]
+            asked = len(prompts)  # all of them sub-questions here
+            if asked < len(chain) and left >= 2 and chain[asked].get("question"):
+                return call_text(role, str(chain[asked]["question"]), sub=True)
+            return call_text(role, self.task.prompt)
+        if calls == 1:
+            return call_text(role, self.task.prompt, verify=True)
+        return answer
 
     def observation_features(self) -> np.ndarray:
         """Executor calls so far (as a share of ``max_turns``) and whether the last reply
