@@ -31,7 +31,7 @@ from orchenv.envs.budgetroute.protocol import (
     answer_verdict,
     parse_action,
 )
-from orchenv.envs.budgetroute.strategies import shortcuts
+from orchenv.envs.budgetroute.strategies import budget_blind_plan, shortcuts
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, extract_boxed, math_answer
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Message
@@ -41,6 +41,9 @@ from orchenv.tasks import TaskSource
 DEFAULT_BUDGETS: dict[str, float] = {"low": 0.001, "medium": 0.006, "high": 1000.0}
 #: Table 2: the controller (Qwen2.5-7B-Instruct) alone solves 70.8% of MATH500
 CONTROLLER_ACCURACY = 0.708
+#: the audit's realistic skill level (``BudgetRouteEnv.realistic_skill``): see the source
+REALISTIC_SKILL = 0.5
+REALISTIC_SKILL_SOURCE = "TODO"
 #: the discrete choices per expert, after the two answer choices (``action_choices``)
 REQUEST_KINDS = ("whole", "pointed", "key-step", "finish")
 
@@ -97,8 +100,10 @@ class BudgetRouteEnv(OrchestrationEnv):
     ## Rewards
     Only at the episode's end (eq. 5-7 of seed 001): ``R = r_perf * r_cost``
     with ``r_perf`` = 1 if the final answer is correct else 0 (an answer too large
-    to check, or whose check runs out of time, is wrong; ``info["grading"]`` then
-    says ``"too-large"`` or ``"timeout"``) and
+    to check, or whose check runs out of time, is wrong, and so is an expression still to
+    evaluate where the reference is a plain value, e.g. the problem's expression copied
+    back; ``info["grading"]`` then says ``"too-large"``, ``"timeout"`` or
+    ``"unevaluated"``) and
     ``r_cost`` = 1 if the episode's dollar cost (the sum of the expert calls'
     ``cost_usd``; the controller is free) is at most the budget of the
     episode's mode, else 0. Intermediate steps give 0. A malformed action
@@ -285,6 +290,79 @@ class BudgetRouteEnv(OrchestrationEnv):
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``strategies.py``)."""
         return shortcuts(self.pool.weakest(), self.pool.strongest())
+
+    # -- the audit's skill reference (issue 25) ---------------------------------------------
+    #: the share of decisions taken with the paper's skill (see ``realistic_skill_source``)
+    realistic_skill = REALISTIC_SKILL
+    realistic_skill_source = REALISTIC_SKILL_SOURCE
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        """The audit's skill reference (issue 25). Skilled, with the privileged truth: answer
+        with an answer known right (the latest expert's, else the controller's own); else ask
+        the cheapest expert whose expected call cost fits what is left of this mode's budget
+        and that will be right (the simulated backend's ``is_correct`` for the request: the
+        key step named, the finish of a worked key step, or the whole problem); else the one
+        most likely right (``p_correct``) that fits; with nothing affordable, answer. Unskilled (budget-blind, reads no
+        truth): the best fixed plan over the modes, the cheapest expert's key step, its
+        finish, then its answer (``budget_blind_plan``). ``None`` before a reset."""
+        if self.task is None:
+            return None
+        if not skilled:
+            return budget_blind_plan(self)
+        return self._skilled_action()
+
+    def _skilled_action(self) -> str:
+        assert self.task is not None and self.budget_usd is not None
+        answers = self.task.answers
+        last, own = self.last_answer(), self.own_answer()
+        for known in (last, own):
+            if known is not None and answer_verdict(known, answers).equal:
+                return f"<answer>{known}</answer>"
+        fallback = f"<answer>{last or own or '0'}</answer>"
+        if self.is_last_turn:
+            return fallback
+        requests = canonical_requests(self.task.prompt)
+        if self.key_step_replies:
+            requests["finish"] = finish_request(self.task.prompt, self.key_step_replies[-1].shown)
+        meta = self.task.meta
+        step = task_key_step(self.task.prompt, meta.get("family"), meta.get("solution"))
+        left = self.budget_usd - self.meter.cost_usd
+        turns_left = self.max_turns - self.turn  # this one included; the last one answers
+        # (cost, right, p, action) of each way to ask: one call, or a key step then its finish
+        candidates: list[tuple[float, bool, float, str]] = []
+        for name in self.pool.names:
+            backend = self.pool.backend_for(name)
+            expected = self.expected_call_cost(name)
+            if not isinstance(backend, SimulatedBackend) or expected is None:
+                continue
+            spec = self.pool.spec(name)
+
+            def outcome(query: str, spec: AgentSpec = spec, backend: Any = backend) -> tuple:
+                assert self.task is not None
+                guidance = judge(query, self.task.prompt, step, self.key_step_replies).guidance
+                context = CallContext(task=self.task, turn=self.turn, guidance=guidance)
+                return backend.is_correct(spec, self.task, context), backend.p_correct(
+                    spec, self.task, context
+                )
+
+            for kind in ("finish", "pointed", "whole"):
+                query = requests.get(kind)
+                if query and expected <= left:
+                    candidates.append(
+                        (expected, *outcome(query), f"<search>{name}: {query}</search>")
+                    )
+            query = requests.get("key-step")
+            if query and 2 * expected <= left and turns_left >= 3:
+                # the key step is right, then so is its finish, exactly when one call at the
+                # key step's guidance is (the simulated luck is the same for both calls)
+                candidates.append(
+                    (2 * expected, *outcome(query), f"<search>{name}: {query}</search>")
+                )
+        right = [c for c in candidates if c[1]]
+        if right:
+            return min(right, key=lambda c: (c[0], -c[2]))[3]
+        best = max(candidates, key=lambda c: c[2], default=None)
+        return best[3] if best is not None else fallback
 
     def observation_features(self) -> np.ndarray:
         """The budget mode (one-hot over ``budgets``), the share of the budget spent

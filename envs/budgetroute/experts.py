@@ -37,6 +37,8 @@ UNRELATED_LOGIT = -12.0  # the request is not about this problem (empty, generic
 
 #: how much of the problem's data (its numbers) a request must repeat to be about it
 ON_TOPIC, PARTLY_ON_TOPIC = 0.75, 0.4
+#: how much of what the problem asks (its words and operators) a request must carry
+ASKED, PARTLY_ASKED = 0.5, 0.25
 
 RequestKind = Literal["unrelated", "partial", "whole", "pointed", "misled", "key-step", "finish"]
 
@@ -317,21 +319,104 @@ class Judgement:
 
     kind: RequestKind
     guidance: float
-    coverage: float  # the share of the problem's numbers (or words) the request repeats
+    coverage: float  # the smaller of the shares of the problem's numbers and words it repeats
 
 
 _NUMBER = re.compile(r"\d+")
 _WORD = re.compile(r"[a-z]{4,}")
+_MATH_SPAN = re.compile(r"\$[^$]*\$")
+_MATH_TOKEN = re.compile(r"\\[a-z]+|\d+|(?<![a-z\\])[a-z](?![a-z])|[-+^=%:()]")
+_TEXT_WORD = re.compile(r"[a-z]{3,}")
+#: how a request may spell the problem's operators (normalised before comparing)
+_SPELLINGS = (
+    ("\u00d7", " \\times "), ("\u22c5", " \\times "), ("\\cdot ", " \\times "),
+    ("*", " \\times "), ("\u00f7", " \\div "), ("\u2212", "-"), ("\u2026", " \\cdots "),
+    ("...", " \\cdots "), ("\\dots", " \\cdots "), ("\\ldots", " \\cdots "),
+)  # fmt: skip
+#: LaTeX that only formats (not content)
+_FORMATTING = frozenset(("\\left", "\\right", "\\,", "\\displaystyle", "\\text", "\\dfrac"))
+#: words that carry no content of a problem: function words and politeness
+_FUNCTION_WORDS = frozenset(
+    (
+        *("the", "and", "are", "for", "its", "how", "was", "has", "had", "can", "you", "your"),
+        *("what", "when", "which", "that", "this", "with", "from", "into", "then", "than"),
+        *("there", "their", "these", "those", "does", "did", "is", "be", "been", "being", "let"),
+        *("please", "kindly", "could", "would", "should", "will", "may", "might", "must"),
+        *(
+            "help",
+            "thank",
+            "answer",
+            "thanks",
+            "hello",
+            "dear",
+            "tell",
+            "give",
+            "need",
+            "want",
+            "like",
+        ),
+        *("question", "problem", "solve", "following", "here", "some", "any", "all", "also"),
+        *("about", "just", "only", "very", "much", "our", "out", "who", "whose", "them"),
+    )
+)
+
+
+#: a few math words a request may use for the problem's (compared after stemming)
+_SYNONYMS = {
+    "mod": "remainder", "modulo": "remainder", "modulus": "remainder", "chance": "probability",
+    "likelihood": "probability", "odds": "probability", "gcd": "divisor", "gcf": "divisor",
+    "hcf": "divisor", "lcm": "multiple", "evaluate": "compute", "calculate": "compute",
+    "work": "compute", "simplify": "compute", "determine": "find",
+}  # fmt: skip
+#: a sentence that only asks for the answer's format (not the problem's content)
+_FORMAT_SENTENCE = re.compile(r"express your answer[^.?!]*[.?!]?", re.IGNORECASE)
+
+
+def _stem(word: str) -> str:
+    return _SYNONYMS.get(word, word)[:4]
+
+
+def content(text: str, *, request: bool = False) -> tuple[frozenset[str], ...]:
+    """A text's content as three sets: its numbers, its operators and variables (math
+    tokens other than numbers), and the stems of its content words (outside ``$...$``).
+    Order, spacing, politeness and inflection do not change them. A problem's math is read
+    from its ``$...$`` spans; a request's (``request=True``) from all of it, formatted or not."""
+    text = _FORMAT_SENTENCE.sub(" ", text.lower())
+    for spelling, canonical in _SPELLINGS:
+        text = text.replace(spelling, canonical)
+    if request:  # a slash is a fraction or a division
+        text = text.replace("/", " \\frac \\div ")
+    spans = None if request else _MATH_SPAN.findall(text)
+    math, prose = (" ".join(spans), _MATH_SPAN.sub(" ", text)) if spans else (text, text)
+    tokens = {t for t in _MATH_TOKEN.findall(math) if t not in _FORMATTING}
+    numbers = frozenset(t for t in tokens if t.isdigit())
+    ops = frozenset(t for t in tokens if not t.isdigit())
+    words = frozenset(_stem(w) for w in _TEXT_WORD.findall(prose) if w not in _FUNCTION_WORDS)
+    return numbers, ops, words
+
+
+def _share(wanted: frozenset[str], got: frozenset[str]) -> float:
+    return 1.0 if not wanted else len(wanted & got) / len(wanted)
 
 
 def coverage(request: str, question: str) -> float:
     """How much of the problem's data the request repeats: the share of the problem's
-    distinct numbers found in it (of its words of 4+ letters when it has no numbers)."""
-    pattern = _NUMBER if _NUMBER.search(question) else _WORD
-    wanted = set(pattern.findall(question.lower()))
-    if not wanted:
-        return 1.0
-    return len(wanted & set(pattern.findall(request.lower()))) / len(wanted)
+    distinct numbers found in it (of its content words when it has no numbers)."""
+    numbers, _, words = content(question)
+    got_numbers, _, got_words = content(request, request=True)
+    if numbers:
+        return _share(numbers, got_numbers)
+    return _share(words, got_words)
+
+
+def asked_coverage(request: str, question: str) -> float:
+    """How much of what the problem asks the request carries: the share of the problem's
+    operators, variables and content-word stems (not its numbers) found in it. A request
+    made of the problem's numbers alone scores 0 (unless the problem is a bare expression
+    whose operators it repeats, which is the whole problem)."""
+    _, ops, words = content(question)
+    _, got_ops, got_words = content(request, request=True)
+    return _share(ops | words, got_ops | got_words)
 
 
 _STOP = frozenset(
@@ -381,21 +466,23 @@ def judge(
 ) -> Judgement:
     """How a request for ``question`` helps the expert that receives it.
 
-    In order: a request that repeats too little of the problem's data is ``unrelated``
-    (or ``partial``); one that quotes an earlier key-step reply is ``finish`` (helped when
+    In order: a request that repeats too little of the problem's data (its numbers) or of
+    what it asks (its words and operators: ``asked_coverage``) is ``unrelated`` (or
+    ``partial``); a request of the problem's numbers alone is ``unrelated``; one that quotes an earlier key-step reply is ``finish`` (helped when
     that step was right, misled when it was wrong); one that names the key step is
     ``pointed``, or ``key-step`` when it asks for that step alone; one that names another
     method instead, or several at once, is ``misled``; otherwise ``whole``.
     """
     share = coverage(request, question)
-    if share < PARTLY_ON_TOPIC:
-        return Judgement("unrelated", UNRELATED_LOGIT, share)
-    base = 0.0 if share >= ON_TOPIC else PARTIAL_LOGIT
+    asked = asked_coverage(request, question)
+    if share < PARTLY_ON_TOPIC or asked < PARTLY_ASKED:
+        return Judgement("unrelated", UNRELATED_LOGIT, min(share, asked))
+    base = 0.0 if share >= ON_TOPIC and asked >= ASKED else PARTIAL_LOGIT
     for reply in reversed(key_step_replies):
         quoted = [ln for ln in reply.shown.splitlines() if len(ln.strip()) >= 25]
         if quoted and any(ln.strip() in request for ln in quoted):
             carry = 0.0 if reply.right is None else (CARRY_LOGIT if reply.right else -CARRY_LOGIT)
-            return Judgement("finish", base + carry, share)
+            return Judgement("finish", base + carry, min(share, asked))
     own = request.replace(question, " ").lower()  # the problem's own words name nothing
     right = step is not None and _names_step(step, own)
     others = {
@@ -404,6 +491,7 @@ def judge(
         if (step is None or k.instruction != step.instruction)
         and any(cue in own and (step is None or cue not in step.cues) for cue in k.cues)
     }
+    share = min(share, asked)
     if len(others) >= 2:
         return Judgement("misled", base + SCATTER_LOGIT, share)
     if others and not right:

@@ -7,6 +7,7 @@ paper builds on (``<search>`` / ``<answer>``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -120,9 +121,30 @@ def grade_answer(answer: str, references: Sequence[str]) -> bool:
     return answer_verdict(answer, references).equal
 
 
+#: an operation still to carry out: a binary operator (a leading sign is not one) or brackets
+_OPERATION = re.compile(r"(?<=\S)\s*[-+*/^]|\\times|\\div|\\cdot|[()]|\\left|\\right")
+
+
+def _value(text: str) -> str:
+    inner = extract_boxed(text)
+    return (inner if inner is not None else text).strip().strip("$").strip()
+
+
+def unevaluated(answer: str, references: Sequence[str]) -> bool:
+    """Whether ``answer`` is an expression still to evaluate where every reference is a plain
+    value (a number or a fraction): e.g. the problem's own expression copied back, which a
+    symbolic check would find equal to its value. Such an answer is not a final answer."""
+    if any(_OPERATION.search(_value(ref)) for ref in references):
+        return False  # the reference itself is an expression: nothing to tell apart
+    return _OPERATION.search(_value(answer)) is not None
+
+
 def answer_verdict(answer: str, references: Sequence[str]) -> Verdict:
     """``grade_answer`` with the grading status (``orchenv.grading.Verdict``): a check refused
-    as too large or cut off by the time budget counts as wrong and says so."""
+    as too large or cut off by the time budget counts as wrong and says so, and so does an
+    unevaluated expression where the reference is a plain value (``"unevaluated"``)."""
+    if unevaluated(answer, references):
+        return Verdict(False, "unevaluated")
     if extract_boxed(answer) is not None:
         return solution_verdict(answer, tuple(references))
     bare = answer.strip().strip("$").strip()

@@ -8,10 +8,11 @@ audit report.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
-from orchenv.envs.budgetroute.experts import KEY_STEPS
+from orchenv.envs.budgetroute.experts import KEY_STEPS, canonical_requests, finish_request
 
 Strategy = Callable[[Any], str]
 
@@ -42,6 +43,39 @@ def _every_method(env: Any) -> str:
     return f"{_problem(env)}\nKey steps: {steps}."
 
 
+def _numbers_only(env: Any) -> str:
+    return " ".join(dict.fromkeys(re.findall(r"\d+", _problem(env)))) or "0"
+
+
+def _plan(expert: str, kind: str) -> Strategy:
+    """A budget-blind fixed plan: ask ``expert`` the ``kind`` request (``"key-step"``: the key
+    step alone, then the same expert to finish from it), then answer with its answer."""
+
+    def act(env: Any) -> str:
+        if env.is_last_turn or (env.history and not (kind == "key-step" and _unfinished(env))):
+            return _answer(env)
+        question = _problem(env)
+        if env.history:  # a key step worked out: hand it over to finish
+            query = finish_request(question, env.key_step_replies[-1].shown)
+        else:
+            query = canonical_requests(question).get(kind) or question
+        return f"<search>{expert}: {query}</search>"
+
+    act.__doc__ = f"Budget-blind: ask {expert} the {kind} request in every mode, then answer."
+    return act
+
+
+def _unfinished(env: Any) -> bool:
+    """A key step was worked out and not yet handed on to finish."""
+    return bool(env.key_step_replies) and len(env.history) == 1
+
+
+def budget_blind_plan(env: Any) -> str:
+    """The best budget-blind fixed plan (docs/budgetroute.md): the cheapest expert's key
+    step, then its finish, then its answer, in every mode."""
+    return _plan(env.pool.weakest(), "key-step")(env)
+
+
 def shortcuts(weakest: str, strongest: str) -> dict[str, Strategy]:
     """The named shortcuts for a pool whose cheapest expert is ``weakest`` and dearest
     ``strongest``."""
@@ -50,6 +84,10 @@ def shortcuts(weakest: str, strongest: str) -> dict[str, Strategy]:
         """Answer at once with the controller model's own solution (0 without one)."""
         return f"<answer>{env.own_answer() or '0'}</answer>"
 
+    def copy_question(env: Any) -> str:
+        """Answer with the question's own text."""
+        return f"<answer>{_problem(env)}</answer>"
+
     def max_turns(env: Any) -> str:
         """Ask the cheapest expert the whole problem every turn, answer on the last."""
         if env.is_last_turn:
@@ -57,7 +95,23 @@ def shortcuts(weakest: str, strongest: str) -> dict[str, Strategy]:
         return f"<search>{weakest}: {_problem(env)}</search>"
 
     return {
-        "answer-without-experts": without_experts,
+        "answer-alone": without_experts,
+        "copy-question": copy_question,
+        "numbers-only-sub-query": _ask_once(
+            weakest,
+            _numbers_only,
+            "Ask the cheapest expert a sub-query made of the problem's numbers alone.",
+        ),
+        "numbers-only-to-dearest": _ask_once(
+            strongest,
+            _numbers_only,
+            "Ask the dearest expert a sub-query made of the problem's numbers alone.",
+        ),
+        **{
+            f"budget-blind-{name}-{kind}": _plan(name, kind)
+            for name in dict.fromkeys((weakest, strongest))
+            for kind in ("pointed", "key-step")
+        },
         "always-cheapest": _ask_once(
             weakest, _problem, "Ask the cheapest expert the whole problem, answer with its reply."
         ),
