@@ -54,6 +54,13 @@ def main() -> None:
         preset=args.preset, tasks=args.tasks, split="test", n_tasks=args.n, sandbox="bwrap"
     )
     policies = {name: (lambda e, r, f=f: f(e)) for name, f in env.audit_strategies().items()}
+
+    def larger(e, r):  # the mirror of smaller-answer: equal to it when no magnitude tell
+        from orchenv.envs.puppeteer.choices import _extreme, agent_text
+
+        return _extreme(e, agent_text(e.pool.strongest(), "reasoning"), max)
+
+    policies["larger-answer (mirror)"] = larger
     if args.only:
         policies = {k: v for k, v in policies.items() if k in args.only}
     for s in args.skill:

@@ -91,7 +91,8 @@ def test_critiques_are_judged_by_content():
     judge = revision.judge_critique
     assert judge("gsm_hard", task, wrong, f"The result {wrong} is wrong.", False) == "specific"
     assert judge("gsm_hard", task, wrong, "Please recheck everything.", False) == "generic"
-    assert judge("gsm_hard", task, wrong, "The result 5 is wrong.", False) == "generic"
+    other = str(int(wrong) + 7)  # a number the draft does not hold
+    assert judge("gsm_hard", task, wrong, f"The result {other} is wrong.", False) == "generic"
     assert judge("gsm_hard", task, task.answer, "This is wrong.", True) == "misleading"
 
 

@@ -27,6 +27,7 @@ from orchenv.envs.puppeteer.agents import (
     PATTERNS,
     REVISING,
     TOOLS,
+    PatternBackend,
     agent_messages,
     majority_vote,
     parse_tool_call,
@@ -34,7 +35,7 @@ from orchenv.envs.puppeteer.agents import (
     reply_answer,
     reply_reasoning,
 )
-from orchenv.envs.puppeteer.choices import canonical_choices, shortcuts
+from orchenv.envs.puppeteer.choices import agent_text, canonical_choices, shortcuts, terminate_text
 from orchenv.envs.puppeteer.presets import PRESETS
 from orchenv.envs.puppeteer.protocol import (
     agent_names,
@@ -56,7 +57,12 @@ from orchenv.envs.puppeteer.tools import (
 )
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.pool import AgentPool, CallContext, Message
+from orchenv.seeding import stable_uniform
 
+#: the skill level a trained puppeteer realistically reaches (``skill_action``): a calibration,
+#: see docs/puppeteer.md "Skill reference"
+REALISTIC_SKILL = 0.5
+REALISTIC_SKILL_SOURCE = "placeholder"
 #: the most program runs / grades remembered per env (and its forks)
 CACHE_SIZE = 4096
 #: the most characters of a team answer that are kept
@@ -309,6 +315,78 @@ class PuppeteerEnv(OrchestrationEnv):
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return shortcuts(self.pool.strongest())
+
+    #: issue 25: the skill reference's realistic level (see ``skill_action``)
+    realistic_skill: ClassVar[float | None] = REALISTIC_SKILL
+    realistic_skill_source: ClassVar[str] = REALISTIC_SKILL_SOURCE
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        """The audit's skill reference (``OrchestrationEnv.skill_action``): the puppeteer's
+        skill is choosing the next agent and when to stop. Skilled (privileged): terminate
+        when the team's answer is right (score 1), else name the agent most likely to make
+        it right (``fixing_agent``). Unskilled: the calibrated single call (the strongest
+        model's reasoning agent while there is no answer), then terminate."""
+        if self.task is None:
+            return None
+        if not skilled:
+            if self.answer is None:
+                return agent_text(self.pool.strongest(), "reasoning")
+            return terminate_text()
+        if self.answer is not None and self._grade(self.answer)[0] >= 0.999:
+            return terminate_text()
+        return self.fixing_agent()
+
+    def fixing_agent(self) -> str:
+        """The agent most likely to make branch 0's answer right next (privileged: the task's
+        latent difficulty and whether the draft is right; simulated presets' calibration).
+        Compares a fresh answer by each model (``revision.conditional_right``), a critique
+        and, after a critique, a ``modify`` by each model (``revision.fix_probability``), and
+        a ``run_python`` first where a right program's evidence is worth the extra step."""
+        assert self.task is not None
+        family = outputs.family_of(self.task)
+        branch = self.branches[0]
+        guidance = branch.guidance()
+        backend = PatternBackend()
+        task_u = stable_uniform("task", backend.seed, self.task.id)
+        reference = outputs.right_output(self.task) if family == "srdd" else ""
+        best: tuple[float, str] = (-1.0, agent_text(self.pool.strongest(), "reasoning"))
+        for name in self.pool.names:
+            spec = self.pool.spec(name)
+            capability = backend.capability(spec)
+
+            def fresh(delta: float, spec: Any = spec) -> float:
+                p = backend.right_probability(spec, family, delta)
+                return revision.conditional_right(p, task_u)
+
+            options = [(fresh(guidance), "reasoning")]
+            if branch.draft is not None:
+                p_spec = revision.specific_probability(family, capability, "critique")
+                fix = revision.fix_probability
+                options.append(
+                    (
+                        p_spec * fix(family, capability, "specific", guidance)
+                        + (1 - p_spec) * fix(family, capability, "generic", guidance),
+                        "critique",
+                    )
+                )
+                if branch.critique is not None:
+                    judged = revision.judge_critique(
+                        family, self.task, branch.draft, branch.critique, False, reference
+                    )
+                    options.append((fix(family, capability, judged, guidance), "modify"))
+            left = self.max_turns - self.turn
+            if "run_python" not in branch.evidence and left >= 2:
+                skill = float(spec.calibration.get("code_skill", 0.0))
+                p_right = skill * revision.PROGRAM_FIT.get(family, 0.5)
+                right_run, wrong_run = revision.EVIDENCE[family][:2]
+                two_steps = p_right * fresh(guidance + right_run) + (1 - p_right) * fresh(
+                    guidance + wrong_run
+                )
+                options.append((two_steps, "run_python"))
+            for p, what in options:
+                if p > best[0]:
+                    best = (p, agent_text(name, what))
+        return best[1]
 
     def observation_features(self) -> np.ndarray:
         """Whether the team has an answer, and whether the last step was a reasoning agent's."""

@@ -10,6 +10,7 @@ truth: privileged, used by simulated agents only.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -32,6 +33,10 @@ FLAWED_VARIANTS = 3
 #: the share of wrong SRDD answers that do not even load (the rest run but fail some tests);
 #: Table 1's SRDD scores go down to 0.21, below what a running flawed program scores
 BROKEN_SHARE = 0.75
+#: a task's plausible wrong answers and how often a wrong call gives each, most popular first
+#: (chosen parameter, not a fit: with ``revision.TASK_CORRELATION`` it sets how much
+#: agreement and majority votes gain; docs/puppeteer.md "Correlated errors")
+DISTRACTOR_SHARES = (0.6, 0.25, 0.15)
 #: a query that finds nothing useful for any task
 POOR_QUERY = "general overview of the topic"
 
@@ -63,24 +68,103 @@ def right_output(task: Task) -> str:
     return str(task.answer)
 
 
-def wrong_output(task: Task, *key: object) -> str:
-    """A plausible wrong answer, deterministic in ``key``."""
+def distractor_index(task: Task, *key: object) -> int:
+    """Which of the task's ``DISTRACTOR_SHARES`` distractors a wrong call gives (per call)."""
+    u = stable_uniform("distractor", task.id, *key)
+    total = 0.0
+    for i, share in enumerate(DISTRACTOR_SHARES):
+        total += share
+        if u < total:
+            return i
+    return len(DISTRACTOR_SHARES) - 1
+
+
+def _task_rng(task: Task, *key: object) -> np.random.Generator:
+    return np.random.default_rng(stable_int(task.id, *key) % 2**63)
+
+
+def distractors(task: Task) -> list[str]:
+    """The task's plausible wrong answers, most popular first (``DISTRACTOR_SHARES``): what
+    every wrong call on this task chooses among, so that wrong answers agree as often as a
+    real model's do (a hard question has a popular wrong answer)."""
     family = family_of(task)
+    n = len(DISTRACTOR_SHARES)
     if family == "mmlu_pro":
         wrong = [x for x in letters(task) if x != task.answer]
-        return wrong[int(stable_uniform("off", task.id, *key) * len(wrong))]
+        order = _task_rng(task, "letters").permutation(len(wrong))
+        return [wrong[int(i)] for i in order[:n]]
     if family == "commongen_hard":
-        return flawed_sentence(task, *key)
+        return [flawed_sentence(task, "distractor", i) for i in range(n)]
     if family == "srdd":
-        code = flawed_program(task, *key)
-        if stable_uniform("broken", task.id, *key) < BROKEN_SHARE:
-            return code + "\n)  # unfinished edit\n"  # does not load: scores 0
-        return code
+        return [_srdd_distractor(task, i) for i in range(n)]
+    return _number_distractors(task, n)
+
+
+def wrong_output(task: Task, *key: object) -> str:
+    """A plausible wrong answer: one of the task's ``distractors`` (drawn per ``key`` by
+    ``DISTRACTOR_SHARES``)."""
+    options = distractors(task)
+    return options[min(distractor_index(task, *key), len(options) - 1)]
+
+
+def _number_distractors(task: Task, n: int) -> list[str]:
+    """GSM-Hard: the right value off by a relative slip whose sign is a fair coin per
+    distractor (wrong answers are as often smaller as larger: no magnitude tell); small
+    slips (a carried digit, a rounding) and large ones (a wrong operation) alike."""
     try:
         value = int(str(task.answer).replace(",", ""))
     except ValueError:
-        return f"{task.answer}0"
-    return str(value + 1 + int(stable_uniform("off", task.id, *key) * 997))
+        return [f"{task.answer}{i}" for i in range(n)]
+    rng = _task_rng(task, "numbers")
+    out: list[str] = []
+    for _ in range(200):
+        up = bool(rng.random() < 0.5)
+        size = rng.uniform(0.01, 0.2) if rng.random() < 0.5 else rng.uniform(0.2, 1.2)
+        wrong = round(value * math.exp(size if up else -size))
+        if wrong == value:  # a small answer: off by a few units instead
+            wrong = value + int(rng.integers(1, 10)) * (1 if up else -1)
+        if wrong < 0 <= value:  # keep a non-negative answer's distractors non-negative
+            continue
+        if str(wrong) not in out and wrong != value:
+            out.append(str(wrong))
+            if len(out) == n:
+                break
+    while len(out) < n:  # an answer of 0 (no smaller non-negative number) and the like
+        out.append(str(value + len(out) + 1))
+    return out
+
+
+def _srdd_distractor(task: Task, i: int) -> str:
+    """SRDD: flawed variant ``i`` (``tasks.flawed_program``: one wrong line that fails some
+    hidden tests); with ``BROKEN_SHARE`` it also has a syntax slip, so it does not load (a
+    dropped colon or bracket: what a real model's broken code looks like, no label)."""
+    rng = np.random.default_rng(stable_int("flawed", task.id, i % FLAWED_VARIANTS) % 2**63)
+    code = task_api.flawed_program(task, rng)
+    if stable_uniform("broken", task.id, i) < BROKEN_SHARE:
+        return syntax_slip(code, _task_rng(task, "slip", i))
+    return code
+
+
+def syntax_slip(code: str, rng: np.random.Generator) -> str:
+    """``code`` with one realistic syntax slip: the colon of a block line dropped, else a
+    closing bracket dropped, else a line's indentation lost."""
+    lines = code.split("\n")
+    blocks = [i for i, ln in enumerate(lines) if ln.rstrip().endswith(":") and ln.strip()]
+    if blocks:
+        i = blocks[int(rng.integers(len(blocks)))]
+        lines[i] = lines[i].rstrip()[:-1]
+        return "\n".join(lines)
+    closing = [i for i, ln in enumerate(lines) if ln.rstrip().endswith((")", "]", "}"))]
+    if closing:
+        i = closing[int(rng.integers(len(closing)))]
+        lines[i] = lines[i].rstrip()[:-1]
+        return "\n".join(lines)
+    indented = [i for i, ln in enumerate(lines) if ln.startswith(" ")]
+    if indented:
+        i = indented[int(rng.integers(len(indented)))]
+        lines[i] = "  " + lines[i]
+        return "\n".join(lines)
+    return code + "\nreturn"
 
 
 def flawed_sentence(task: Task, *key: object) -> str:

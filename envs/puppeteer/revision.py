@@ -91,7 +91,11 @@ RESTATE_LOGIT = -0.3
 RESTATE_KEEP = 0.98
 RESTATE_FIX = 0.03
 PLAN_LOGIT = 0.2
-TASK_CORRELATION = 0.3
+#: the share of the answering draw's variance that is the task's (a probit latent per task,
+#: shared by every model and call on it): chosen parameter, set with
+#: ``outputs.DISTRACTOR_SHARES`` so that agreement gains what self-consistency gains a real
+#: model with a few samples (docs/puppeteer.md "Correlated errors"; it was 0.3 before issue 25)
+TASK_CORRELATION = 0.8
 #: guidance is clipped to this range (evidence does not pile up without bound)
 GUIDANCE_RANGE = (-1.5, 3.5)
 
@@ -150,6 +154,17 @@ def correlated_hit(p: float, task_u: float, call_u: float) -> bool:
     z = math.sqrt(r) * _NORMAL.inv_cdf(min(max(task_u, clip), 1 - clip))
     z += math.sqrt(1 - r) * _NORMAL.inv_cdf(min(max(call_u, clip), 1 - clip))
     return z < _NORMAL.inv_cdf(p)
+
+
+def conditional_right(p: float, task_u: float) -> float:
+    """The chance ``correlated_hit(p, task_u, u)`` is true over ``u`` alone: a fresh answer's
+    chance on this task (its latent ``task_u`` known), as a verifier that knows the task's
+    difficulty would judge it (the audit's skill reference; privileged)."""
+    if p <= 0.0 or p >= 1.0:
+        return float(p >= 1.0)
+    r = TASK_CORRELATION
+    z = math.sqrt(r) * _NORMAL.inv_cdf(min(max(task_u, 1e-12), 1 - 1e-12))
+    return _NORMAL.cdf((_NORMAL.inv_cdf(p) - z) / math.sqrt(1 - r))
 
 
 def fix_probability(family: str, capability: float, critique: str, guidance: float) -> float:
