@@ -410,8 +410,19 @@ def test_t_quantiles():
 
 
 # -- every registered id, small samples ------------------------------------------------------------
-#: fewer tasks for the slow ones (OrchMAS plays its agents' discussion on every step)
-SMALL_TASKS = {"orch/OrchMAS-v0": 2}
+#: fewer tasks for the slow ones (OrchMAS plays its agents' discussion on every step; the
+#: MultihopQA ids enumerate 8**3 blind sequences per task; Puppeteer has 67 choices, each an
+#: "always choice k" row; ALFWorld and WebShop play long episodes)
+SMALL_TASKS = {
+    "orch/ALFWorld-v0": 2,
+    "orch/ALFWorldRoles-v0": 2,
+    "orch/OrchMAS-v0": 2,
+    "orch/Puppeteer-v0": 2,
+    "orch/WebShop-v0": 2,
+    "orch/MultihopQA-v0": 2,
+    "orch/MultihopQAFull-v0": 2,
+    "orch/MultihopQAStatic-v0": 2,
+}
 
 
 @pytest.mark.parametrize("env_id", sorted(ENV_SUMMARIES))
