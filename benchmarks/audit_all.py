@@ -1,65 +1,167 @@
-"""``orchenv audit`` on every registered id with its defaults: wall time per id.
+"""``orchenv audit`` on every registered id: one summary line and one report per id.
 
-Target: under 10 minutes per id (the issue's acceptance; the default ``time_limit_s`` of 480 s
-audits fewer tasks rather than run past it, and the report says so). Ids whose env has no
-discrete action set yet are listed as skipped. ``--out DIR`` also writes each report as
-``DIR/<id>.md`` and ``DIR/<id>.json``.
+Each id is audited with the same settings (skill reference swept over the skill levels, best
+blind policy, shortcuts and, unless ``--no-best-response``, the privileged best response as an
+upper bound). ``--markdown FILE`` writes the summary table and every id's report (docs/audit.md's
+per-id section is filled from it); ``--out DIR`` also writes each report as ``DIR/<id>.md`` and
+``DIR/<id>.json``. An id that cannot be audited here (a missing optional dependency, an env
+error) gets a line saying why, and the others still run. Target: under 10 minutes per id (the
+default ``time_limit_s`` of 480 s audits fewer tasks rather than run past it; the report says so).
 
-    python benchmarks/audit_all.py [--tasks 100] [--budget 2000] [--ids orch/MathRoute-v0 ...]
+    python benchmarks/audit_all.py --tasks 100 --markdown docs/audit_tables.md
+    python benchmarks/audit_all.py --tasks 20 --no-best-response --ids orch/MathRoute-v0
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import subprocess
 import time
 from pathlib import Path
 
 import orchenv  # noqa: F401  (registers the ids)
-from orchenv.audit import DEFAULT_BUDGET, DEFAULT_TASKS, DEFAULT_TIME_LIMIT_S, audit
-from orchenv.error import ConfigError
+from orchenv.audit import (
+    DEFAULT_BLIND_BUDGET,
+    DEFAULT_BUDGET,
+    DEFAULT_TASKS,
+    DEFAULT_TIME_LIMIT_S,
+    DEFAULT_TOLERANCE,
+    AuditReport,
+    audit,
+)
+from orchenv.error import OrchEnvError
 from orchenv.registry import ENV_SUMMARIES
 
+HEAD = (
+    "| env id | tasks | realistic s | curve rises | skill@realistic | skill@1 | best blind "
+    "| best shortcut | gameability gap [95% CI] | flagged (by) | upper bound | seconds |"
+)
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+
+def _pm(mean: float, ci: float) -> str:
+    return f"{mean:.3f} ± {ci:.3f}"
+
+
+def summary_line(report: AuditReport, seconds: float) -> str:
+    """One row of the summary table."""
+    reference, top = report.reference, report.skill_row(1.0)
+    shortcuts = [r for r in report.rows if r.kind in ("env", "generic")]
+    best_short = max(shortcuts, key=lambda r: r.return_mean) if shortcuts else None
+    blind = next((r for r in report.rows if r.kind == "blind"), None)
+    gap = report.gameability_gap
+    realistic = f"{report.realistic_skill:g}" + (" (default)" if report.realistic_defaulted else "")
+    cells = [
+        f"`{report.env_id}`",
+        str(len(report.task_ids)),
+        realistic if report.skill_available else "no skill reference",
+        {True: "yes", False: "**no**", None: "–"}[report.skill_rises],
+        _pm(reference.return_mean, reference.return_ci) if reference else "–",
+        _pm(top.return_mean, top.return_ci) if top else "–",
+        _pm(blind.return_mean, blind.return_ci) if blind else "–",
+        f"{best_short.name} {_pm(best_short.return_mean, best_short.return_ci)}"
+        if best_short
+        else "–",
+        f"{gap['mean']:.3f} [{gap['ci95'][0]:.3f}, {gap['ci95'][1]:.3f}] vs {gap['against']}"
+        if gap
+        else "–",
+        ", ".join(f"{r.name} ({', '.join(r.flagged_by)})" for r in report.flagged) or "none",
+        _pm(report.best.return_mean, report.best.return_ci)
+        + ("" if report.exact else " (lower bound)")
+        if report.best
+        else "not searched",
+        f"{seconds:.0f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", type=int, default=DEFAULT_TASKS)
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET)
+    parser.add_argument("--blind-budget", type=int, default=DEFAULT_BLIND_BUDGET)
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
+    parser.add_argument("--skill-levels", type=float, nargs="+", default=None)
+    parser.add_argument("--no-best-response", action="store_true")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S)
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ids", nargs="+", default=sorted(ENV_SUMMARIES))
     parser.add_argument("--out", type=Path, help="write each report here (.md and .json)")
-    args = parser.parse_args()
+    parser.add_argument("--markdown", type=Path, help="write the summary and every report here")
+    args = parser.parse_args(argv)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-    print("| env id | search | tasks | env steps per task | flagged | seconds |")
-    print("|---|---|---|---|---|---|")
+    lines, reports, failed = [HEAD, "|" + "---|" * HEAD.count(" | ") + "---|"], [], []
+    print("\n".join(lines), flush=True)
     for env_id in args.ids:
         start = time.perf_counter()
         try:
             report = audit(
                 env_id,
                 tasks=args.tasks,
+                seed=args.seed,
+                tolerance=args.tolerance,
                 budget=args.budget,
+                blind_budget=args.blind_budget,
+                skill_levels=args.skill_levels,
+                best_response=not args.no_best_response,
                 time_limit_s=args.time_limit or None,
                 progress=False,
             )
-        except ConfigError as exc:
-            if "no discrete action set" not in str(exc):
-                raise
-            print(f"| {env_id} | skipped: no action_choices | | | | |", flush=True)
+        except (OrchEnvError, ImportError) as exc:  # one id's failure must not stop the rest
+            line = f"| `{env_id}` | not audited: {type(exc).__name__}: {str(exc)[:200]} |"
+            failed.append(env_id)
+            lines.append(line)
+            print(line, flush=True)
             continue
-        seconds = time.perf_counter() - start
-        n = len(report.task_ids)
-        search = report.method + ("" if report.exact else " (lower bound)")
-        flagged = ", ".join(row.name for row in report.flagged) or "none"
-        print(
-            f"| {env_id} | {search} | {n} | {report.search_steps / n:,.0f} | {flagged} "
-            f"| {seconds:.1f} |",
-            flush=True,
-        )
+        line = summary_line(report, time.perf_counter() - start)
+        lines.append(line)
+        reports.append(report)
+        print(line, flush=True)
         if args.out:
             stem = env_id.replace("/", "_")
             (args.out / f"{stem}.md").write_text(report.to_markdown(), encoding="utf-8")
             (args.out / f"{stem}.json").write_text(report.to_json() + "\n", encoding="utf-8")
+    if args.markdown:
+        settings = (
+            f"`python benchmarks/audit_all.py --tasks {args.tasks} --seed {args.seed}"
+            + (" --no-best-response" if args.no_best_response else "")
+            + (
+                " --skill-levels " + " ".join(f"{s:g}" for s in args.skill_levels)
+                if args.skill_levels
+                else ""
+            )
+            + f"` (tolerance {args.tolerance:g}, blind budget {args.blind_budget}, search "
+            f"budget {args.budget}); commit {_commit()}, "
+            f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC."
+        )
+        text = [
+            "# `orchenv audit` on every registered id",
+            "",
+            "Generated by " + settings + " Columns: returns are mean ± 95% interval over the "
+            "tasks; the gameability gap is skill@1 minus the best blind or shortcut policy, "
+            "paired by task; flags name the comparison level reached; the upper bound is the "
+            "privileged best response (it sees the future; never the comparison).",
+            "",
+            *lines,
+            "",
+        ]
+        for report in reports:
+            text += [report.to_markdown().replace("### ", "## ", 1), ""]
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text("\n".join(text), encoding="utf-8")
+    if failed:
+        print(f"not audited: {', '.join(failed)}", flush=True)
 
 
 if __name__ == "__main__":
