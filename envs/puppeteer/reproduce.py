@@ -476,9 +476,13 @@ def _puppeteer_why(setting: Setting, phase: str) -> str:
             "needs revisions or votes that help; on MMLU-Pro orchenv's revisions do not."
         )
     return (
-        "The trained policy mostly answers with one reasoning call and stops; on MMLU-Pro the "
+        "The trained policy mostly answers with one reasoning call and stops. On MMLU-Pro the "
         "simulated revisions lose more right answers than they fix (as Self-Refine does in "
-        "Table 1), so the best single call's chance is about the ceiling."
+        "Table 1); re-asking until two answers agree scores about 0.03 more than one call "
+        "(self-consistency's gain at a few samples) but pays for the extra calls in eq. 6, so "
+        "one call is about the best return an honest policy reaches, not the best score: one "
+        "that knew when its answer is right would score about 0.90 (docs/puppeteer.md, "
+        "'Correlated errors and the audit')."
     )
 
 
