@@ -1642,7 +1642,8 @@ def flawed_program(task: Task, rng: np.random.Generator) -> str:
     if kind == "gsm-hard":
         expression = task.meta.get("expression")
         if not expression:  # a loaded task: no expression to slip in
-            return f"answer = {task.answer} + {int(rng.integers(1, 10))}\nprint(answer)\n"
+            sign = "+" if rng.random() < 0.5 else "-"  # as often smaller as larger (issue 25)
+            return f"answer = {task.answer} {sign} {int(rng.integers(1, 10))}\nprint(answer)\n"
         return f"answer = {_mutate_expression(expression, rng)}\nprint(answer)\n"
     if kind == "multiple-choice":
         right = LETTERS.index(task.answer) if task.answer in LETTERS else 0
