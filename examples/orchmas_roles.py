@@ -11,7 +11,12 @@ choices):
 - decompose: as domain role, but on a multi-hop question it first asks the chain's
   sub-questions one by one (the discrete view's planner menu, each bridge entity taken
   from the executor's last answer), then the whole question with that evidence in the
-  conversation.
+  conversation;
+- stuffed role: decompose with one constant role naming every domain ("math solver,
+  researcher, reading comprehension expert, summarizer"): the executor reads a muddled role
+  as a generic one, so it scores like the generic role, not like the fitting one (issue 25);
+- reworded sub-questions: decompose with each sub-question reworded as an LLM would write it
+  ("Who is the founder of X?" for "Who founded X?"): it scores like the exact wording.
 
 Mean score (token F1 gated by format), mean return and executor calls over 200 episodes,
 offline:
@@ -25,18 +30,24 @@ Table 5's ablations.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from orchenv.envs.orchmas.env import OrchMASEnv
+from orchenv.envs.orchmas.paraphrase import STUFFED_ROLE, RewritingPlan, paraphrase_request
 from orchenv.envs.orchmas.scripted import ScriptedOrchestrator
 
 PLANS = {
     "generic": ScriptedOrchestrator(role="generic", decompose=False),
     "domain role": ScriptedOrchestrator(role="domain", decompose=False),
     "decompose": ScriptedOrchestrator(role="domain", decompose=True),
+    "stuffed role": RewritingPlan(ScriptedOrchestrator(), role=STUFFED_ROLE),
+    "reworded": RewritingPlan(
+        ScriptedOrchestrator(), rewrite=paraphrase_request, only_subquestions=True
+    ),
 }
 
 
-def run(env: OrchMASEnv, episodes: int, plan: ScriptedOrchestrator) -> tuple[float, float, float]:
+def run(env: OrchMASEnv, episodes: int, plan: Any) -> tuple[float, float, float]:
     scores, returns, calls = [], [], []
     plan.bind(env)
     for ep in range(episodes):
@@ -60,7 +71,7 @@ def main() -> None:
     env = OrchMASEnv()
     for kind, plan in PLANS.items():
         score, ret, calls = run(env, args.episodes, plan)
-        print(f"{kind:<12} mean score {score:.3f}  mean return {ret:.3f}  calls {calls:.2f}")
+        print(f"{kind:<13} mean score {score:.3f}  mean return {ret:.3f}  calls {calls:.2f}")
 
 
 if __name__ == "__main__":
