@@ -329,9 +329,10 @@ def search_beam(root: OrchestrationEnv, n: int, budget: int) -> SearchResult:
 @dataclass
 class AuditRow:
     """One policy's results over the audited tasks (per-episode means; ``*_se``: standard
-    errors; ``*_ci``: half-widths of 95% intervals). ``gap``: the comparison level's mean
-    return (the skill reference at the realistic ``s``) minus this one's, paired by task;
-    ``gap_to_upper``: the same against the privileged best response (an upper bound)."""
+    errors; ``*_ci``: half-widths of 95% intervals). ``gap_ref``: the comparison level's
+    mean return (the skill reference at the realistic ``s``, else the first trained row)
+    minus this one's, paired by task; ``gap``: the same against the privileged best response
+    (an upper bound; ``None`` when it was not searched)."""
 
     name: str
     #: "best-response" (the upper bound), "skill" (the skill reference), "blind" (the best
@@ -356,9 +357,9 @@ class AuditRow:
     #: per turn: action label -> share of episodes that took it
     actions: list[dict[str, float]]
     return_ci: float = 0.0
-    gap_ci: float | None = None
-    gap_to_upper: float | None = None
-    gap_to_upper_se: float | None = None
+    gap_ref: float | None = None
+    gap_ref_se: float | None = None
+    gap_ref_ci: float | None = None
     #: the comparison levels (row names) this row came within the tolerance of
     flagged_by: list[str] = field(default_factory=list)
     #: the skill level of a "skill" row
@@ -1205,8 +1206,7 @@ def _rows(
         rows.append(_row(name, tally.kinds[name], description, eps))
     if has_best:
         for row in rows[1:]:
-            gap, se, _ = _paired(rows[0].returns, row.returns)
-            row.gap_to_upper, row.gap_to_upper_se = gap, se
+            row.gap, row.gap_se, _ = _paired(rows[0].returns, row.returns)
     return rows
 
 
@@ -1229,7 +1229,7 @@ def _compare(rows: list[AuditRow], realistic: float, tolerance: float) -> list[s
     for row in rows:
         if row is primary or row.kind == "best-response":
             continue
-        row.gap, row.gap_se, row.gap_ci = _paired(primary.returns, row.returns)
+        row.gap_ref, row.gap_ref_se, row.gap_ref_ci = _paired(primary.returns, row.returns)
         if row.kind not in SHORTCUT_KINDS:
             continue
         for level in levels:
@@ -1386,9 +1386,10 @@ def _markdown(report: AuditReport) -> str:
     ]
     for row in rows:
         name = f"**{row.name}**" if row.name == level else row.name
-        cells = [name, row.kind, _pm(row.return_mean, row.return_ci), _pm(row.gap, row.gap_ci)]
-        upper = None if row.gap_to_upper_se is None else row.gap_to_upper_se * t95(len(row.returns))
-        cells.append(_pm(row.gap_to_upper, upper))
+        cells = [name, row.kind, _pm(row.return_mean, row.return_ci)]
+        cells.append(_pm(row.gap_ref, row.gap_ref_ci))
+        upper = None if row.gap_se is None else row.gap_se * t95(len(row.returns))
+        cells.append(_pm(row.gap, upper))
         cells += [_fmt(getattr(row, c)) for c in outcome_cols]
         cells += [_fmt(row.cost_usd, 5), _fmt(row.tokens, 0), _fmt(row.calls, 2)]
         cells += [_fmt(row.invalid_actions, 2), _fmt(row.turns, 2)]

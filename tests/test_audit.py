@@ -62,7 +62,8 @@ def test_exact_best_response_and_strategy_returns():
     assert best.actions[0] == {"<bit>0</bit>": 0.5, "<bit>1</bit>": 0.5}
     assert best.metrics == {"asks": 0.0, "mistakes": 0.0}
     stop = report.row("stop-early")
-    assert (stop.kind, stop.return_mean, stop.gap_to_upper) == ("env", 1.0, 2.0)
+    assert (stop.kind, stop.return_mean, stop.gap) == ("env", 1.0, 2.0)
+    assert stop.gap_ref == 0.5  # skill@0.5 (1.5) minus 1.0
     assert stop.description == "Guess 0, then stop."
     assert stop.return_se == pytest.approx(np.std([1.5] * 4 + [0.5] * 4, ddof=1) / np.sqrt(8))
     assert report.row("always-choice-0").return_mean == 7 / 8  # leading zeros
@@ -118,7 +119,7 @@ def test_flags_follow_the_tolerance(tolerance: float, flagged: bool):
     assert ("always-choice-3" in names) is flagged  # the same episodes
     assert "always-choice-0" not in names  # 0.875: gap 0.625
     assert not names & {"best-response", "skill@0.75", "skill@1"}  # never flagged
-    assert report.row("stop-early").gap == pytest.approx(0.5)
+    assert report.row("stop-early").gap_ref == pytest.approx(0.5)
     assert ("FLAG (skill@0.5)" in report.to_markdown()) is flagged
 
 
@@ -263,10 +264,10 @@ def test_a_shortcut_flagged_against_the_skill_reference_passes_against_the_upper
     assert report.best is not None and report.best.return_mean == 3.5
     stop = report.row("stop-early")
     assert stop.flagged and stop.flagged_by == ["skill@0.5"]
-    assert stop.gap_to_upper == pytest.approx(1.5) and stop.gap == pytest.approx(-0.5)
+    assert stop.gap == pytest.approx(1.5) and stop.gap_ref == pytest.approx(-0.5)
     zero = report.row("always-choice-0")
-    assert not zero.flagged and zero.gap == pytest.approx(0.625)
-    assert zero.gap_to_upper == pytest.approx(2.625)
+    assert not zero.flagged and zero.gap_ref == pytest.approx(0.625)
+    assert zero.gap == pytest.approx(2.625)
     gap = report.gameability_gap
     assert gap is not None and gap["reference"] == "skill@1" and gap["against"] == "stop-early"
     assert gap["mean"] == pytest.approx(1.0) and gap["ci95"][0] < 1.0 < gap["ci95"][1]
