@@ -1295,7 +1295,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def _pm(mean: float | None, ci: float | None) -> str:
     if mean is None or ci is None:
         return "–"
-    return f"{mean:.3f} ± {ci:.3f}"
+    return f"{mean + 0.0:.3f} ± {ci:.3f}".replace("-0.000 ", "0.000 ")
 
 
 def _search_line(report: AuditReport) -> str:
@@ -1317,10 +1317,17 @@ def _search_line(report: AuditReport) -> str:
 
 def _skill_lines(report: AuditReport) -> list[str]:
     if not report.skill_available:
-        return ["**No skill reference**: the env's `skill_action` returns None, so shortcuts "
-                "are compared with no skill level" + (
-                    f" (only with the trained rows {report.comparison_levels})"
-                    if report.comparison_levels else "; nothing can be flagged") + "."]  # fmt: skip
+        why = next(
+            (note.removeprefix("no skill reference: ") for note in report.notes
+             if note.startswith("no skill reference: ")),
+            "not asked for (no skill levels)",
+        )  # fmt: skip
+        then = (
+            f"only with the trained rows ({', '.join(report.comparison_levels)})"
+            if report.comparison_levels
+            else "with no level, so nothing can be flagged"
+        )
+        return [f"**No skill reference** ({why}): shortcuts are compared {then}."]
     source = (
         f"defaulted to {report.realistic_skill:g} (the env names none)"
         if report.realistic_defaulted
@@ -1349,7 +1356,8 @@ def _skill_lines(report: AuditReport) -> list[str]:
     rise = "rises" if report.skill_rises else "DOES NOT RISE"
     lines += ["", f"The curve {rise}: s = 1 above s = 0 beyond the 95% interval "
               f"{'holds' if report.skill_rises else 'fails'}."]  # fmt: skip
-    lines += [f"- {note}" for note in report.skill_trend]
+    if report.skill_trend:
+        lines += ["", *(f"- {note}" for note in report.skill_trend)]
     return lines
 
 

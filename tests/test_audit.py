@@ -317,6 +317,7 @@ def test_coordinate_ascent_when_the_sequences_are_too_many(monkeypatch):
     assert report.blind["method"] == "coordinate ascent"
     assert [f["sequence"] for f in report.blind["folds"]] == [[2, 2, 2], [2, 2, 2]]
     assert all(f["evaluated"] < 64 for f in report.blind["folds"])
+    assert "**No skill reference** (not asked for" in report.to_markdown()
     report = run(env_kwargs={"ask_reward": 1.0}, skill_levels=(), blind_budget=2)
     assert all(f["evaluated"] == 2 for f in report.blind["folds"])  # constants 0 and 1 only
     assert report.blind["folds"][0]["sequence"] in ([0, 0, 0], [1, 1, 1])
@@ -345,7 +346,8 @@ def test_an_env_without_a_skill_reference_is_reported_not_crashed(cls):
     assert "returned None" in report.notes[-1]
     assert {"best-response", "best-blind", "stop-early"} <= {r.name for r in report.rows}
     text = report.to_markdown()
-    assert "**No skill reference**" in text and "nothing can be flagged" in text
+    assert "**No skill reference** (" in text and "returned None" in text
+    assert "nothing can be flagged" in text
     assert AuditReport.from_json(report.to_json()) == report
     if cls is _Unskilled:
         assert report.realistic_defaulted and report.realistic_skill == DEFAULT_REALISTIC_SKILL
