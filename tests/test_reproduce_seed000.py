@@ -82,9 +82,17 @@ def test_page_has_every_section_with_intervals_and_findings(quick_run: dict[str,
     assert cell["n"] > 1 and cell["lo"] < cell["mean"] <= cell["hi"]
     # trained rows: estimates over run seeds; Table 2 has both multiplier settings per reward
     table2 = next(s for s in data["sections"] if s["title"].startswith("Table 2"))
-    assert len(table2["rows"]) == 8
-    assert all(r["ours"]["accuracy"]["over"] == "seeds" for r in table2["rows"])
+    trained = [r for r in table2["rows"] if "reject-all" not in r["label"]]
+    assert len(trained) == 8
+    assert all(r["ours"]["accuracy"]["over"] == "seeds" for r in trained)
     assert all(r["verdict"] for r in table2["rows"])
+    # issue 25: reject-all (no controller) beside the trained rows, under the same protocol
+    for section in (table1, table2):
+        shortcut = [r for r in section["rows"] if "reject-all" in r["label"]]
+        assert len(shortcut) == 2 and all(r["ours"]["accuracy"]["n"] > 1 for r in shortcut)
+        assert all("Table 2 protocol" in r["why"] for r in shortcut)
+    ours = [i for i, r in enumerate(table1["rows"]) if "eq. 3" in r["label"]]
+    assert all("reject-all" in table1["rows"][i + 2]["label"] for i in ours)
     rewards = next(s for s in data["sections"] if s["title"].startswith("Reward variants"))
     assert {r["label"].split(": ")[1] for r in rewards["rows"]} == {
         "reward='paper'",

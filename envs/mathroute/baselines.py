@@ -124,6 +124,33 @@ class RandomRouter:
         return route_text(agents[int(self.rng.integers(len(agents)))], "random choice")
 
 
+class StrategyController:
+    """One of the env's ``audit_strategies()`` as a controller: a text-level shortcut that
+    reads only what a learner sees (the turn, the draft, its author), e.g. ``"always-reject"``
+    (weakest first, then reject every draft unread). Not a Table 1 row: seed 000's
+    reproduction shows it beside the trained controller under the same usage protocol.
+    Not privileged."""
+
+    privileged = False
+
+    def __init__(self, *, strategy: str = "always-reject") -> None:
+        self.strategy = str(strategy)
+        self._env: Any = None
+        self._policy: Any = None
+
+    def bind(self, env: Any) -> None:
+        env = getattr(env, "unwrapped", env)
+        strategies = getattr(env, "audit_strategies", lambda: {})()
+        if self.strategy not in strategies:
+            raise UnknownNameError("strategy", self.strategy, tuple(strategies))
+        self._env, self._policy = env, strategies[self.strategy]
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        if self._policy is None:
+            raise ConfigError("StrategyController needs the env: call bind(env) after reset")
+        return str(self._policy(self._env))
+
+
 class SingleAgent:
     """Always routes to one agent (by name, or by strength rank: 0 = strongest) and accepts.
 

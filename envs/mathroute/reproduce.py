@@ -182,6 +182,18 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "outcome-nolag": {"reward": "outcome", "use_lagrangian": False},
     "oneshot": {"reward": "outcome", "max_turns": 1},
 }
+#: text-level shortcuts shown beside the trained controller under the Table 2 protocol
+#: (``MathRouteEnv.audit_strategies()``): label -> strategy
+SHORTCUTS: dict[str, str] = {"reject-all": "always-reject"}
+REJECT_ALL_WHY = (
+    "Not a Table 1 row: no controller is trained and no draft is read. Weakest agent first, "
+    "then every draft is rejected for the next agent up (the strategy eq. 3 pays most for: "
+    "under reward='paper' it returns more than a verifier that is never wrong), evaluated "
+    "under the same Table 2 protocol as the 'Ours' rows (budgets enforced as eq. 2's share). "
+    "Accuracy does not depend on the reward; the row is the floor a trained controller must "
+    "beat before its accuracy says anything about judging drafts."
+)
+
 #: Figure 6: the strongest agent's multiplier (Table 9: 0.25), System 1, reward="outcome"
 LAMBDAS = (0.125, 0.25, 0.5)
 TURNS = (1, 2, 3, 4)
@@ -278,8 +290,15 @@ class Experiments:
         trained_evals = len(SYSTEMS) * len(SETTINGS) + len(LAMBDAS) - 1
         turn_evals = len(SYSTEMS) * (len(TURNS) - 1)
         audits = len(SYSTEMS) * 2
+        shortcuts = len(SYSTEMS) * len(SHORTCUTS)
         self.rep.plan(
-            len(SYSTEMS) * len(BASELINES) + trainings + trained_evals + turn_evals + audits + 2
+            len(SYSTEMS) * len(BASELINES)
+            + trainings
+            + trained_evals
+            + turn_evals
+            + audits
+            + shortcuts
+            + 2
         )
 
     def env_kwargs(self, env_id: str, setting: str) -> dict[str, Any]:
@@ -305,6 +324,27 @@ class Experiments:
         )
         tag = "s1" if system == "System 1" else "s2"
         return config, self.rep.evaluate(f"{tag}-{name}", config)
+
+    def shortcut(self, system: str, strategy: str) -> tuple[EvalConfig, EvalResult]:
+        """An env audit strategy (a text-level shortcut, no training) under the Table 2
+        protocol: usage budgets enforced as eq. 2's share, as for the trained controllers."""
+        from orchenv.envs.mathroute.baselines import StrategyController
+
+        config = EvalConfig(
+            env_id=SYSTEMS[system],
+            controller=f"strategy-{strategy}",
+            controller_kwargs={"strategy": strategy},
+            env_kwargs={"enforce_usage_constraints": True},
+            split="test",
+            episodes=self.episodes,
+            seeds=list(self.rep.seeds),
+        )
+        tag = "s1" if system == "System 1" else "s2"
+        return config, self.rep.evaluate(
+            f"{tag}-shortcut-{strategy}",
+            config,
+            controller_factory=lambda seed: StrategyController(strategy=strategy),
+        )
 
     # -- training ---------------------------------------------------------------------------
     def train(self, system: str, setting: str, seed: int) -> dict[str, Any]:
@@ -532,8 +572,13 @@ def build(rep: Reproduction) -> list[Section]:
     for (system, setting), by_seed in runs.items():
         evals[(system, setting)] = ex.evaluate_trained(system, setting, by_seed)
 
-    sections = [table1(ex, agents, evals, runs)]
-    sections.append(table2(agents, evals, runs))
+    shortcuts = {
+        (system, label): ex.shortcut(system, strategy)
+        for system in SYSTEMS
+        for label, strategy in SHORTCUTS.items()
+    }
+    sections = [table1(ex, agents, evals, runs, shortcuts)]
+    sections.append(table2(agents, evals, runs, shortcuts))
     sections.append(reward_variants(ex, agents, evals))
     sections.append(turn_ablation(ex, agents, evals, runs))
     sections.append(lambda_sensitivity(ex, agents, evals, runs))
@@ -619,11 +664,26 @@ PPO_WHY = (
 )
 
 
+def _shortcut_stats(result: EvalResult, strongest: str) -> dict[str, Estimate | float]:
+    records = list(result.records.values())
+    return {
+        "accuracy": accuracy(result),
+        "strongest share": _share(records, strongest),
+        "strongest calls/ep": _per_episode(records, strongest),
+    }
+
+
+def _beats(a: Estimate, b: Estimate) -> bool:
+    """``a`` above ``b`` with intervals apart (overlap is no evidence of an order)."""
+    return a.lo > b.hi
+
+
 def table1(
     ex: Experiments,
     agents: dict[str, list[str]],
     evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
     runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
+    shortcuts: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
 ) -> Section:
     rows: list[Row] = []
     findings: list[Finding] = []
@@ -694,12 +754,24 @@ def table1(
                     compare="accuracy",
                 )
             )
+        reject_config, reject_result = shortcuts[(system, "reject-all")]
+        reject = _shortcut_stats(reject_result, strongest)
+        reject_acc = reject["accuracy"]
+        assert isinstance(reject_acc, Estimate)
         for setting, label in (
             ("paper-lag", "Ours (PPO, reward='paper', eq. 3)"),
             ("outcome-lag", "Ours (PPO, reward='outcome')"),
         ):
             stats = _trained_stats(evals[(system, setting)][1], agents[system])
             ests[label] = stats["accuracy"]
+            above_floor = _beats(stats["accuracy"], reject_acc)
+            floor_note = (
+                ""
+                if above_floor
+                else f" Not counted as a match: reject-all (no controller, every draft rejected "
+                f"unread) reaches {reject_acc.mean:.3f} under the same protocol (next row), so "
+                "this accuracy is no evidence of judging drafts."
+            )
             rows.append(
                 Row(
                     f"{system}: {label}",
@@ -710,9 +782,32 @@ def table1(
                     },
                     paper={"accuracy": paper["Ours"]},
                     command=f"orchenv reproduce 000 (train_ppo, {SETTINGS[setting]})",
-                    why=f"{PPO_WHY} {ex.steps:,} PPO steps per run seed." + OURS_WHY[setting],
-                    compare="accuracy",
+                    why=f"{PPO_WHY} {ex.steps:,} PPO steps per run seed."
+                    + OURS_WHY[setting]
+                    + floor_note,
+                    compare="accuracy" if above_floor else None,
                 )
+            )
+        rows.append(
+            Row(
+                f"{system}: reject-all (no controller; reward-free)",
+                ours=dict(reject),
+                command=eval_command(reject_config)
+                + " (controller: StrategyController(strategy='always-reject'))",
+                why=REJECT_ALL_WHY,
+            )
+        )
+        for label in ("Ours (PPO, reward='paper', eq. 3)", "Ours (PPO, reward='outcome')"):
+            findings.append(
+                check_direction(
+                    f"{system}: {label} is more accurate than reject-all under the same "
+                    "protocol (orchenv's check)",
+                    reject_acc,
+                    ests[label],
+                    up=True,
+                    why="Rejecting every draft unread and escalating is a cascade that needs no "
+                    "skill; a trained controller's accuracy shows verification only above it.",
+                ).with_(paper=False)
             )
         ours = ests["Ours (PPO, reward='paper', eq. 3)"]
         routers = {
@@ -797,10 +892,15 @@ def table2(
     agents: dict[str, list[str]],
     evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
     runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
+    shortcuts: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
 ) -> Section:
     rows: list[Row] = []
     findings: list[Finding] = []
     for system in SYSTEMS:
+        reject_config, reject_result = shortcuts[(system, "reject-all")]
+        reject = _shortcut_stats(reject_result, agents[system][-1])
+        reject_acc = reject["accuracy"]
+        assert isinstance(reject_acc, Estimate)
         for reward in ("paper", "outcome"):
             stats = {
                 lag: _trained_stats(evals[(system, f"{reward}-{lag}")][1], agents[system])
@@ -820,6 +920,12 @@ def table2(
                         " Under eq. 3 rejecting a right draft pays, which shapes what the "
                         "policy asks for (see the reward-variants section)."
                     )
+                above_floor = lag == "nolag" or _beats(s["accuracy"], reject_acc)
+                if not above_floor:
+                    why += (
+                        f" Not counted as a match: reject-all (no controller) reaches "
+                        f"{reject_acc.mean:.3f} under the same protocol (row below)."
+                    )
                 rows.append(
                     Row(
                         f"{system}, reward='{reward}': {key}",
@@ -835,7 +941,7 @@ def table2(
                         f"{SETTINGS[f'{reward}-{lag}']}; eval -e "
                         "enforce_usage_constraints=true)",
                         why=why,
-                        compare="accuracy",
+                        compare="accuracy" if above_floor else None,
                         tolerance=0.02,
                     )
                 )
@@ -859,6 +965,29 @@ def table2(
                     why="Share of the calls the policy asked for, before the budget re-routed any.",
                 )
             )
+            findings.append(
+                check_direction(
+                    f"{system}, reward='{reward}': W Lagrangian is more accurate than reject-all "
+                    "under the same protocol (orchenv's check)",
+                    reject_acc,
+                    stats["lag"]["accuracy"],
+                    up=True,
+                    why="Reject-all needs no training and reads no draft.",
+                ).with_(paper=False)
+            )
+        rows.append(
+            Row(
+                f"{system}: reject-all (no controller; reward-free)",
+                ours={
+                    "accuracy": reject_acc,
+                    "strongest share": reject["strongest share"],
+                    "strongest calls/ep": reject["strongest calls/ep"],
+                },
+                command=eval_command(reject_config)
+                + " (controller: StrategyController(strategy='always-reject'))",
+                why=REJECT_ALL_WHY,
+            )
+        )
     return Section(
         title="Table 2: the trained controller with and without the Lagrangian",
         source="Table 2 (M-LEval) and section 4.2; usage constraints 0.25 / 0.5 (Table 9)",
