@@ -848,9 +848,12 @@ def _best_blind(
     for task in range(count):
         fold = 0 if count == 1 else 1 - task % 2  # the pick made on the other fold
         episodes.append(blind.episode(tuple(picks[fold]["sequence"]), task))
-    for pick, (on, to) in zip(picks, [("even", "odd"), ("odd", "even")], strict=False):
+    for number, (pick, (on, to)) in enumerate(
+        zip(picks, [("even", "odd"), ("odd", "even")], strict=False)
+    ):
         pick["picked_on"], pick["reported_on"] = f"{on}-numbered tasks", f"{to}-numbered tasks"
-        pick["labels"] = [blind.seen.get(k, f"choice {k}") for k in pick["sequence"]]
+        reported = [ep for task, ep in enumerate(episodes) if count == 1 or task % 2 != number]
+        pick["labels"] = _turn_labels(pick["sequence"], reported)
     if count == 1:
         picks[0]["picked_on"] = picks[0]["reported_on"] = "the only task"
     info: dict[str, Any] = {
@@ -867,6 +870,21 @@ def _best_blind(
     if out_of_time:
         info["note"] += "; the search stopped at the time limit (a lower bound)"
     return episodes, info
+
+
+def _turn_labels(sequence: Sequence[int], episodes: Sequence[Episode]) -> list[str]:
+    """Per turn of a blind sequence: its choice index and the action most often played
+    there (choice lists can change with the state), or that every episode had ended."""
+    labels = []
+    for turn, k in enumerate(sequence):
+        taken = Counter(ep.actions[turn] for ep in episodes if len(ep.actions) > turn)
+        if not taken:
+            labels.append(f"{k}: (ended)")
+            continue
+        text, times = taken.most_common(1)[0]
+        share = "" if times == sum(taken.values()) else f" ({times / sum(taken.values()):.0%})"
+        labels.append(f"{k}: {text}{share}")
+    return labels
 
 
 def _blind_table(root: OrchestrationEnv, n: int, horizon: int) -> np.ndarray:

@@ -281,7 +281,7 @@ def test_the_best_blind_policy_finds_the_best_constant_sequence():
     report = run(env_kwargs={"ask_reward": 1.0}, best_response=False)
     assert report.blind["method"] == "exhaustive" and report.blind["sequences"] == 64
     assert [f["sequence"] for f in report.blind["folds"]] == [[2, 2, 2], [2, 2, 2]]
-    assert report.blind["folds"][0]["labels"] == ["<ask/>"] * 3
+    assert report.blind["folds"][0]["labels"] == ["2: <ask/>"] * 3
     blind = report.row("best-blind")
     assert blind.returns == [3.0] * ALL_TASKS and blind.flagged_by == ["skill@0.5"]
 
@@ -296,7 +296,7 @@ def test_the_best_blind_policy_is_reported_on_the_half_it_was_not_picked_on():
     blind = report.row("best-blind")
     for number, (task_id, ret) in enumerate(zip(report.task_ids, blind.returns, strict=True)):
         seq = folds[1 - number % 2]["sequence"]
-        assert seq[2] == 3  # stop
+        assert seq[2] == 3 and folds[1 - number % 2]["labels"][2] == "3: <stop/>"
         bits = task_id.removeprefix("bits-")
         right = 0
         for guess, bit in zip(seq[:2], bits, strict=False):
