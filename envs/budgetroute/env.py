@@ -47,9 +47,9 @@ REALISTIC_SKILL_SOURCE = (
     "seed 001, Table 2 (MATH500): CoRL's high-budget mode reaches pass@1 0.958, the one "
     "mode whose spending stays within its budget (its low and medium modes spend $0.0093 and "
     "$0.0125 per query, above $0.001 and $0.006), so the one where its accuracy is its eq. 7 "
-    "reward. In the high mode the skill reference reaches that accuracy at s = 0.5 (0.957 "
-    "+- 0.023 on the first 300 test tasks; the curve is in docs/budgetroute.md). A calibration "
-    "of s to the paper's number, not a measured skill."
+    "reward. In the high mode the skill reference reaches that accuracy at s = 0.5 (0.960 "
+    "+- 0.016 on the first 600 test tasks; 0.948 at s = 0.4, 0.968 at 0.6: "
+    "docs/budgetroute.md). A calibration of s to the paper's number, not a measured skill."
 )
 #: the discrete choices per expert, after the two answer choices (``action_choices``)
 REQUEST_KINDS = ("whole", "pointed", "key-step", "finish")
