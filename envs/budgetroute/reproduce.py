@@ -104,7 +104,13 @@ INTRO = (
     "the latest expert answer, and per expert: whole problem, key step named, key step "
     "alone, finish), not an LLM fine-tuned with PPO as in the paper; it is trained with the "
     "budget mode drawn per episode and evaluated in each mode. Costs are per 1,000 queries "
-    "(the paper's Table 2 gives the cost of the 500 MATH500 queries; it is doubled here)."
+    "(the paper's Table 2 gives the cost of the 500 MATH500 queries; it is doubled here). "
+    "Episodes have at most 3 controller turns (`max_turns=3`): an assumption, the paper "
+    "states no limit (docs/budgetroute.md measures 2 to 5). Since issue 25 a simulated expert "
+    "reads a sub-query's content (the problem's numbers *and* its words and operators: the "
+    "numbers alone are answered as if nothing was asked), and an expression still to "
+    "evaluate is not a final answer; neither changes the discrete choices used here, which "
+    "carry the whole problem and answer with experts' final values."
 )
 
 
