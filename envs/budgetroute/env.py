@@ -136,7 +136,8 @@ class BudgetRouteEnv(OrchestrationEnv):
       with public prices), pool file or ``AgentPool``; its agents are the experts.
     - ``task_source``, ``task_source_kwargs``, ``split``: where problems come from
       (default: procedural math, ``"train"``).
-    - ``max_turns``: controller turns (rounds) per episode (default 3).
+    - ``max_turns``: controller turns (rounds) per episode (default 3: an assumption, seed
+      001 states no limit on rounds; docs/budgetroute.md measures 2 to 5).
     - ``budgets``: budget mode -> USD per query (default appendix A: low 0.001,
       medium 0.006, high 1000).
     - ``budget_mode``: ``None`` (default) draws the mode uniformly per episode
