@@ -62,7 +62,11 @@ INTRO = (
     "bridge and comparison questions (made-up entities) for 2Wiki, HotpotQA and MuSiQue. "
     "The paper's columns for a dataset type are the means of its datasets; its executor is "
     "GPT-OSS-120B on the real data, so absolute scores are not expected to match: the "
-    "claims checked are the differences (orchestration over one call, each ablation's drop)."
+    "claims checked are the differences (orchestration over one call, each ablation's drop). "
+    "Changed by issue 25 (docs/orchmas.md): a role that names several unrelated domains counts "
+    "as generic, not fitting; the executor reads a sub-question by its entity and relation in "
+    "any wording; '- Agent Roles' sends the best fixed role picked on the train split instead of "
+    "the generic role, so it measures what dynamic roles add over the best constant role."
 )
 
 #: dataset type -> (env kwargs of its offline test set, the paper's datasets it stands for)
