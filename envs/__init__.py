@@ -42,6 +42,7 @@ def register_controllers() -> None:
         "single": "SingleAgent",
         "cascade": "CascadeController",
         "oracle": "OracleRouter",
+        "strategy": "StrategyController",  # an env's audit_strategies() entry (issue 25)
     }.items():
         register_controller(name, f"orchenv.envs.mathroute.baselines:{cls}")
     # seed 001's Table 2 baselines (controller alone, one expert, random assign)

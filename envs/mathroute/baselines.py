@@ -142,7 +142,10 @@ class StrategyController:
         env = getattr(env, "unwrapped", env)
         strategies = getattr(env, "audit_strategies", lambda: {})()
         if self.strategy not in strategies:
-            raise UnknownNameError("strategy", self.strategy, tuple(strategies))
+            raise ConfigError(
+                f"strategy {self.strategy!r} does not apply to {env_label(env)}: its "
+                f"audit_strategies() are {', '.join(sorted(strategies)) or 'none'}"
+            )
         self._env, self._policy = env, strategies[self.strategy]
 
     def act(self, obs: str, info: dict[str, Any]) -> str:

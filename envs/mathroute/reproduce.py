@@ -328,11 +328,9 @@ class Experiments:
     def shortcut(self, system: str, strategy: str) -> tuple[EvalConfig, EvalResult]:
         """An env audit strategy (a text-level shortcut, no training) under the Table 2
         protocol: usage budgets enforced as eq. 2's share, as for the trained controllers."""
-        from orchenv.envs.mathroute.baselines import StrategyController
-
         config = EvalConfig(
             env_id=SYSTEMS[system],
-            controller=f"strategy-{strategy}",
+            controller="strategy",
             controller_kwargs={"strategy": strategy},
             env_kwargs={"enforce_usage_constraints": True},
             split="test",
@@ -340,11 +338,7 @@ class Experiments:
             seeds=list(self.rep.seeds),
         )
         tag = "s1" if system == "System 1" else "s2"
-        return config, self.rep.evaluate(
-            f"{tag}-shortcut-{strategy}",
-            config,
-            controller_factory=lambda seed: StrategyController(strategy=strategy),
-        )
+        return config, self.rep.evaluate(f"{tag}-shortcut-{strategy}", config)
 
     # -- training ---------------------------------------------------------------------------
     def train(self, system: str, setting: str, seed: int) -> dict[str, Any]:
@@ -493,6 +487,7 @@ class Experiments:
         config: dict[str, Any] = {
             "env_id": SYSTEMS["System 1"],
             "use_lagrangian": use_lagrangian,
+            "reward": "paper",  # the paper's per-turn eq. 3 (GRPO's per-node rewards)
             "steps": self.grpo_steps,
             "queries_per_step": 4,
             "group_size": 2,
@@ -525,7 +520,7 @@ class Experiments:
                 GRPOConfig(
                     model_path=str(model_dir),
                     env_id=config["env_id"],
-                    env_kwargs={"use_lagrangian": use_lagrangian},
+                    env_kwargs={"use_lagrangian": use_lagrangian, "reward": config["reward"]},
                     queries_per_step=config["queries_per_step"],
                     group_size=config["group_size"],
                     max_new_tokens=config["max_new_tokens"],
@@ -792,8 +787,7 @@ def table1(
             Row(
                 f"{system}: reject-all (no controller; reward-free)",
                 ours=dict(reject),
-                command=eval_command(reject_config)
-                + " (controller: StrategyController(strategy='always-reject'))",
+                command=eval_command(reject_config),
                 why=REJECT_ALL_WHY,
             )
         )
@@ -882,7 +876,13 @@ def table1(
             f"episodes); trained controllers: {ex.trained_episodes:,} test episodes per run "
             "seed, intervals over run seeds (one training run each). Strongest share is eq. "
             "(2)'s share of all calls; calls/ep counts calls per episode. The other six "
-            "benchmark columns are not reproduced: orchenv has no offline copies of them."
+            "benchmark columns are not reproduced: orchenv has no offline copies of them. "
+            "Rewards: trained rows name the reward they were trained on (`reward='paper'` is "
+            "eq. 3 as written; `reward='outcome'` is the env's default since issue 25); the "
+            "untrained rows (agents, routers, cascades, oracle, reject-all) are scored by "
+            "accuracy, which no reward enters. Reject-all is shown beside 'Ours' under the "
+            "same Table 2 protocol; an 'Ours' row counts as a match of the paper only when "
+            "its interval lies above reject-all's."
         ),
         findings=findings,
     )
@@ -983,8 +983,7 @@ def table2(
                     "strongest share": reject["strongest share"],
                     "strongest calls/ep": reject["strongest calls/ep"],
                 },
-                command=eval_command(reject_config)
-                + " (controller: StrategyController(strategy='always-reject'))",
+                command=eval_command(reject_config),
                 why=REJECT_ALL_WHY,
             )
         )
@@ -1128,7 +1127,8 @@ def reward_variants(
         rows=rows,
         intro=(
             "The same PPO controller trained with Table 9's multipliers under each reward "
-            "(`reward='paper'`, the default, and `reward='outcome'`; docs/mathroute.md), "
+            "(`reward='paper'`, eq. 3 as written, and `reward='outcome'`, the env's default "
+            "since issue 25; docs/mathroute.md), "
             "evaluated under the Table 2 protocol. A false rejection rejects a right draft; "
             "per verdict it is over every accept/reject decision. Intervals over run seeds."
         ),
@@ -1395,7 +1395,8 @@ def grpo_smoke(ex: Experiments) -> Section:
                     "seconds": float(res["seconds"]),
                 },
                 command="orchenv train grpo --model TINY --env orch/MathRoute-v0 "
-                f"-e use_lagrangian={'true' if lag else 'false'} --queries-per-step 4 "
+                f"-e use_lagrangian={'true' if lag else 'false'} -e reward=paper "
+                "--queries-per-step 4 "
                 "--group-size 2 --max-new-tokens 24 --max-prompt-tokens 448 "
                 f"--steps {ex.grpo_steps} --device cpu",
                 why="A smoke run: the reference trainer (rollout trees of Algorithm 1, eq. 5 "
@@ -1412,7 +1413,8 @@ def grpo_smoke(ex: Experiments) -> Section:
         rows=rows,
         intro=(
             "Not a reproduction of a paper number: it shows the GRPO trainer runs the paper's "
-            "protocol on `orch/MathRoute-v0` with and without the multipliers. Group size 2 "
+            "protocol (per-turn eq. 3 rewards, `reward='paper'`) on `orch/MathRoute-v0` with "
+            "and without the multipliers. Group size 2 "
             "and 4 queries per step keep it to seconds on a CPU."
         ),
         notes=["No paper claim is checked here; the trained-controller claims above use PPO."],
