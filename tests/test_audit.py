@@ -35,7 +35,7 @@ from orchenv.audit import (
 )
 from orchenv.cli import main
 from orchenv.core import OrchestrationEnv
-from orchenv.discrete import make_discrete_env
+from orchenv.discrete import MaskedPolicyController, make_discrete_env
 from orchenv.error import ConfigError, DependencyError
 from orchenv.registry import ENV_SUMMARIES
 
@@ -390,20 +390,33 @@ class _GuessZero:
         return "<bit>0</bit>"
 
 
+class _PredictsOne:
+    """An sb3-like model that always predicts choice 1 (guess 1)."""
+
+    def predict(self, obs: Any, deterministic: bool = True, action_masks: Any = None) -> Any:
+        assert obs.ndim == 1 and list(action_masks) in ([1, 1, 1, 0], [1, 1, 1, 1])
+        return np.int64(1), None
+
+
 def test_trained_rows_are_comparison_levels():
     controller = _GuessZero()
-    trained = {"trained-zero": controller, "trained-one": lambda env: "<bit>1</bit>"}
+    trained = {
+        "trained-zero": controller,
+        "trained-one": lambda env: "<bit>1</bit>",
+        "masked-one": MaskedPolicyController(_PredictsOne()),
+    }
     report = run(trained=trained, best_response=False)
-    assert report.comparison_levels == ["skill@0.5", "trained-zero", "trained-one"]
+    assert report.comparison_levels == ["skill@0.5", "trained-zero", "trained-one", "masked-one"]
+    assert report.row("masked-one").returns == report.row("always-choice-1").returns
     assert len(controller.bound) == ALL_TASKS and len(set(map(id, controller.bound))) == 8
     zero, one = report.row("trained-zero"), report.row("trained-one")
     assert zero.kind == "trained" and not zero.flagged
     assert zero.returns == report.row("always-choice-0").returns
     assert one.returns == report.row("always-choice-1").returns
     stop = report.row("stop-early")  # 1.0: above both trained levels (0.875), below skill@0.5
-    assert stop.flagged_by == ["trained-zero", "trained-one"]
-    assert report.row("always-choice-0").flagged_by == ["trained-zero", "trained-one"]
-    assert "FLAG (trained-zero, trained-one)" in report.to_markdown()
+    both = ["trained-zero", "trained-one", "masked-one"]
+    assert stop.flagged_by == both and report.row("always-choice-0").flagged_by == both
+    assert "FLAG (trained-zero, trained-one, masked-one)" in report.to_markdown()
 
 
 def test_t_quantiles():
