@@ -9,7 +9,10 @@ surrogates and NULs spliced in, 10 MB strings, deep nesting (``((((``, ``<a><a>`
 nested, re-cased, spaced, or filled with hostile payloads (numbers of 5,000 digits,
 ``10**400``, ``9^{9^{9}}``, ``1e999999``, answers that make sympy run for minutes,
 JSON bombs, paths that escape or exceed name limits), actions just under the length cap
-(the most a parser ever sees), and non-``str`` actions (None, bytes, int, dict, ...).
+(the most a parser ever sees), non-``str`` actions (None, bytes, int, dict, ...), and
+(issue 28) JSON escapes of surrogates and NULs inside the demo's JSON, confusable letters,
+bidi overrides, 30k nested tags, path-like and 250k-character agent names, and
+``1e309`` / ``NaN`` in every numeric field.
 
 Per id it prints the exceptions (must be 0), malformed results (must be 0), the slowest
 step, the steps over 5 s (must be 0), the peak of the Python heap while fuzzing that id
@@ -101,6 +104,17 @@ NON_TEXT: tuple[Any, ...] = (
     object(), np.str_("<answer>1</answer>"), np.array(["x"]),
 )  # fmt: skip
 _TAG = re.compile(r"<\s*/?\s*([A-Za-z_][\w-]*)")
+#: issue 28: JSON escapes that decode to lone surrogates / NULs / controls (the action itself
+#: is all ASCII, so the action normaliser sees nothing wrong)
+JSON_ESCAPES = ("\\ud800", "\\udfff", "\\ud83d", "\\u0000", "\\u001b[2J", "\\u202e")
+#: look-alike letters (Cyrillic a, e, o; fullwidth brackets), bidi overrides, zero widths
+CONFUSABLES = {"a": "\u0430", "e": "\u0435", "o": "\u043e", "<": "\uff1c", ">": "\uff1e"}
+BIDI = ("\u202e", "\u202d", "\u2066", "\u2067", "\u200f", "\u200b", "\ufeff", "\x1b[31m")
+#: numbers that overflow or are not numbers, for every numeric field of a demo
+BAD_NUMBERS = ("1e309", "-1e309", "NaN", "Infinity", "-Infinity", "1e-400", "nan", "inf")
+NAMES = ("../../etc/passwd", "/etc/shadow", "a/b", "..", "C:\\x", "x" * 250_000, "\ud800")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+_NAME_TAGS = ("model", "agent", "role")
 
 
 def _size(rng: np.random.Generator) -> int:
@@ -139,6 +153,7 @@ class Fuzzer:
             self._encoding, self._size, self._nesting, self._tag_payload,
             self._tag_structure, self._tag_structure, self._near_miss, self._non_text,
         ]  # fmt: skip
+        kinds += [self._escapes, self._escapes]  # issue 28
         if self.code and "<agent>" in demo:  # Puppeteer's protocol: its tools
             kinds.append(self._code)
         return kinds[int(rng.integers(len(kinds)))](rng, demo)
@@ -227,6 +242,29 @@ class Fuzzer:
 
     def _non_text(self, rng: np.random.Generator, demo: str) -> Any:
         return self._pick(rng, [*NON_TEXT, demo.encode("utf-8", "surrogatepass")])
+
+    def _escapes(self, rng: np.random.Generator, demo: str) -> str:
+        """Issue 28: JSON escapes of surrogates and NULs inside the demo's strings,
+        confusables, bidi overrides, 30k nested tags, path-like and 250k-character names,
+        and 1e309 / NaN in every numeric field."""
+        tag = self._pick(rng, self._tags(demo))
+        escape = self._pick(rng, JSON_ESCAPES)
+        name = self._pick(rng, NAMES)
+        bad = self._pick(rng, BAD_NUMBERS)
+        shapes: list[Callable[[], str]] = [
+            lambda: demo.replace('": "', '": "' + escape),
+            lambda: demo.replace('"', escape + '"', 3),
+            lambda: f"<{tag}>{escape}</{tag}>" + demo,
+            lambda: "".join(CONFUSABLES.get(c, c) for c in demo),
+            lambda: _splice(rng, demo, self._pick(rng, BIDI)),
+            lambda: self._pick(rng, BIDI).join(demo.split(">")),
+            lambda: f"<{tag}>" * 30_000 + demo + f"</{tag}>" * 30_000,
+            lambda: "".join(f"<{t}>{name}</{t}>" for t in _NAME_TAGS) + demo,
+            lambda: re.sub(r"(<(model|agent|role)>)[^<]*", lambda m: m.group(1) + name, demo),
+            lambda: _NUMBER.sub(bad, demo),
+            lambda: demo.replace('": ', '": ' + bad + ', "x": ', 1),
+        ]
+        return self._pick(rng, shapes)()
 
     def _code(self, rng: np.random.Generator, demo: str) -> str:
         return CODE_ACTION

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from typing import Any, Protocol, runtime_checkable
 
 from orchenv.error import ConfigError
@@ -73,6 +74,22 @@ def parse_kwargs(pairs: list[str]) -> dict[str, Any]:
         key, value = pair.split("=", 1)
         try:
             out[key] = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             out[key] = value
+            continue
+        if not _all_finite(out[key]):  # NaN, Infinity, 1e309: no setting takes them
+            raise ConfigError(f"{key}={value}: not a finite number; give a finite number")
     return out
+
+
+def _all_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True

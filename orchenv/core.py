@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -128,6 +130,25 @@ def normalize_action(action: Any, max_chars: int = MAX_ACTION_CHARS) -> tuple[st
     return str.__str__(action), None  # a plain str, also for str subclasses
 
 
+#: characters shown escaped in observations: C0 controls but tab, newline and carriage
+#: return; DEL and C1 controls; bidi embeddings, overrides and isolates (issue 28: NUL and
+#: ESC from a tool's output or an agent's reply reached the controller as they were)
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control and bidi-override characters written as escapes (``\\x1b``,
+    ``\\u202e``), so what a model or a terminal shows is what the text says."""
+    if _CONTROL_CHARS.search(text) is None:
+        return text
+    return _CONTROL_CHARS.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
+
+
 def arguments_for(function: Callable[..., Any], values: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of ``values`` that ``function`` takes as keyword arguments.
 
@@ -199,6 +220,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self.max_obs_chars = max_obs_chars
         self.max_turns = max_turns
         self.format_penalty = float(format_penalty)
+        if not math.isfinite(self.format_penalty):  # NaN would reach every summary (issue 28)
+            raise ConfigError(f"format_penalty must be a finite number, got {format_penalty!r}")
         self.split = split
         self._pool_arg = pool
         self._task_source_arg = task_source
@@ -520,7 +543,12 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     ) -> tuple[str, dict[str, Any]]:
         """The observation (the would-be next prompt, also at the episode's end, for logs)
         and the step's info in the schema of ``orchenv.info.StepInfo``."""
-        messages = self._with_notice(self._messages())
+        messages = [
+            {**m, "content": escape_controls(m["content"])}
+            if isinstance(m.get("content"), str) and _CONTROL_CHARS.search(m["content"])
+            else m
+            for m in self._with_notice(self._messages())
+        ]
         obs = self._truncate_obs(self.render_messages(messages))
         info: StepInfo = {
             "messages": messages,

@@ -26,6 +26,7 @@ parser on 10 MB adversarial inputs by that count, not by a clock.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from difflib import get_close_matches
@@ -74,6 +75,97 @@ def _close_pattern(tag: str) -> re.Pattern[str]:
     return re.compile(rf"<\s*/\s*{re.escape(tag)}\s*>", re.IGNORECASE)
 
 
+# -- one normalisation for every string that comes out of a parsed structure ----------------
+
+_UNCLEAN = re.compile("[\x00\ud800-\udfff]")
+#: nesting deeper than this is not walked (``json.loads`` itself stops near 1,000 levels)
+_MAX_CLEAN_DEPTH = 10_000
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates and NULs replaced by U+FFFD (a valid surrogate pair is
+    joined into its character), as a plain ``str``; unchanged text is returned as is.
+
+    The same rule as ``orchenv.core.normalize_action``, for strings that only appear once a
+    structure is decoded: a JSON escape (``"\\ud800"``, ``"\\u0000"``) in an all-ASCII
+    action becomes a lone surrogate or a NUL after ``json.loads``, which no encoder accepts."""
+    if not isinstance(text, str):
+        return text
+    if _UNCLEAN.search(text) is None:
+        return str.__str__(text)
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text.replace("\x00", "\ufffd")
+
+
+def clean_parsed(value: object) -> object:
+    """A parsed structure (JSON, YAML: dicts, lists, tuples, scalars) with every string in
+    it, keys included, passed through ``clean_text``. Iterative, so no depth limit applies
+    beyond the parser's own; other objects are returned unchanged."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    root: list[object] = [None]
+    stack: list[tuple[object, list[object] | dict[object, object], object]] = [
+        (value, root, 0)
+    ]  # (source, target container, key or index in target)
+    while stack:
+        source, target, slot = stack.pop()
+        if isinstance(source, dict):
+            out: dict[object, object] = {}
+            for key, item in source.items():
+                key = clean_text(key) if isinstance(key, str) else key
+                out[key] = None
+                stack.append((item, out, key))
+            built: object = out
+        elif isinstance(source, (list, tuple)):
+            items: list[object] = [None] * len(source)
+            if isinstance(source, tuple):
+                items = _TupleSlot(items)
+            for index, item in enumerate(source):
+                stack.append((item, items, index))
+            built = items
+        elif isinstance(source, str):
+            built = clean_text(source)
+        else:
+            built = source
+        target[slot] = built  # type: ignore[index]
+    return _untuple(root[0])
+
+
+class _TupleSlot(list):  # a tuple being filled in; turned into a tuple by ``_untuple``
+    __slots__ = ()
+
+
+def _untuple(value: object) -> object:
+    """Turn ``_TupleSlot`` lists back into tuples (bottom-up, iteratively)."""
+    if not isinstance(value, (dict, list)):
+        return value
+    order: list[object] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        order.append(item)
+        children = item.values() if isinstance(item, dict) else item  # type: ignore[union-attr]
+        stack.extend(c for c in children if isinstance(c, (dict, list)))
+    for item in reversed(order):  # children before parents
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(child, _TupleSlot):
+                    item[key] = tuple(child)
+        else:
+            for index, child in enumerate(item):  # type: ignore[arg-type]
+                if isinstance(child, _TupleSlot):
+                    item[index] = tuple(child)  # type: ignore[index]
+    return tuple(value) if isinstance(value, _TupleSlot) else value
+
+
+def loads_json(text: str | bytes, **kwargs: object) -> object:
+    """``json.loads`` whose strings (keys and values) are cleaned (``clean_text``): the one
+    JSON decoder for text a model or a file supplied. Raises what ``json.loads`` raises."""
+    return clean_parsed(json.loads(text, **kwargs))  # type: ignore[arg-type]
+
+
 def strip_reasoning(text: str) -> str:
     """``text`` without ``<think>``/``<thinking>`` blocks (an unclosed one hides the rest)."""
     if not isinstance(text, str):
@@ -116,7 +208,7 @@ def extract_tag(text: object, tag: str, *, keep_reasoning: bool = False) -> str 
         i = bisect.bisect_right(opens, closes[j][0]) - 1
         # a close with another close between it and its opener is a stray one
         if i >= 0 and (j == 0 or closes[j - 1][1] <= opens[i]):
-            return text[opens[i] : closes[j][0]].strip()
+            return clean_text(text[opens[i] : closes[j][0]].strip())
     return None
 
 

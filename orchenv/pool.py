@@ -9,6 +9,7 @@ seed papers' agent systems with prices and calibration targets.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import math
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from orchenv.error import BackendError, ConfigError, DataError, UnknownNameError
+from orchenv.parsing import clean_parsed, clean_text
 from orchenv.registry import Registry
 from orchenv.schema import (
     MAX_CALL_TOKENS,
@@ -31,6 +33,7 @@ from orchenv.schema import (
     POOL_AGENT,
     POOL_FILE,
     JSONLimitError,
+    depth_and_finite,
     parse_json,
     show,
 )
@@ -292,15 +295,17 @@ class AgentPool:
             raise ConfigError("an AgentPool needs at least one agent")
         names = [a.name for a in agents]
         if len(set(names)) != len(names):
-            raise ConfigError(f"agent names must be unique, got {names}")
+            seen: set[str] = set()
+            twice = sorted({n for n in names if n in seen or seen.add(n)})  # type: ignore[func-returns-value]
+            raise ConfigError(f"agent names must be unique, got {twice[:5]} more than once")
         self.name = name
         # weakest first: the order controllers see in prompts (seed 000, appendix B)
         self.agents: tuple[AgentSpec, ...] = tuple(sorted(agents, key=lambda a: -a.tier))
         self._by_name = {a.name: a for a in self.agents}
         self._names = tuple(a.name for a in self.agents)
-        self._stronger = {
-            a.name: tuple(b.name for b in self.agents if b.tier < a.tier) for a in self.agents
-        }
+        # stronger = lower tier = a suffix of ``agents``; found by bisection (a tuple per
+        # agent was quadratic: 20k agents took minutes and gigabytes, issue 28)
+        self._order_keys = [-a.tier for a in self.agents]
         self._backends: dict[str, Backend] = dict(backends or {})
         for spec in self.agents:
             if spec.backend not in self._backends:
@@ -355,9 +360,10 @@ class AgentPool:
 
     def stronger_than(self, name: str) -> tuple[str, ...]:
         """Agents strictly stronger than ``name``, weakest first."""
-        if name not in self._stronger:
+        if name not in self._by_name:
             raise UnknownNameError("agent", name, self._by_name)
-        return self._stronger[name]
+        start = bisect.bisect_right(self._order_keys, -self._by_name[name].tier)
+        return self._names[start:]
 
     def strongest(self) -> str:
         return self.agents[-1].name
@@ -597,7 +603,8 @@ def _read_pool_file(path: Path) -> Any:
     kind = path.suffix[1:].lower()
     try:
         if kind == "json":
-            return parse_json(raw, f"pool file {str(path)!r}")
+            # numbers are checked by POOL_FILE / POOL_AGENT, which name the field
+            return parse_json(raw, f"pool file {str(path)!r}", finite=False)
         return _yaml_load_without_aliases(raw.decode("utf-8"))
     except JSONLimitError:
         raise
@@ -609,7 +616,26 @@ def _yaml_load_without_aliases(text: str) -> Any:
     import yaml
 
     class NoAliasLoader(yaml.SafeLoader):
-        """A ``SafeLoader`` whose composer stops at the first alias (``*name``)."""
+        """A ``SafeLoader`` whose composer stops at the first alias (``*name``) and that
+        refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    twice = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the base class says so
+                    break
+                if twice:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping",
+                        node.start_mark,
+                        f"the key {key!r} appears twice (the last would win)",
+                        key_node.start_mark,
+                    )
+            return super().construct_mapping(node, deep=deep)
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
@@ -626,22 +652,58 @@ def _yaml_load_without_aliases(text: str) -> Any:
     return yaml.load(text, Loader=NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
 
 
+#: the most agents a pool may hold (the 4 MiB file cap alone admits about 44,000)
+MAX_POOL_AGENTS = 20_000
+
+
 def check_pool_data(data: Mapping[str, Any], where: str) -> dict[str, Any]:
     """``data`` (a pool document) checked against ``POOL_FILE`` and each agent entry against
-    ``POOL_AGENT``; a ``ConfigError`` naming ``where`` and the field otherwise."""
+    ``POOL_AGENT``; a ``ConfigError`` naming ``where`` and the field otherwise. At most
+    ``MAX_POOL_AGENTS`` agents; names unique."""
+    agents = data.get("agents") if isinstance(data, Mapping) else None
+    if isinstance(agents, list) and len(agents) > MAX_POOL_AGENTS:
+        raise ConfigError(
+            f"{where}: {len(agents):,} agents; a pool holds at most {MAX_POOL_AGENTS:,}"
+        )
     checked = POOL_FILE.validate(data, where, error=ConfigError)
     checked["agents"] = [
         POOL_AGENT.validate(raw, f"{where}, agents[{i}]", error=ConfigError)
         for i, raw in enumerate(checked["agents"])
     ]
+    first: dict[str, int] = {}
+    for i, agent in enumerate(checked["agents"]):
+        if agent["name"] in first:
+            raise ConfigError(
+                f"{where}, agents[{i}], field 'name': {agent['name']!r} is already the name "
+                f"of agents[{first[agent['name']]}]; agent names must be unique"
+            )
+        first[agent["name"]] = i
+        for key in ("price", "backend", "role_prompt"):  # the free texts of an entry
+            if isinstance(agent.get(key), str):
+                agent[key] = clean_text(agent[key])
+        if "backend_kwargs" in agent:
+            if not depth_and_finite(agent["backend_kwargs"])[1]:
+                raise ConfigError(
+                    f"{where}, agents[{i}], field 'backend_kwargs' must hold finite numbers only"
+                )
+            agent["backend_kwargs"] = clean_parsed(agent["backend_kwargs"])
+    for key in ("name", "description", "paper", "controller_model"):
+        if isinstance(checked.get(key), str):
+            checked[key] = clean_text(checked[key])
     return checked
 
 
-def _spec_from_dict(raw: Mapping[str, Any], backend: str | None) -> AgentSpec:
-    """An AgentSpec from a preset entry, resolving ``"price": KEY`` through the price table."""
+def _spec_from_dict(
+    raw: Mapping[str, Any], backend: str | None, *, checked: bool = False
+) -> AgentSpec:
+    """An AgentSpec from a preset entry, resolving ``"price": KEY`` through the price table
+    (``checked``: ``raw`` already passed ``check_pool_data``)."""
     from orchenv.pricing import price_for
 
-    data = POOL_AGENT.validate(raw, f"agent entry {raw.get('name')!r}", error=ConfigError)
+    if checked:
+        data = dict(raw)
+    else:
+        data = POOL_AGENT.validate(raw, f"agent entry {raw.get('name')!r}", error=ConfigError)
     key = data.pop("price", None)
     if key is not None:
         price = price_for(key)
@@ -678,7 +740,7 @@ def make_pool(
     if record_to and replay_from:
         raise ConfigError("choose record_to or replay_from, not both")
     data = load_preset_data(preset)
-    specs = [_spec_from_dict(raw, backend) for raw in data["agents"]]
+    specs = [_spec_from_dict(raw, backend, checked=True) for raw in data["agents"]]
     built: dict[str, Backend] = dict(backends or {})
     for spec in specs:
         if spec.backend not in built:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -72,23 +73,83 @@ def _parse_float(literal: str) -> float:
     return float(literal)
 
 
-def parse_json(raw: bytes | str, where: str) -> Any:
-    """``json.loads`` with bounded integers, floats and nesting.
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise Invalid(f"the key {show(twice)} appears twice in one object (the last would win)")
+    return out
+
+
+def parse_json(raw: bytes | str, where: str, *, finite: bool = True) -> Any:
+    """``json.loads`` with bounded integers, floats and nesting, finite numbers only
+    (``NaN``, ``Infinity``, and ``1e309``, which reads as infinity, are refused naming the
+    field; ``finite=False`` leaves them to a schema that names the field itself) and no
+    key twice in one object.
 
     A document beyond the limits raises ``JSONLimitError`` naming ``where``; text that is
     not JSON raises ``json.JSONDecodeError`` or ``UnicodeDecodeError`` as usual (callers
     tell a torn last line from corruption).
     """
     try:
-        value = json.loads(raw, parse_int=_parse_int, parse_float=_parse_float)
+        value = json.loads(
+            raw,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            object_pairs_hook=_unique_keys,
+        )
     except Invalid as exc:
         raise JSONLimitError(f"{where}: {exc}") from None
     except RecursionError:
         raise JSONLimitError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels") from None
-    depth = nesting_depth(value)
+    depth, all_finite = depth_and_finite(value)
     if depth > MAX_DEPTH:
         raise JSONLimitError(f"{where}: JSON nested {depth} levels deep (at most {MAX_DEPTH})")
+    if finite and not all_finite:
+        path, bad = _first_non_finite(value)
+        raise JSONLimitError(
+            f"{where}: field {path!r} must be a finite number, got {bad!r} (NaN, Infinity "
+            "and numbers past 1.8e308 are refused)"
+        )
     return value
+
+
+def depth_and_finite(value: Any, stop: int = MAX_DEPTH + 1) -> tuple[int, bool]:
+    """``nesting_depth`` and whether every float in ``value`` is finite, in one pass."""
+    deepest, finite = 0, True
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, float):
+            finite = finite and math.isfinite(node)
+            continue
+        if isinstance(node, dict):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, (list, tuple)):
+            children = node
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if deepest >= stop:
+            return deepest, finite
+        stack.extend((child, depth) for child in children)
+    return deepest, finite
+
+
+def _first_non_finite(value: Any) -> tuple[str, float]:
+    """The dotted path (``completion.cost_usd``, ``items[3]``) of a non-finite float."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path or "(the document)", node
+        if isinstance(node, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in node.items())
+        elif isinstance(node, (list, tuple)):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
+    return "(the document)", math.nan
 
 
 def nesting_depth(value: Any, stop: int = MAX_DEPTH + 1) -> int:
@@ -172,6 +233,28 @@ def text(value: Any) -> str:
     return value
 
 
+#: the longest agent name a pool file may hold
+MAX_NAME_CHARS = 200
+_BAD_NAME_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
+
+
+def name(value: Any) -> str:
+    """A name (an agent's, a key that names an agent): 1 to ``MAX_NAME_CHARS`` characters,
+    without control characters, lone surrogates (a ``\\ud800`` escape in a JSON file) or
+    bidi overrides, which would break every log line it reaches or show another name."""
+    if not isinstance(value, str):
+        raise Invalid(f"must be a string, got {show(value)}")
+    if not value.strip() or len(value) > MAX_NAME_CHARS:
+        raise Invalid(f"must hold 1 to {MAX_NAME_CHARS} characters, got {len(value):,}")
+    bad = _BAD_NAME_CHARS.search(value)
+    if bad is not None:
+        raise Invalid(
+            f"must not contain control characters, lone surrogates or bidi overrides, got "
+            f"U+{ord(bad.group()):04X} at position {bad.start()}"
+        )
+    return value
+
+
 def optional(check: Check) -> Check:
     """``check``, or None."""
     return lambda value: None if value is None else check(value)
@@ -201,8 +284,9 @@ def list_of(item: Check) -> Check:
     return check
 
 
-def dict_of(item: Check) -> Check:
-    """An object with string keys whose values pass ``item``."""
+def dict_of(item: Check, key_check: Check | None = None) -> Check:
+    """An object with string keys (passing ``key_check`` too, if given) whose values pass
+    ``item``."""
 
     def check(value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -211,6 +295,11 @@ def dict_of(item: Check) -> Check:
         for key, element in value.items():
             if not isinstance(key, str):
                 raise Invalid(f"keys must be strings, got {show(key)}")
+            if key_check is not None:
+                try:
+                    key_check(key)
+                except Invalid as exc:
+                    raise Invalid(f"key {show(key)} {exc}") from None
             try:
                 out[key] = item(element)
             except Invalid as exc:
@@ -338,8 +427,8 @@ POOL_FILE = Schema(
         "paper": text,
         "controller_model": text,
         "agents": list_of(lambda value: value),
-        "usage_constraints": dict_of(number(0.0)),
-        "lagrange_multipliers": dict_of(number()),
+        "usage_constraints": dict_of(number(0.0), name),
+        "lagrange_multipliers": dict_of(number(), name),
     },
     required=frozenset({"agents"}),
 )
@@ -348,8 +437,8 @@ POOL_FILE = Schema(
 POOL_AGENT = Schema(
     "agent",
     {
-        "name": text,
-        "model": text,
+        "name": name,
+        "model": name,
         "tier": integer(0, 10**6),
         "price": text,
         "price_prompt": price,
@@ -413,4 +502,50 @@ EVAL_ROW = Schema(
             "invalid_actions",
         }
     ),
+)
+
+
+def pair_of(item: Check) -> Check:
+    """A list of exactly two values passing ``item`` (an interval)."""
+
+    def check(value: Any) -> list[Any]:
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise Invalid(f"must be a list of two numbers, got {show(value)}")
+        return [item(value[0]), item(value[1])]
+
+    return check
+
+
+#: the ``pooled`` section of ``summary.json`` (``orchenv.eval.harness``): the numbers the
+#: leaderboard reads, finite. Other keys are kept unchecked (a newer writer may add some).
+SUMMARY_POOLED = Schema(
+    "summary",
+    {
+        "episodes": count(),
+        "accuracy": number(0.0, 1.0),
+        "accuracy_ci95": pair_of(number(0.0, 1.0)),
+        "mean_cost_usd": money,
+        "mean_tokens": number(0.0),
+        "mean_prompt_tokens": number(0.0),
+        "mean_completion_tokens": number(0.0),
+        "usage_ratios": dict_of(number(0.0)),
+        "mean_turns": number(0.0),
+        "invalid_action_rate": number(0.0),
+        "mean_reward": number(),
+        "seeds": list_of(integer(-(2**63), 2**63 - 1)),
+        "privileged": boolean,
+    },
+    required=frozenset(
+        {"episodes", "accuracy", "accuracy_ci95", "mean_cost_usd", "usage_ratios",
+         "mean_turns", "invalid_action_rate", "mean_reward"}
+    ),
+    open=True,
+)  # fmt: skip
+
+#: ``run.json`` (and a summary's ``run`` section): the run's identity; free values, but
+#: parsed with ``parse_json`` (finite numbers, no key twice)
+RUN_INFO = Schema(
+    "run",
+    {"env_id": text, "episodes": count(), "seeds": list_of(integer(-(2**63), 2**63 - 1))},
+    open=True,
 )

@@ -244,6 +244,15 @@ class RoleGame(ABC):
         if not isinstance(text, str):
             text = repr(text)
         info = self._act(role, text[: self.max_reply_chars], **kwargs)
+        if len(text) > self.max_reply_chars:  # say so: tags past the cut were not read
+            cut = (
+                f"the reply was cut: only its first {self.max_reply_chars:,} of "
+                f"{len(text):,} characters were read"
+            )
+            info["reply_cut"] = {"chars": len(text), "kept": self.max_reply_chars}
+            if info.get("parse_error"):
+                info["parse_error"] = f"{info['parse_error']} ({cut})"
+            info.setdefault("notice", cut)
         info.setdefault("context_tokens", self.context_tokens.get(role, 0))
         self.set_info(role, info)
         return info

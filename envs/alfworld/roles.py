@@ -516,6 +516,12 @@ class ALFWorldControllerEnv(OrchestrationEnv):
             f"Latest observation: {latest}",
             "Shared memory:\n" + render_context(game.memory.items),
         ]
+        cut = self._last.get("reply_cut")
+        if cut:
+            parts.append(
+                f"Note: the {self._last.get('role')}'s last reply was cut: only its first "
+                f"{cut['kept']:,} of {cut['chars']:,} characters were read."
+            )
         return [
             {"role": "system", "content": CONTROLLER_SYSTEM.format(max_turns=self.max_turns)},
             {"role": "user", "content": "\n\n".join(parts)},
@@ -557,6 +563,8 @@ class ALFWorldControllerEnv(OrchestrationEnv):
                 feedback=acted.get("feedback"),
                 role_invalid=bool(acted.get("invalid_action")),
             )
+            if "reply_cut" in acted:  # issue 28: a cut reply is said, in info and observation
+                self._last["reply_cut"] = acted["reply_cut"]
         game.end_round()
         reward = sum(game.rewards().values()) / len(ROLES)  # the team reward, once
         reward -= self.cost_weight * self._step_meter.cost_usd

@@ -12,7 +12,7 @@ import re
 import reprlib
 
 from orchenv.envs.orchmas.executor import ROLE_PREFIX
-from orchenv.parsing import extract_tag, has_open_tag, remove_blocks
+from orchenv.parsing import extract_tag, has_open_tag, loads_json, remove_blocks
 
 CONTROLLER_SYSTEM = """\
 You orchestrate an external language model (the executor) to answer a question. You never \
@@ -76,7 +76,7 @@ def parse_call(text: str) -> tuple[dict[str, str] | None, str | None]:
             return None, f"the interaction_prompt tag is not closed. Expected {CALL_FORMAT}."
         return None, f"no interaction_prompt tag and no answer tag found. Expected {CALL_FORMAT}."
     try:
-        data = json.loads(body)
+        data = loads_json(body)
     except (ValueError, RecursionError) as exc:
         return (
             None,

@@ -44,7 +44,13 @@ from orchenv.envs.puppeteer.protocol import (
     random_action,
 )
 from orchenv.envs.puppeteer.sandbox import OwnedTempDir
-from orchenv.envs.puppeteer.tasks import SPLITS, TASK_KINDS, PuppeteerTaskSource, graded_score
+from orchenv.envs.puppeteer.tasks import (
+    SPLITS,
+    TASK_KINDS,
+    PuppeteerTaskSource,
+    graded_score,
+    srdd_tool_run,
+)
 from orchenv.envs.puppeteer.tools import (
     SANDBOX_MODES,
     SearchIndex,
@@ -513,7 +519,14 @@ class PuppeteerEnv(OrchestrationEnv):
             result = self._run_tool(tool, argument)
             output = result.text()[: self.max_reply_chars]
             record.update(ok=result.ok, error=result.error)
-            for key in ("containment", "network", "timed_out", "returncode"):
+            for key in (
+                "containment",
+                "network",
+                "seccomp",
+                "importable",
+                "timed_out",
+                "returncode",
+            ):
                 if key in result.meta:
                     record[key] = result.meta[key]
             branch.evidence[tool] = self._evidence(tool, argument, result)
@@ -531,13 +544,32 @@ class PuppeteerEnv(OrchestrationEnv):
             cached = self._runs.get(key)
             if cached is not None:
                 return cached  # type: ignore[no-any-return]
-            result = run_python(argument, timeout_s=self.tool_timeout_s, sandbox=self.sandbox)
+            if outputs.family_of(self.task) == "srdd":  # one run: the output and the grade
+                result = self._srdd_run(argument)
+            else:
+                result = run_python(argument, timeout_s=self.tool_timeout_s, sandbox=self.sandbox)
             if result.meta.get("containment") != "refused" and not result.meta.get("timed_out"):
                 self._runs.put(key, result)
             return result
         if tool == "read_file":
             return read_file(argument.strip(), self.sandbox_dir())
         return search(argument, self._index())
+
+    def _srdd_run(self, code: str) -> ToolResult:
+        """``run_python(code)`` on an SRDD task, graded in the same sandbox call
+        (``tasks.srdd_tool_run``): the grade is remembered for ``_grade``, so a step runs
+        the program once (it ran it again for grading, with a 10 s timeout: 14.1 s steps)."""
+        assert self.task is not None
+        tests, expected = self.task.meta.get("tests", ()), self.task.meta.get("expected", ())
+        result, verdict = srdd_tool_run(
+            code, tests, expected, timeout_s=self.tool_timeout_s, sandbox=self.sandbox
+        )
+        if verdict is not None:
+            grade = (float(verdict["score"]), str(verdict["status"]))
+            if grade[1] == "ok":
+                self._grades.put((self.tasks, self.task.id, code), grade)
+            self._just_graded = (self.tasks, self.task.id, code, grade)  # a timeout, too
+        return result  # type: ignore[no-any-return]
 
     def _evidence(self, tool: str, argument: str, result: ToolResult) -> float:
         """What a tool result is worth to later simulated answers in its branch (a logit;
@@ -569,7 +601,12 @@ class PuppeteerEnv(OrchestrationEnv):
         cached = self._grades.get(key)
         if cached is not None:
             return cached  # type: ignore[no-any-return]
-        score, status = graded_score(self.tasks, self.task, answer)
+        just = getattr(self, "_just_graded", None)
+        if just is not None and just[:3] == key:  # graded by this step's run (timed out)
+            return just[3]  # type: ignore[no-any-return]
+        score, status = graded_score(
+            self.tasks, self.task, answer, sandbox=self.sandbox, timeout_s=self.tool_timeout_s
+        )
         if status == "ok":
             self._grades.put(key, (score, status))
         return score, status

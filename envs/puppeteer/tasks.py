@@ -1471,7 +1471,111 @@ for _i, _test in enumerate({tests!r}):
     _write(_out, (_NONCE + "\\t" + str(_i) + "\\t" + _value[:100000] + "\\n").encode())
 _os._exit(0)
 """
+#: a ``tool:run_python`` call on an SRDD task: ``_HARNESS``'s verdict first (output to
+#: /dev/null, results tagged), then, in the same process and the same sandbox call, the
+#: program run the way ``run_python`` runs it (``__name__ == "__main__"``, its output and
+#: errors on the real stdout / stderr). One run gives the tool's output and the grade.
+_HARNESS_AND_RUN = """\
+import json as _json, os as _os, sys as _sys
+_write, _dumps = _os.write, _json.dumps
+_out, _err = _os.dup(1), _os.dup(2)
+_null = _os.open(_os.devnull, _os.O_WRONLY)
+_os.dup2(_null, 1)
+_os.dup2(_null, 2)
+_NONCE = {nonce!r}
+_CODE = {code!r}
+_ns = {{"__name__": "solution"}}
+_loaded = False
+try:
+    exec(compile(_CODE, "solution.py", "exec"), _ns)
+    _loaded = True
+except BaseException as _exc:
+    _write(_out, (_NONCE + "\\tload\\t" + type(_exc).__name__ + "\\n").encode())
+if _loaded:
+    _write(_out, (_NONCE + "\\tloaded\\t\\n").encode())
+    for _i, _test in enumerate({tests!r}):
+        try:
+            _value = _dumps(eval(_test, _ns), sort_keys=True)
+        except BaseException as _exc:
+            _value = _dumps({{"error": type(_exc).__name__}})
+        _write(_out, (_NONCE + "\\t" + str(_i) + "\\t" + _value[:100000] + "\\n").encode())
+_write(_out, (_NONCE + "\\tdone\\t\\n").encode())
+try:
+    _sys.stdout.flush()
+    _sys.stderr.flush()
+except BaseException:
+    pass
+_os.dup2(_out, 1)
+_os.dup2(_err, 2)
+for _fd in (_out, _err, _null):
+    _os.close(_fd)
+del _ns, _loaded, _out, _err, _null, _fd, _write, _dumps
+exec(compile(_CODE, "/program.py", "exec"), {{"__name__": "__main__"}})
+"""
 MAX_CODE_ANSWER_CHARS = 200_000
+#: the sandbox time of one SRDD grading run: the env's ``tool_timeout_s`` (4 s) by default,
+#: so that a step stays near the documented 4.1 s (it was 10 s on top of the tool's run)
+SRDD_TIMEOUT_S = 4.0
+
+
+def _read_verdict(
+    output: str, nonce: str, expected: Sequence[str], total: int, timed_out: bool
+) -> dict[str, Any]:
+    seen: dict[str, str] = {}
+    for line in output.splitlines():
+        head, _, rest = line.partition("\t")
+        if head != nonce:
+            continue
+        slot, _, value = rest.partition("\t")
+        seen.setdefault(slot, value)
+    loaded = "loaded" in seen and "load" not in seen
+    passed = sum(seen.get(str(i)) == exp for i, exp in enumerate(expected)) if loaded else 0
+    score = (passed / total if total else 1.0) if loaded else 0.0
+    finished = "done" in seen or (loaded and all(str(i) in seen for i in range(total)))
+    status = "timeout" if timed_out and not finished else "ok"
+    return {"score": score, "loaded": loaded, "passed": passed, "total": total, "status": status}
+
+
+def srdd_tool_run(
+    code: str,
+    tests: Sequence[str],
+    expected: Sequence[str],
+    *,
+    timeout_s: float = SRDD_TIMEOUT_S,
+    sandbox: str = "bwrap",
+    max_output_chars: int = 4000,
+) -> tuple[Any, dict[str, Any] | None]:
+    """A ``run_python`` call on an SRDD task, graded in the same sandbox run:
+    ``(ToolResult, verdict)``. The ``ToolResult`` is what ``run_python(code)`` shows (the
+    program's own output, run as ``__main__``, after the hidden tests ran on a separate
+    load of it); the verdict is ``srdd_verdict``'s for ``code`` (``None`` when the code is
+    too long to grade, or the run was refused: then only the tool result counts)."""
+    from orchenv.envs.puppeteer.tools import ToolResult
+
+    total = len(tests)
+    if len(code) > MAX_CODE_ANSWER_CHARS:
+        return run_python(code, timeout_s=timeout_s, sandbox=sandbox), None
+    nonce = secrets.token_hex(16)
+    program = _HARNESS_AND_RUN.format(nonce=nonce, code=code, tests=list(tests))
+    chars = max(1, int(max_output_chars))
+    run = run_python(
+        program,
+        timeout_s=timeout_s,
+        max_output_chars=200_000 + 1_000 * total + chars,
+        sandbox=sandbox,
+    )
+    if run.meta.get("containment") == "refused":
+        return run, None
+    marker = f"{nonce}\tdone\t\n"
+    head, found, own = run.output.partition(marker)
+    verdict = _read_verdict(head, nonce, expected, total, run.error == "timeout")
+    if not found:  # the tests did not finish: the program never ran as __main__
+        own = ""
+    truncated = len(own) > chars
+    if truncated:
+        own = own[:chars] + "\n[... output truncated ...]"
+    meta = {**run.meta, "truncated": bool(run.meta.get("truncated")) or truncated}
+    return ToolResult(run.ok, own, run.error, meta), verdict
 
 
 def srdd_verdict(
@@ -1479,7 +1583,7 @@ def srdd_verdict(
     tests: Sequence[str],
     expected: Sequence[str],
     *,
-    timeout_s: float = 10.0,
+    timeout_s: float = SRDD_TIMEOUT_S,
     sandbox: str = "bwrap",
 ) -> dict[str, Any]:
     """Run ``code`` and the hidden ``tests`` in the sandbox (``tools.run_python``).
@@ -1504,18 +1608,7 @@ def srdd_verdict(
     )
     if run.meta.get("containment") == "refused":
         return {**result, "status": "refused"}
-    seen: dict[str, str] = {}
-    for line in run.output.splitlines():
-        head, _, rest = line.partition("\t")
-        if head != nonce:
-            continue
-        slot, _, value = rest.partition("\t")
-        seen.setdefault(slot, value)
-    loaded = "loaded" in seen and "load" not in seen
-    passed = sum(seen.get(str(i)) == exp for i, exp in enumerate(expected)) if loaded else 0
-    score = (passed / total if total else 1.0) if loaded else 0.0
-    status = "timeout" if run.error == "timeout" else "ok"
-    return {"score": score, "loaded": loaded, "passed": passed, "total": total, "status": status}
+    return _read_verdict(run.output, nonce, expected, total, run.error == "timeout")
 
 
 def extract_code(text: str | None) -> str | None:
@@ -1737,7 +1830,12 @@ def score_answer(kind: str, task: Task, answer: str | None, *, sandbox: str = "b
 
 
 def graded_score(
-    kind: str, task: Task, answer: str | None, *, sandbox: str = "bwrap"
+    kind: str,
+    task: Task,
+    answer: str | None,
+    *,
+    sandbox: str = "bwrap",
+    timeout_s: float = SRDD_TIMEOUT_S,
 ) -> tuple[float, str]:
     """``score_answer`` and the grading status (``orchenv.grading.Verdict.status``): a number
     too large to check, or whose check runs out of time, scores 0 and says so; an srdd run
@@ -1749,7 +1847,7 @@ def graded_score(
         return commongen_score(answer, task.meta["concepts"]), "ok"
     if kind == "srdd":
         tests, expected = task.meta.get("tests", ()), task.meta.get("expected", ())
-        run = srdd_verdict(answer, tests, expected, sandbox=sandbox)
+        run = srdd_verdict(answer, tests, expected, sandbox=sandbox, timeout_s=timeout_s)
         return float(run["score"]), str(run["status"])
     if not answer:
         return 0.0, "ok"

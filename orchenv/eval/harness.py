@@ -65,6 +65,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ from orchenv.runner import (
     run_episode,
     summarize,
 )
-from orchenv.schema import EVAL_ROW, parse_json
+from orchenv.schema import EVAL_ROW, RUN_INFO, SUMMARY_POOLED, Schema, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -669,9 +670,9 @@ def _evaluate_locked(
     previous: dict[str, Any] = {}
     if run_path.exists():
         try:
-            previous = json.loads(run_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{run_path} is not valid JSON ({exc}); use --overwrite") from exc
+            previous = read_json_file(run_path, RUN_INFO)
+        except DataError as exc:
+            raise DataError(f"{exc}; use --overwrite") from exc
         _check_identity(out, identity, previous, RUN_FILE)
     rows, good_end, size = _scan_log(log_path)
     if rows and rows[0].get("run_key") != key:
@@ -1092,18 +1093,48 @@ def load_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
             else " Create it with `orchenv eval ENV_ID --controller NAME --out DIR`."
         )
         raise DataError(f"{summary_path} does not exist.{hint}")
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{summary_path} is not valid JSON: {exc}") from exc
-    if not isinstance(summary, dict) or "pooled" not in summary:
+    summary = read_json_file(summary_path)
+    if "pooled" not in summary:
         raise DataError(f"{summary_path} is not an orchenv eval summary (no 'pooled' section)")
+    summary["pooled"] = SUMMARY_POOLED.validate(
+        summary["pooled"], f"{summary_path}, section 'pooled'", error=DataError
+    )
+    if not isinstance(summary.get("run", {}), dict):
+        raise DataError(f"{summary_path}: field 'run' must be an object")
     run_path = path / RUN_FILE
     if run_path.exists():
-        with contextlib.suppress(json.JSONDecodeError):
-            summary["run"] = {**summary.get("run", {}), **json.loads(run_path.read_text())}
+        summary["run"] = {**summary.get("run", {}), **read_json_file(run_path, RUN_INFO)}
     summary["dir"] = str(path)
     return summary
+
+
+#: the largest ``summary.json`` / ``run.json`` read back (they are a few kilobytes)
+MAX_RUN_FILE_BYTES = 64 * 2**20
+
+
+def read_json_file(path: Path, schema: Schema | None = None) -> dict[str, Any]:
+    """A JSON object orchenv wrote (``run.json``, ``summary.json``), read back through
+    ``orchenv.schema.parse_json``: finite numbers only (a NaN or ``Infinity`` someone
+    wrote in is refused, not copied into a leaderboard), no key twice, bounded size and
+    nesting; checked against ``schema`` when given. ``DataError`` names the file otherwise."""
+    try:
+        with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise DataError(f"{path} is not a regular file")
+            raw = fh.read(MAX_RUN_FILE_BYTES + 1)
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc}") from exc
+    if len(raw) > MAX_RUN_FILE_BYTES:
+        raise DataError(f"{path} is over {MAX_RUN_FILE_BYTES:,} bytes")
+    try:
+        data = parse_json(raw, str(path))
+    except (ValueError, SchemaError) as exc:  # JSONDecodeError, UnicodeDecodeError, limits
+        raise DataError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DataError(f"{path} must hold a JSON object, got {type(data).__name__}")
+    if schema is not None:
+        data = schema.validate(data, str(path), error=DataError)
+    return data
 
 
 __all__ = [

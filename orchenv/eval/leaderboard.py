@@ -204,7 +204,9 @@ def build_leaderboard(
     html_path.write_text(render_html(groups, title, RANKING_RULE), encoding="utf-8")
     json_path.write_text(
         json.dumps(
-            [{**_row_dict(r), "group": list(r.group)} for g in groups for r in g.rows], indent=2
+            [{**_row_dict(r), "group": list(r.group)} for g in groups for r in g.rows],
+            indent=2,
+            allow_nan=False,  # rows come from schema-checked summaries: finite numbers
         )
         + "\n",
         encoding="utf-8",

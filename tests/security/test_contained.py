@@ -278,3 +278,55 @@ def test_temp_folders_of_a_killed_process_are_swept():
             break
         time.sleep(0.01)
     assert not os.path.exists(live.path)
+
+
+# -- 6. SRDD: one run per tool step, and sandbox= honoured ---------------------------------
+
+
+def _srdd_env(program: str, **kwargs):
+    """A Puppeteer env on SRDD tasks whose one agent, ``coder``, writes ``program``."""
+    import gymnasium as gym
+
+    import orchenv  # noqa: F401
+    from orchenv.pool import AgentPool, AgentSpec
+    from orchenv.testing.scripted import ScriptedBackend
+
+    def reply(spec, messages, context):
+        import json
+
+        return json.dumps({"action": "run_python", "parameter": program})
+
+    backend = ScriptedBackend({"coder": reply})
+    spec = AgentSpec(name="coder", model="coder", tier=0, backend="scripted")
+    pool = AgentPool([spec], {"scripted": backend}, name="srdd-coder")
+    env = gym.make("orch/Puppeteer-v0", pool=pool, tasks="srdd", **kwargs)
+    env.reset(seed=0)
+    return env
+
+
+@needs_bwrap
+def test_an_srdd_tool_step_runs_the_program_once():
+    """An endless loop: the step took the tool's timeout plus a 10 s grading run of the same
+    program; now one sandbox call gives both the output and the grade."""
+    env = _srdd_env("while True:\n    pass\n", tool_timeout_s=1.0)
+    start = time.perf_counter()
+    _, _, _, _, info = env.step("<agent>coder:run_python</agent>")
+    took = time.perf_counter() - start
+    assert info["tool_calls"][0]["error"] == "timeout"
+    assert took < 3.0, took
+    assert info["tool_calls"][0]["seccomp"] is True
+    assert info["tool_calls"][0]["importable"] == "standard library only"
+    env.close()
+
+
+def test_srdd_grading_honours_the_sandbox_argument(monkeypatch):
+    """Without bubblewrap and with ``sandbox="unsafe-no-isolation"``, SRDD code is graded
+    (it scored 0 with status "refused": grading ignored ``sandbox=``)."""
+    from orchenv.envs.puppeteer.tasks import reference_program
+
+    monkeypatch.setattr(sandbox_module, "_probe_cache", {})
+    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: None)
+    env = _srdd_env("print(1)", sandbox="unsafe-no-isolation", tool_timeout_s=5.0)
+    base = env.unwrapped
+    assert base._grade(reference_program(base.task)) == (1.0, "ok")
+    env.close()
