@@ -118,7 +118,8 @@ def test_stop_routes_a_prefix_of_the_score_order_and_skip_may_not(mode):
         while not (game.done or game.truncated):
             for role in game.roles:
                 routing = game.route(role)
-                keywords = game._keywords() if role in game.NAMED_ROLES else ()
+                named = game.track_names and role in game.NAMED_ROLES
+                keywords = game._keywords() if named else ()
                 alpha = game.router.scores(
                     game.memory, role, game.stage(), now=game.round + 1, keywords=keywords
                 )

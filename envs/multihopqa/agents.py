@@ -21,7 +21,11 @@ used only to recognise which gold facts the prompt holds:
   thousands. That term is a modelling assumption standing in for the
   long-context degradation reported for real models (Liu et al. 2023, "Lost
   in the Middle"); ``distraction=0`` switches it off. With hops missing it
-  answers the deepest entity it can reach (usually wrong);
+  answers the deepest entity it can reach along the chain from the question (the answer
+  of the last hop of the unbroken known prefix; usually wrong). A later hop's sentence
+  seen without the hops before it is not reached: nothing in the prompt links it to the
+  question (issue 25: it used to count, so a query that happened to retrieve the answer
+  paragraph was answered right for sure, better than a complete chain);
 * the **verifier** says ``supported`` when the latest answer matches what the
   known hops imply, else ``unsupported`` with the missing entity;
 * the **judge** returns the Answer Quality Score JSON of appendix A.4
@@ -91,13 +95,48 @@ def resolved_marker(hop: Mapping[str, Any]) -> str:
     return f"{hop.get('entity') or hop.get('question', '?')} -> {hop.get('answer')}"
 
 
-def known_hops(task: Task, prompt: str) -> list[bool]:
-    """Which hops ``prompt`` establishes: the gold sentence verbatim, or a plan's record of it."""
-    chain = task.meta.get("chain", [])
+def subquestions(prompt: str) -> list[str]:
+    """Every sub-question in a rendered context: query items and plans' ``Next:`` /
+    ``First:`` lines, in memory order."""
     return [
-        (bool(s) and s in prompt) or resolved_marker(hop) in prompt
-        for s, hop in zip(gold_sentences(task), chain, strict=False)
+        _block_text(m) if m.group(1) is not None else m.group(2).strip()
+        for m in _SUBQUESTION_RE.finditer(prompt)
     ]
+
+
+def known_hops(task: Task, prompt: str) -> list[bool]:
+    """Which hops ``prompt`` establishes: the gold sentence verbatim, a plan's record of it
+    (``ENTITY -> ANSWER``), or, for a hop before the last, a sub-question of the team that
+    names the hop's answer (the Planner fills found entities into the next sub-question, so
+    "Which university did X attend?" records that X is what the hop before it found; a real
+    reader follows that record whether or not the paragraph that stated it is still routed
+    to it). A later hop's sentence alone is no link to the question (see ``known_prefix``)."""
+    chain = task.meta.get("chain", [])
+    asked = subquestions(prompt)
+    return [
+        (bool(s) and s in prompt)
+        or resolved_marker(hop) in prompt
+        or (i < len(chain) - 1 and _names_answer(asked, str(hop.get("answer", ""))))
+        for i, (s, hop) in enumerate(zip(gold_sentences(task), chain, strict=False))
+    ]
+
+
+def _names_answer(asked: Sequence[str], answer: str) -> bool:
+    if not answer.strip():
+        return False
+    pattern = re.compile(r"(?<!\w)" + re.escape(answer.strip()) + r"(?!\w)", re.IGNORECASE)
+    return any(pattern.search(q) for q in asked)
+
+
+def known_prefix(known: Sequence[bool]) -> int:
+    """How many hops, from the first, are known without a gap (the chain an agent can follow
+    from the question)."""
+    count = 0
+    for k in known:
+        if not k:
+            break
+        count += 1
+    return count
 
 
 def _block_text(match: re.Match[str]) -> str:
@@ -217,8 +256,15 @@ class MultihopRoleBackend:
             names = [h["entity"] for h in chain]
             answer = names[int(luck * 1e6) % len(names)]
         else:
-            reached = [h["answer"] for h, k in zip(chain, known, strict=False) if k]
-            answer = reached[-1] if reached and not complete else self._wrong_name(task, luck)
+            # only an unbroken chain from the question links a fact to it: with an earlier hop
+            # missing, a later hop's sentence is one paragraph among the distractors (which
+            # one the question is about is what the missing hop says), so it is not reached
+            reached = known_prefix(known)
+            answer = (
+                chain[reached - 1]["answer"]
+                if reached and not complete
+                else self._wrong_name(task, luck)
+            )
         return (
             f"<answer>{answer}</answer>\n<note>Based on {sum(known)} of {len(known)} supporting facts.</note>",
             {"complete": complete, "p_correct": p if complete else 0.0},

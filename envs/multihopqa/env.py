@@ -101,6 +101,9 @@ class MultihopQAGame(RoleGame):
         on_overflow: shorthand for ``routing={"on_overflow": ...}``: ``"stop"`` (the
             default, Algorithm 1 line 18) or ``"skip"`` (first-fit).
         token_counter: how memory items and prompts are counted.
+        track_names: add the names in the question, plans and queries to the K_i of the
+            roles in ``NAMED_ROLES`` (an orchenv extension of appendix E's role keyword
+            lists; default False: each role's K_i is its fixed list, as in the paper).
 
     Every role of round t is routed for the round's task stage S_t (``round_stage``:
     planning, retrieval, decision), which selects the preferred item types of
@@ -180,9 +183,11 @@ class MultihopQAGame(RoleGame):
     #: several times longer than the generator's ~100-token paragraphs; the defaults keep
     #: the same ratio of budget to memory size (``orchenv reproduce 004`` sweeps the
     #: per-agent budget as the paper's Table 3 does).
-    #: Appendix E's (w1, w2, w3): the paper's example sets all to 1; here the role-keyword
-    #: indicator weighs 0.5 so that a fresh item of the preferred type outranks an old item
-    #: that merely names a tracked entity (measured in docs/reproduction/004.md).
+    #: Appendix E's (w1, w2, w3) = (1, 1, 1), the paper's default. (Before issue 25 the
+    #: role-keyword weight was 0.5: with the per-episode tracked names in K_i, an orchenv
+    #: addition now off by default (``track_names``), w1 = 1 let old items naming a tracked
+    #: entity outrank the newest evidence and RCR lost to full context; see
+    #: docs/multihopqa.md, "Importance weights and K_i".)
     #: ``on_overflow="stop"``: Algorithm 1 as written (line 18 ends the scan at the first
     #: item that does not fit). Measured against first-fit ``"skip"`` in docs/reproduction/004.md:
     #: filling the leftover budget with low-scored items adds tokens and distraction, not
@@ -190,7 +195,7 @@ class MultihopQAGame(RoleGame):
     default_routing: ClassVar[RoutingSettings] = RoutingSettings(
         beta_base=256,
         budget_offsets={"planner": 128, "searcher": -128, "recommender": 128},
-        weights=(0.5, 1.0, 1.0),
+        weights=(1.0, 1.0, 1.0),
         decay=1.0,
         on_overflow="stop",
     )
@@ -208,6 +213,7 @@ class MultihopQAGame(RoleGame):
         routing: RoutingSettings | Mapping[str, Any] | None = None,
         on_overflow: str | None = None,
         token_counter: str | TokenCounter | None = "auto",
+        track_names: bool = False,
     ) -> None:
         routing = with_overflow(self.default_routing, routing, on_overflow)
         super().__init__(
@@ -217,6 +223,7 @@ class MultihopQAGame(RoleGame):
             raise ConfigError(f"search_k must be >= 1, got {search_k}")
         self.split = split
         self.search_k = search_k
+        self.track_names = bool(track_names)
         self._task_source_arg = task_source
         self._task_source_kwargs = dict(task_source_kwargs or {})
         self._task_source: TaskSource | None = None
@@ -274,7 +281,8 @@ class MultihopQAGame(RoleGame):
         self.check_role(role)
         kwargs: dict[str, Any] = {}
         if self.router_mode == "rcr":
-            names = self._keywords() if role in self.NAMED_ROLES else ()
+            named = self.track_names and role in self.NAMED_ROLES
+            names = self._keywords() if named else ()
             kwargs = {"keywords": names, "now": self.round + 1}
         return self.router.route(self.memory, role, self.stage(), **kwargs)
 
@@ -592,6 +600,9 @@ class MultihopQAEnv(OrchestrationEnv):
     - ``search_k``: paragraphs per search (default 2).
     - ``token_counter``: how prompts and memory items are counted (default
       ``"auto"``: the bundled MiniLM tokenizer when installed, else 4 chars/token).
+    - ``track_names``: add the names of the question, plans and queries to the
+      Planner's, Recommender's and Verifier's RCR keywords K_i (default False:
+      appendix E's fixed per-role lists).
     - ``format_penalty``: added to the reward of an invalid action (default -0.1).
     - ``token_penalty``: lambda of eq. 2, per 1,000 tokens (default 0).
     - ``seed``: the simulated agents' luck.
@@ -640,6 +651,7 @@ class MultihopQAEnv(OrchestrationEnv):
         verifier: bool = False,
         search_k: int = 2,
         token_counter: str | TokenCounter | None = "auto",
+        track_names: bool = False,
         format_penalty: float = -0.1,
         token_penalty: float = 0.0,
         seed: int = 0,
@@ -735,8 +747,31 @@ class MultihopQAEnv(OrchestrationEnv):
         return choices
 
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
-        """Shortcuts the best response must beat clearly (``orchenv audit``)."""
+        """Shortcuts that read only the Planner's prompt (``orchenv audit``)."""
         return dict(_AUDIT_STRATEGIES)
+
+    #: no published rate at which a Planner issues the right next sub-question; the audit's
+    #: default level (see docs/multihopqa.md, "Skill reference")
+    realistic_skill: ClassVar[float | None] = 0.75
+    realistic_skill_source: ClassVar[str] = (
+        "no published figure: seed 004 reports no sub-question accuracy; orchenv's default "
+        "level (the simulated Planner's calibrated 0.9 at no distraction falls to ~0.8 at "
+        "a 1K-token prompt, a calibration, not a measurement)"
+    )
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        """The audit's skill reference (seed 004's Planner skill: decompose and follow hops).
+
+        Skilled, with the privileged chain: when every hop's gold sentence is in the shared
+        memory, answer with the chain's answer; else ask the first hop whose sentence is
+        missing, its entity filled in, recording the hops already resolved in the plan
+        (``Resolved so far: ENTITY -> ANSWER``). Unskilled: the fixed default, a lookup of
+        the whole question (a wasted round, not an early stop: a stop would end the episode
+        on one unskilled draw and mix a second skill, when to stop, into the curve)."""
+        assert self.task is not None, "reset() first"
+        if not skilled:
+            return query_action(self.task.prompt)
+        return chain_action(self.task, self.game.memory)
 
     def observation_features(self) -> np.ndarray:
         """Round fraction, and what the Planner sees: an answer, evidence items, new names."""
@@ -806,6 +841,47 @@ def query_action(target: str) -> str:
     return f"<plan>Next: look up {target}</plan><query>{target}</query>"
 
 
+def chain_action(task: Task, memory: Any, wording: Callable[[str, str], str] | None = None) -> str:
+    """The Planner's reply with the privileged hop chain (the audit's skill reference and the
+    reproduction's scripted Planner): the answer once every hop's gold sentence is in
+    ``memory``, else the first missing hop's sub-question (``wording(question, entity)``
+    rewords it), with the resolved hops recorded in the plan."""
+    from orchenv.envs.multihopqa.agents import gold_sentences, resolved_marker
+
+    chain = task.meta.get("chain", [])
+    text = "\n".join(m.text for m in memory)
+    found = [bool(g) and g in text for g in gold_sentences(task)]
+    if not chain or all(found):
+        return f"<answer>{task.answer}</answer>" if chain else "<finish/>"
+    done = ", ".join(resolved_marker(h) for h, k in zip(chain, found, strict=False) if k)
+    record = f"Resolved so far: {done}. " if done else ""
+    hop = chain[found.index(False)]
+    question = str(hop["question"])
+    if wording is not None:
+        question = wording(question, str(hop.get("entity") or ""))
+    return f"<plan>{record}Next: {question}</plan><query>{question}</query>"
+
+
+#: rewordings of a sub-question that keep what it asks and its content words (``paraphrase``);
+#: none repeats the entity: the Searcher's BM25 weighs a repeated name twice, which drowns
+#: the relation words (measured in docs/multihopqa.md, "Paraphrased sub-questions")
+_PARAPHRASES = (
+    "I need one fact. {question}",
+    "Find out this: {rest}",
+    "Could you check {rest}",
+    "{question} Please search for it.",
+)
+
+
+def paraphrase(question: str, entity: str, k: int = 0) -> str:
+    """Sub-question ``question`` about ``entity`` reworded (template ``k`` of ``_PARAPHRASES``,
+    cyclic); the entity and the relation words are kept, the phrasing is not."""
+    question = " ".join(question.split())
+    rest = question[:1].lower() + question[1:] if question else question
+    entity = entity or "it"
+    return _PARAPHRASES[k % len(_PARAPHRASES)].format(entity=entity, rest=rest, question=question)
+
+
 def evidence_names(items: Sequence[MemoryItem], exclude: Sequence[str] = ()) -> list[str]:
     """Names in the routed evidence that no search has covered: not the title of a
     retrieved paragraph, not in a query yet, not in ``exclude``; newest evidence first."""
@@ -855,12 +931,33 @@ def _first_name_always(env: OrchestrationEnv) -> str:
     return query_action(names[0] if names else _question_of(env))
 
 
+def _latest_answer_seen(env: OrchestrationEnv) -> str | None:
+    game = getattr(env, "game", None)
+    if game is None or game.done:
+        return None
+    answers = [m.text for m in game.route("planner").items if m.type == "answer"]
+    return answers[-1].strip() if answers else None
+
+
+def _paraphrased_followup(env: OrchestrationEnv) -> str:
+    """Hop-following in reworded sub-questions, from the prompt only: ask about the
+    Recommender's latest answer (the entity its partial chain reached), else about the
+    question's first name, each time in another wording."""
+    question = _question_of(env)
+    names = names_in(question)
+    target = _latest_answer_seen(env) or (names[0] if names else question)
+    turn = int(getattr(env, "turn", 0))
+    asked = paraphrase(f"What is known about {target}?", target, turn)
+    return f"<plan>Next: {asked}</plan><query>{asked}</query>"
+
+
 _AUDIT_STRATEGIES = {
     "answer-immediately": _answer_now,
     "finish-without-searching": _finish_now,
     "same-query-every-round": _same_query,
     "garbage-around-tag": _garbage_around_tag,
     "first-name-every-round": _first_name_always,
+    "paraphrased-follow-up": _paraphrased_followup,
 }
 
 
