@@ -257,7 +257,9 @@ def test_loaded_files_carry_chains_the_simulated_pool_can_answer(tmp_path, synth
     # with an empty chain (how HotpotQA files used to load) the pool answers a wrong title
     emptied = [dataclasses.replace(t, meta={**t.meta, "chain": []}) for t in loaded[:8]]
     before = [run_team(game, pool, options={"task": t}, judge=None)["f1"] for t in emptied]
-    assert statistics.fmean(before) < 0.2 < 0.5 < statistics.fmean(f1)
+    # HotpotQA's chains ask "About X: <the question>" (no decomposition), so a HotpotQA
+    # file scores below the others (0.525 vs 0.725 for the same 40 synthetic questions)
+    assert statistics.fmean(before) < 0.2 < 0.4 < statistics.fmean(f1)
 
 
 def test_hotpotqa_bridge_chains_follow_the_bridge_entity(tmp_path, synthetic):
@@ -341,11 +343,20 @@ def test_choices_use_no_gold_information():
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_no_degenerate_strategy_comes_near_the_best_response(env_id):
+def test_no_degenerate_strategy_comes_near_the_skill_reference(env_id):
     from orchenv.audit import audit
 
-    report = audit(env_id, tasks=8, env_kwargs=FAST, tolerance=0.02, method="exact")
-    assert report.exact and report.best.return_mean >= 0.6
-    assert not report.flagged, [(r.name, r.return_mean) for r in report.flagged]
+    report = audit(
+        env_id,
+        tasks=12,
+        env_kwargs=FAST,
+        best_response=False,
+        blind=False,
+        skill_levels=(0.0, 1.0),
+        progress=False,
+        time_limit_s=None,
+    )
+    top = report.skill_row(1.0).return_mean
+    assert top - report.skill_row(0.0).return_mean > 0.4
     for name in ("answer-immediately", "finish-without-searching", "same-query-every-round"):
-        assert report.row(name).gap > 0.2
+        assert top - report.row(name).return_mean > 0.3, name
