@@ -61,6 +61,20 @@ def main() -> None:
         return _extreme(e, agent_text(e.pool.strongest(), "reasoning"), max)
 
     policies["larger-answer (mirror)"] = larger
+
+    def syntax_check(e, r):  # SRDD: re-ask while the current code does not compile
+        from orchenv.envs.puppeteer.choices import agent_text, terminate_text
+
+        reason = agent_text(e.pool.strongest(), "reasoning")
+        if e.answer is None:
+            return reason
+        try:
+            compile(e.answer, "<draft>", "exec")
+        except (SyntaxError, ValueError):
+            return reason
+        return terminate_text()
+
+    policies["syntax-check (honest verifier)"] = syntax_check
     if args.only:
         policies = {k: v for k, v in policies.items() if k in args.only}
     for s in args.skill:

@@ -96,17 +96,15 @@ def test_agreement_gains_no_more_than_self_consistency():
 
 
 def test_wrong_srdd_code_carries_no_marker():
-    broken = 0
+    """Wrong SRDD code has no label and compiles: a broken one differs from its flawed base by
+    one misspelled name (as a real model's does), so neither a marker nor a syntax check
+    tells it from the right program."""
     for i in range(30):
         task = make_task("srdd", 0, i, "test")
         for code in outputs.distractors(task):
             assert not MARKER.search(code)
             assert code != outputs.right_output(task)
-            try:
-                compile(code, "<draft>", "exec")
-            except SyntaxError:
-                broken += 1
-    assert 0.5 < broken / 90 < 0.95  # BROKEN_SHARE 0.75 of them do not load
+            compile(code, "<draft>", "exec")
 
 
 def test_mmlu_distractors_favour_no_letter():

@@ -136,35 +136,47 @@ def _number_distractors(task: Task, n: int) -> list[str]:
 
 def _srdd_distractor(task: Task, i: int) -> str:
     """SRDD: flawed variant ``i`` (``tasks.flawed_program``: one wrong line that fails some
-    hidden tests); with ``BROKEN_SHARE`` it also has a syntax slip, so it does not load (a
-    dropped colon or bracket: what a real model's broken code looks like, no label)."""
+    hidden tests); with ``BROKEN_SHARE`` it also has a misspelled name (``name_slip``), so
+    every test fails: what a real model's broken code looks like, no label, and it compiles."""
     rng = np.random.default_rng(stable_int("flawed", task.id, i % FLAWED_VARIANTS) % 2**63)
     code = task_api.flawed_program(task, rng)
     if stable_uniform("broken", task.id, i) < BROKEN_SHARE:
-        return syntax_slip(code, _task_rng(task, "slip", i))
+        return name_slip(code)
     return code
 
 
-def syntax_slip(code: str, rng: np.random.Generator) -> str:
-    """``code`` with one realistic syntax slip: the colon of a block line dropped, else a
-    closing bracket dropped, else a line's indentation lost."""
+_DEF = re.compile(r"^(\s*)def \w+\(([^)]*)\)")
+
+
+def name_slip(code: str) -> str:
+    """``code`` with one misspelled name: the first use, in the body of the program's first
+    function, of that function's first parameter (``self`` included) is written one letter
+    short (a ``NameError`` on the first call: it compiles and loads, and fails every test
+    that reaches the function). Unchanged if there is no such use."""
     lines = code.split("\n")
-    blocks = [i for i, ln in enumerate(lines) if ln.rstrip().endswith(":") and ln.strip()]
-    if blocks:
-        i = blocks[int(rng.integers(len(blocks)))]
-        lines[i] = lines[i].rstrip()[:-1]
-        return "\n".join(lines)
-    closing = [i for i, ln in enumerate(lines) if ln.rstrip().endswith((")", "]", "}"))]
-    if closing:
-        i = closing[int(rng.integers(len(closing)))]
-        lines[i] = lines[i].rstrip()[:-1]
-        return "\n".join(lines)
-    indented = [i for i, ln in enumerate(lines) if ln.startswith(" ")]
-    if indented:
-        i = indented[int(rng.integers(len(indented)))]
-        lines[i] = "  " + lines[i]
-        return "\n".join(lines)
-    return code + "\nreturn"
+    for at, line in enumerate(lines):
+        match = _DEF.match(line)
+        if not match:
+            continue
+        params = [
+            p.split(":")[0].split("=")[0].strip().lstrip("*") for p in match.group(2).split(",")
+        ]
+        params = [p for p in params if p]
+        indent = len(match.group(1))
+        for name in params[:1]:
+            typo = name[:-1] if len(name) > 3 else name + name[-1]
+            if re.search(rf"\b{re.escape(typo)}\b", code):
+                typo = name + "_"
+            for k in range(at + 1, len(lines)):
+                body = lines[k]
+                if body.strip() and len(body) - len(body.lstrip()) <= indent:
+                    break  # left the function
+                new = re.sub(rf"\b{re.escape(name)}\b", typo, body, count=1)
+                if new != body:
+                    lines[k] = new
+                    return "\n".join(lines)
+        break
+    return code
 
 
 def flawed_sentence(task: Task, *key: object) -> str:
