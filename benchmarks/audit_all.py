@@ -39,8 +39,12 @@ HEAD = (
 )
 
 
+def _num(value: float) -> str:
+    return f"{round(value, 3) + 0.0:.3f}"  # no "-0.000"
+
+
 def _pm(mean: float, ci: float) -> str:
-    return f"{mean:.3f} ± {ci:.3f}"
+    return f"{_num(mean)} ± {_num(ci)}"
 
 
 def summary_line(report: AuditReport, seconds: float) -> str:
@@ -62,7 +66,7 @@ def summary_line(report: AuditReport, seconds: float) -> str:
         f"{best_short.name} {_pm(best_short.return_mean, best_short.return_ci)}"
         if best_short
         else "–",
-        f"{gap['mean']:.3f} [{gap['ci95'][0]:.3f}, {gap['ci95'][1]:.3f}] vs {gap['against']}"
+        f"{_num(gap['mean'])} [{_num(gap['ci95'][0])}, {_num(gap['ci95'][1])}] vs {gap['against']}"
         if gap
         else "–",
         ", ".join(f"{r.name} ({', '.join(r.flagged_by)})" for r in report.flagged) or "none",

@@ -1313,7 +1313,12 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def _pm(mean: float | None, ci: float | None) -> str:
     if mean is None or ci is None:
         return "–"
-    return f"{mean + 0.0:.3f} ± {ci:.3f}".replace("-0.000 ", "0.000 ")
+    return f"{_num(mean)} ± {_num(ci)}"
+
+
+def _num(value: float) -> str:
+    """Three decimals, with no "-0.000" for a value that rounds to zero."""
+    return f"{round(value, 3) + 0.0:.3f}"
 
 
 def _search_line(report: AuditReport) -> str:
@@ -1430,8 +1435,8 @@ def _markdown(report: AuditReport) -> str:
         lo, hi = gap["ci95"]
         lines.append(
             f"**Gameability gap** ({gap['reference']} minus the best blind/shortcut policy, "
-            f"`{gap['against']}`, paired over {gap['tasks']} tasks): {gap['mean']:.3f}, 95% "
-            f"interval [{lo:.3f}, {hi:.3f}] (reward units; {gap['note']})."
+            f"`{gap['against']}`, paired over {gap['tasks']} tasks): {_num(gap['mean'])}, 95% "
+            f"interval [{_num(lo)}, {_num(hi)}] (reward units; {gap['note']})."
         )
     blind = report.blind
     if blind.get("folds"):

@@ -497,3 +497,37 @@ def test_the_documented_discrete_example_audits_as_described():
     assert report.row("always-think").description == "Think every turn; never answer."
     for k in range(8):
         assert report.row(f"always-choice-{k}").return_mean == 1 / 8
+
+
+# -- benchmarks/audit_all.py -----------------------------------------------------------------------
+class _BrokenSkill(BitsEnv):
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        raise RuntimeError("a bug in the env")
+
+
+def test_audit_all_writes_the_summary_and_every_report(tmp_path, capsys):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "audit_all.py"
+    spec = importlib.util.spec_from_file_location("audit_all", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    gym.register(id="toy/BrokenSkill-v0", entry_point=_BrokenSkill)
+    out = tmp_path / "tables.md"
+    try:
+        args = ["--tasks", "8", "--no-best-response", "--markdown", str(out)]
+        module.main([*args, "--ids", ENV_ID, "toy/BrokenSkill-v0", "--skill-levels", "0.5"])
+    finally:
+        gym.registry.pop("toy/BrokenSkill-v0")
+    text = out.read_text("utf-8")
+    assert "--no-best-response --skill-levels 0.5`" in text
+    (line,) = [row for row in text.splitlines() if row.startswith(f"| `{ENV_ID}`")]
+    assert "| 8 | 0.5 | yes | 1.500 ± " in line and "| not searched |" in line
+    assert "stop-early 1.000 ± 0.447" in line and "| none |" in line
+    assert (
+        "| `toy/BrokenSkill-v0` | not audited: OrchEnvError: _BrokenSkill.skill_action failed"
+        in text
+    )
+    assert f"## `{ENV_ID}`" in text and "**Gameability gap**" in text
+    assert "not audited: toy/BrokenSkill-v0" in capsys.readouterr().out
