@@ -466,6 +466,8 @@ class Experiments:
                     env_kwargs={"reward": reward},
                     method="exact",
                     progress=False,
+                    skill_levels=(),  # only the best response is read here
+                    blind=False,
                 ).best
                 first = row.actions[0] if row.actions else {}
                 values = {
