@@ -56,6 +56,7 @@ import dataclasses
 import itertools
 import json
 import math
+import numbers
 import re
 import time
 from collections import Counter
@@ -598,7 +599,7 @@ def audit(
         blind_info: dict[str, Any] = {}
         blind_eps: list[Episode] | None = None
         if not blind:
-            blind_info = {"method": "skipped", "note": "not asked for (blind=False)"}
+            blind_info = {"method": "skipped", "note": "not asked for"}
         elif not n:
             blind_info = {"method": "skipped", "note": "the env has no action_choices()"}
         else:
@@ -669,7 +670,7 @@ def _levels(asked: Sequence[float] | None, realistic: float) -> tuple[float, ...
         return ()
     values = DEFAULT_SKILL_LEVELS if asked is None else tuple(asked)
     for s in values:
-        if not isinstance(s, (int, float)) or isinstance(s, bool) or not 0.0 <= s <= 1.0:
+        if not isinstance(s, numbers.Real) or isinstance(s, bool) or not 0.0 <= s <= 1.0:
             raise ConfigError(f"skill levels must be numbers in [0, 1], got {s!r}")
     out: list[float] = []
     for s in sorted({0.0, 1.0, realistic, *(float(v) for v in values)}):
