@@ -87,6 +87,8 @@ DEFAULT_REALISTIC_SKILL = 0.75
 #: searches by coordinate ascent with at most ``blind_budget`` sequences per fold
 BLIND_EXHAUSTIVE_CAP = 512
 DEFAULT_BLIND_BUDGET = 200
+#: with a time limit, the share of it kept for the blind coordinate ascent (after the tasks)
+BLIND_TIME_SHARE = 0.3
 #: returns closer than this are ties (then the cheaper, then the shorter episode wins)
 TIE = 1e-9
 #: ``auto`` tries a capped exhaustive search when the largest possible tree is at most this
@@ -563,13 +565,15 @@ def audit(
     n, chosen = 0, method
     deadline = None if time_limit_s is None else started + time_limit_s
     bar = tqdm(total=len(plan), desc=f"audit {env_id}", disable=not progress, leave=False)
+    loop_limit = time_limit_s
     try:
         for number, (reset_seed, options) in enumerate(plan):
             elapsed = time.monotonic() - started
             if (
-                time_limit_s is not None
+                loop_limit is not None
+                and time_limit_s is not None
                 and number
-                and elapsed * (number + 1) / number > time_limit_s
+                and elapsed * (number + 1) / number > loop_limit
             ):
                 notes.append(
                     f"stopped after {number} of {len(plan)} tasks to stay within "
@@ -581,6 +585,8 @@ def audit(
                 n = _n_choices(base, env_id, notes)
                 if n and best_response:
                     chosen = _plan_search(method, n, base.max_turns, budget)
+                if time_limit_s is not None and blind and n**base.max_turns > BLIND_EXHAUSTIVE_CAP:
+                    loop_limit = time_limit_s * (1 - BLIND_TIME_SHARE)  # time for the ascent
             _audit_task(
                 base,
                 (obs, info),
