@@ -49,7 +49,8 @@ def _numbers_only(env: Any) -> str:
 
 def _plan(expert: str, kind: str) -> Strategy:
     """A budget-blind fixed plan: ask ``expert`` the ``kind`` request (``"key-step"``: the key
-    step alone, then the same expert to finish from it), then answer with its answer."""
+    step alone, then the same expert to finish from it; the key step named instead when fewer
+    than three turns are left), then answer with its answer."""
 
     def act(env: Any) -> str:
         if env.is_last_turn or (env.history and not (kind == "key-step" and _unfinished(env))):
@@ -57,8 +58,10 @@ def _plan(expert: str, kind: str) -> Strategy:
         question = _problem(env)
         if env.history:  # a key step worked out: hand it over to finish
             query = finish_request(question, env.key_step_replies[-1].shown)
-        else:
-            query = canonical_requests(question).get(kind) or question
+        else:  # a key step needs two more turns (its finish, then the answer)
+            fits = kind != "key-step" or env.max_turns - env.turn >= 3
+            requests = canonical_requests(question)
+            query = requests.get(kind if fits else "pointed") or question
         return f"<search>{expert}: {query}</search>"
 
     act.__doc__ = f"Budget-blind: ask {expert} the {kind} request in every mode, then answer."
@@ -72,7 +75,8 @@ def _unfinished(env: Any) -> bool:
 
 def budget_blind_plan(env: Any) -> str:
     """The best budget-blind fixed plan (docs/budgetroute.md): the cheapest expert's key
-    step, then its finish, then its answer, in every mode."""
+    step, then its finish, then its answer, in every mode (with ``max_turns`` 2: its pointed
+    request, then its answer)."""
     return _plan(env.pool.weakest(), "key-step")(env)
 
 
