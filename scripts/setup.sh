@@ -14,4 +14,7 @@ spec="."
 [ -n "$extras" ] && spec=".[${extras}]"
 pins=()
 case ",$extras," in *,train,*|*,embed,*) pins+=("torch==2.13.0");; esac
-.venv/bin/python -m pip install -q "${pins[@]}" -e "$spec"
+# Build backends that shell out to a bare `python` (fast-downward-textworld's build.py) must get
+# the venv's interpreter: with pip >= 26.2 a different one (a pyenv shim) inherits pip's
+# build-isolation sitecustomize and loses its standard library.
+PATH="$PWD/.venv/bin:$PATH" .venv/bin/python -m pip install -q "${pins[@]}" -e "$spec"

@@ -13,8 +13,15 @@ from orchenv.reproduce import (
     Reproduction,
     Row,
     Section,
+    Source,
+    assumed,
+    calibrated,
     check_direction,
+    check_equivalence,
     check_order,
+    chosen,
+    count_statuses,
+    index_table,
     resolve_seed,
 )
 
@@ -123,3 +130,107 @@ def test_seed_names_resolve_and_unknown_ones_fail_clearly(capsys):
         resolve_seed("7")
     assert main(["reproduce", "9", "--quick", "--no-progress"]) == 2
     assert "unknown seed '9'" in capsys.readouterr().err
+
+
+def test_a_match_counts_as_a_reproduction_only_by_mechanism():
+    est = Estimate(0.95, 0.94, 0.96, 600)
+    plain = Row("m", {"acc": est}, {"acc": 0.955}, compare="acc")
+    assert plain.provenance == "mechanism" and plain.status == "reproduced"
+    for make, kind in ((calibrated, "calibrated"), (assumed, "assumed"), (chosen, "chosen")):
+        row = Row("r", {"acc": est}, {"acc": 0.955}, compare="acc", sources=(make("o3 pass@1"),))
+        assert row.provenance == kind and row.status == kind
+        assert f"Not a reproduction: {kind}: o3 pass@1" in row.verdict()
+    # the strongest kind wins; a calibrated row that misses is simply not reproduced
+    both = Row(
+        "b",
+        {"acc": est},
+        {"acc": 0.955},
+        compare="acc",
+        sources=(chosen("budget"), calibrated("pass@1")),
+    )
+    assert both.provenance == "calibrated"
+    miss = Row("x", {"acc": est}, {"acc": 0.80}, compare="acc", sources=(calibrated("p"),))
+    assert miss.status == "not reproduced"
+    with pytest.raises(ValueError, match="kind"):
+        Source("typed", "x")
+
+
+def test_too_wide_intervals_are_undecided_with_the_sample_size_that_would_decide():
+    wide = Row("w", {"d": Estimate(0.885, 0.811, 0.959, 100)}, {"d": 0.94}, compare="d")
+    assert wide.status == "undecided"
+    assert "undecided: the interval (± 0.074) is wider than the tolerance 0.020" in wide.verdict()
+    assert "about 1,369 episodes" in wide.verdict()
+    # decided against even though wide: the paper's number is outside
+    assert Row("o", {"d": Estimate(0.5, 0.4, 0.6, 9)}, {"d": 0.9}, compare="d").status == (
+        "not reproduced"
+    )
+
+
+def test_a_difference_of_the_opposite_sign_never_matches():
+    drop = Row(
+        "env",
+        {"drop": Estimate(-0.013, -0.03, 0.004, 600)},
+        {"drop": 0.005},
+        compare="drop",
+        tolerance=0.05,
+        signed=True,
+    )
+    assert drop.status == "not reproduced" and "the sign differs" in drop.verdict()
+    unsigned = Row(
+        "env",
+        {"drop": Estimate(-0.013, -0.03, 0.004, 600)},
+        {"drop": 0.005},
+        compare="drop",
+        tolerance=0.05,
+    )
+    assert unsigned.status == "reproduced"
+
+
+def test_ties_and_overlaps_are_undecided_not_reproduced():
+    a, close = Estimate(0.80, 0.78, 0.82, 100), Estimate(0.79, 0.77, 0.81, 100)
+    tie = check_order("a > close", {"a": a, "close": close}, ["a", "close"])
+    assert tie.status == "undecided" and not tie.decided
+    same = check_order("x > y", {"x": 0.5, "y": 0.5}, ["x", "y"])
+    assert same.status == "undecided"
+    far = Estimate(0.5, 0.48, 0.52, 100)
+    assert check_order("far > a", {"a": a, "far": far}, ["far", "a"]).status == "not reproduced"
+    up = check_direction("up", Estimate(0.5, 0.45, 0.55, 9), Estimate(0.52, 0.47, 0.57, 9), up=True)
+    assert up.status == "undecided"
+
+
+def test_saturation_is_an_equivalence_test_against_a_margin_not_overlap():
+    # +8.8 points with overlapping intervals: not "saturates"
+    before, after = Estimate(0.832, 0.76, 0.90, 50), Estimate(0.920, 0.87, 0.97, 50)
+    assert before.hi > after.lo  # they overlap
+    sat = check_equivalence("gain saturates", before, after, margin=0.02)
+    assert sat.status == "not reproduced" or sat.status == "undecided"
+    assert not sat.reproduced
+    flat = check_equivalence(
+        "flat", Estimate(0.90, 0.895, 0.905, 5000), Estimate(0.901, 0.896, 0.906, 5000), margin=0.02
+    )
+    assert flat.status == "reproduced"
+    paired = check_equivalence(
+        "paired", 0.9, 0.95, margin=0.02, difference=Estimate(0.05, 0.04, 0.06, 600)
+    )
+    assert paired.status == "not reproduced"
+
+
+def test_own_claims_are_shown_and_counted_apart(tmp_path):
+    mine = check_direction("orchenv: cost goes down", 1.0, 0.5, up=False).with_(paper=False)
+    theirs = check_direction("paper: accuracy goes up", 0.5, 0.9, up=True)
+    row = Row("a", {"acc": 0.955}, {"acc": 0.955}, compare="acc", sources=(calibrated("p"),))
+    section = Section("T", "Table 1", ["acc"], [row], findings=[theirs, mine])
+    text = section.to_markdown()
+    assert (
+        text.index("paper: accuracy")
+        < text.index("orchenv's own claims")
+        < text.index("orchenv: cost")
+    )
+    counts = count_statuses([section])
+    assert counts["rows"]["calibrated"] == 1 and counts["findings"]["reproduced"] == 1
+    assert counts["own"]["reproduced"] == 1 and sum(counts["findings"].values()) == 1
+    page = {"counts": counts, "sections": [section.to_dict()]}
+    (tmp_path / "007.json").write_text(json.dumps(page))
+    table = index_table(tmp_path)
+    assert "| 007 | table rows | 0 | 1 | 0 | 0 | 0 | 0 |" in table
+    assert "| 007 | paper's claims | 1 | 0 | 0 | 0 | 0 | 0 |" in table

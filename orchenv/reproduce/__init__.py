@@ -24,12 +24,20 @@ from orchenv.error import ConfigError
 from orchenv.registry import REPRODUCTION_TITLES, REPRODUCTIONS, register_reproduction
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
 from orchenv.reproduce.report import (
+    STATUSES,
     Estimate,
     Finding,
     Row,
     Section,
+    Source,
+    assumed,
+    calibrated,
     check_direction,
+    check_equivalence,
     check_order,
+    chosen,
+    count_statuses,
+    counts_markdown,
 )
 
 #: seed id -> the plug-in's ``build`` entry point (registered by ``orchenv.envs``)
@@ -101,6 +109,16 @@ def reproduce(
         "Rerunning the command resumes from `runs/`.",
         "",
     ]
+    counts = count_statuses(sections)
+    header += [
+        "**Counts** (computed from the rows' and claims' checks and provenance: only "
+        "`reproduced` is a reproduction by mechanism; `calibrated`, `assumed` and `chosen` "
+        "matches echo a simulator input the row names; `undecided` means the interval cannot "
+        "decide):",
+        "",
+        counts_markdown(counts),
+        "",
+    ]
     intro = getattr(module, "INTRO", "")
     if intro:
         header += [intro, ""]
@@ -120,12 +138,50 @@ def reproduce(
         "elapsed_s": round(rep.elapsed_s, 1),
         "compute_s": round(compute_s, 1),
         "invocations": invocations,
+        "counts": counts,
         "sections": [s.to_dict() for s in sections],
     }
     page.with_suffix(".json").write_text(
         json.dumps(data, indent=1, allow_nan=True) + "\n", encoding="utf-8"
     )
     return page
+
+
+def index_table(pages_dir: str | Path = "docs/reproduction") -> str:
+    """The markdown table of counts over every page's JSON twin in ``pages_dir`` (the table in
+    ``docs/reproduction/README.md`` and the README): table rows and the paper's claims per
+    status, per seed. Computed from the JSON, never typed."""
+    pages = sorted(Path(pages_dir).glob("[0-9][0-9][0-9].json"))
+    head = ["seed", "what", *STATUSES]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path in pages:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        counts = data.get("counts") or count_statuses_from_dict(data)
+        for key, label in (("rows", "table rows"), ("findings", "paper's claims")):
+            values = counts.get(key, {})
+            out.append(
+                f"| {path.stem} | {label} | "
+                + " | ".join(str(values.get(s, 0)) for s in STATUSES)
+                + " |"
+            )
+    return "\n".join(out)
+
+
+def count_statuses_from_dict(data: dict) -> dict[str, dict[str, int]]:
+    """Counts from a page's JSON sections (for pages written before counts were stored)."""
+    rows = dict.fromkeys(STATUSES, 0)
+    findings = dict.fromkeys(STATUSES, 0)
+    own = dict.fromkeys(STATUSES, 0)
+    for section in data.get("sections", []):
+        for row in section.get("rows", []):
+            if row.get("status"):
+                rows[row["status"]] += 1
+        for finding in section.get("findings", []):
+            status = finding.get("status") or (
+                "reproduced" if finding.get("reproduced") else "not reproduced"
+            )
+            (findings if finding.get("paper", True) else own)[status] += 1
+    return {"rows": rows, "findings": findings, "own": own}
 
 
 def _timing(total_s: float, invocations: int, last_s: float, untimed: bool) -> str:
@@ -157,14 +213,22 @@ def _add_time(runs: Path, seconds: float, untimed: bool) -> tuple[float, int, bo
 
 __all__ = [
     "SEEDS",
+    "STATUSES",
     "Estimate",
     "Finding",
     "Reproduction",
     "Row",
     "Section",
+    "Source",
     "accuracy",
+    "assumed",
+    "calibrated",
     "check_direction",
+    "check_equivalence",
     "check_order",
+    "chosen",
+    "count_statuses",
+    "index_table",
     "eval_command",
     "metric",
     "reproduce",

@@ -151,6 +151,7 @@ def eval_command(config: EvalConfig) -> str:
     if config.split:
         parts += ["--split", config.split]
     parts += ["--episodes", str(config.episodes), "--seeds", *map(str, config.seeds)]
+    parts += ["--out", f"runs/eval/{_safe(config.env_id + '-' + config.controller)}"]
     return shlex.join(parts)
 
 

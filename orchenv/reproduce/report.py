@@ -1,14 +1,33 @@
 """What a reproduction page is made of: estimates with 95% intervals, rows that put the paper's
 number beside orchenv's, checks of the paper's claims, and the markdown they render to.
 
-A row's sentence is composed from its numbers (``Row.verdict``: inside the interval, above or
-below by how much) followed by the seed module's explanation (``Row.why``); an ordering or a
-direction the paper claims is checked by ``check_order`` / ``check_direction``, so every
-"matches" or "does not match" on a page is computed, never typed.
+A row's sentence is composed from its numbers (``Row.verdict``) followed by the seed module's
+explanation (``Row.why``); an ordering, a direction or an equivalence the paper claims is
+checked by ``check_order`` / ``check_direction`` / ``check_equivalence``, so every verdict on a
+page is computed, never typed.
+
+**Where a number comes from.** A row or finding names the simulator inputs it depends on
+(``Source``: ``calibrated``, ``assumed`` or ``chosen``, each naming the input). Its
+*provenance* is computed from them: ``mechanism`` when it depends on none (it follows from the
+env's rules and the agents' behaviour), else the strongest kind among them (calibrated, then
+assumed, then chosen). Only a ``mechanism`` match counts as *reproduced*; a calibrated match is
+the input echoed back and is counted as ``calibrated`` (likewise ``assumed``, ``chosen``).
+
+**Strict verdicts** (``Row.outcome``): a row *matches* only when the paper's number lies in the
+interval widened by the tolerance *and* the interval's half-width is within the tolerance
+(otherwise the check cannot decide: *undecided*, with the sample size that would decide it);
+a difference whose sign is opposite to the paper's never matches (``signed=True``). Ties and
+overlapping intervals are no evidence of an order (*undecided*), and a "saturates" or "no
+worse" claim is an equivalence test against a stated margin (``check_equivalence``).
+
+Statuses, as counted on pages and in the index (``STATUSES``): ``reproduced`` (mechanism and
+the check passes), ``calibrated`` / ``assumed`` / ``chosen`` (the check passes but the number
+was put in), ``not reproduced`` (decided against), ``undecided`` (too wide or within noise).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +37,12 @@ from typing import Any
 from orchenv.runner import wilson_interval
 
 Z95 = 1.959964
+#: kinds of simulator inputs a number can depend on, strongest first
+INPUT_KINDS = ("calibrated", "assumed", "chosen")
+#: a number's provenance: ``mechanism`` or one of ``INPUT_KINDS``
+PROVENANCES = ("mechanism", *INPUT_KINDS)
+#: what a row or finding is counted as on a page
+STATUSES = ("reproduced", *INPUT_KINDS, "not reproduced", "undecided")
 
 
 def t975(df: int) -> float:
@@ -88,6 +113,67 @@ class Estimate:
         return {"mean": self.mean, "lo": self.lo, "hi": self.hi, "n": self.n, "over": self.over}
 
 
+@dataclass(frozen=True)
+class Source:
+    """A simulator input that a page's number depends on.
+
+    ``kind``: ``calibrated`` (the input was set to this paper number, e.g. an agent's accuracy),
+    ``assumed`` (a simulator parameter was chosen to give this direction or size), or
+    ``chosen`` (a free parameter such as a budget or weight was picked for the page; ``detail``
+    says where its sweep is shown). ``name`` names the input; ``detail`` gives its value.
+    """
+
+    kind: str
+    name: str
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in INPUT_KINDS:
+            raise ValueError(f"Source kind must be one of {INPUT_KINDS}, got {self.kind!r}")
+        if not self.name.strip():
+            raise ValueError("a Source must name its input")
+
+    def render(self) -> str:
+        return f"{self.kind}: {self.name}" + (f" ({self.detail})" if self.detail else "")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "name": self.name, "detail": self.detail}
+
+
+def calibrated(name: str, detail: str = "") -> Source:
+    """An input set to the paper's number (the row then echoes it back)."""
+    return Source("calibrated", name, detail)
+
+
+def assumed(name: str, detail: str = "") -> Source:
+    """A simulator parameter chosen to give the paper's direction or size."""
+    return Source("assumed", name, detail)
+
+
+def chosen(name: str, detail: str = "") -> Source:
+    """A free parameter (budget, weight, horizon) picked for the page."""
+    return Source("chosen", name, detail)
+
+
+def provenance_of(sources: Sequence[Source]) -> str:
+    """``mechanism`` without sources, else the strongest kind among them."""
+    kinds = {source.kind for source in sources}
+    return next((kind for kind in INPUT_KINDS if kind in kinds), "mechanism")
+
+
+def _status(passed: bool | None, provenance: str) -> str:
+    """``passed``: True (check passes), False (decided against), None (undecided)."""
+    if passed is None:
+        return "undecided"
+    if not passed:
+        return "not reproduced"
+    return "reproduced" if provenance == "mechanism" else provenance
+
+
+def _sources_text(sources: Sequence[Source]) -> str:
+    return "; ".join(source.render() for source in sources)
+
+
 Cell = Estimate | float | int | str | None
 
 
@@ -110,7 +196,9 @@ class Row:
     """One line of a table: the paper's numbers and orchenv's for the same columns.
 
     ``compare`` names the column whose paper number is checked against orchenv's interval;
-    ``tolerance`` widens the interval for that check (simulation is calibrated, not exact).
+    ``tolerance`` widens the interval for that check (and bounds the half-width an interval may
+    have to decide it); ``signed``: the column is a difference whose sign must agree with the
+    paper's. ``sources`` name the simulator inputs the row depends on (its provenance).
     ``why`` explains the match or the gap; it follows the computed verdict on the page.
     """
 
@@ -121,29 +209,68 @@ class Row:
     why: str = ""
     compare: str | None = None
     tolerance: float = 0.02
+    sources: tuple[Source, ...] = ()
+    signed: bool = False
+
+    @property
+    def provenance(self) -> str:
+        return provenance_of(self.sources)
+
+    def outcome(self) -> tuple[bool | None, str] | None:
+        """``(passed, text)`` of the strict check (``passed`` None: undecided), or ``None``
+        when the row compares nothing."""
+        if self.compare is None:
+            return None
+        theirs, ours = self.paper.get(self.compare), self.ours.get(self.compare)
+        if not isinstance(theirs, (int, float)) or isinstance(theirs, bool):
+            return None
+        target = float(theirs)
+        if isinstance(ours, Estimate):
+            est = ours
+        elif isinstance(ours, (int, float)) and not isinstance(ours, bool):
+            est = Estimate(float(ours), float(ours), float(ours), 1)
+        else:
+            return False, "not reproduced: no orchenv number."
+        if math.isnan(est.mean) or math.isnan(target):
+            return False, "not reproduced: no orchenv number."
+        tol = self.tolerance
+        if self.signed and target * est.mean < 0:
+            return False, (
+                f"does not match: the sign differs ({est.mean:+.3f} against the paper's "
+                f"{target:+.3f})."
+            )
+        if not est.contains(target, tol):
+            side = "above" if est.mean > target else "below"
+            return False, (
+                f"does not match: {abs(est.mean - target):.3f} {side} the paper's {target:.3f}."
+            )
+        if est.half > tol:
+            need = math.ceil(est.n * (est.half / tol) ** 2) if tol > 0 else 0
+            return None, (
+                f"undecided: the interval (± {est.half:.3f}) is wider than the tolerance "
+                f"{tol:.3f}; about {need:,} {est.over} would decide it."
+            )
+        return True, f"matches: the paper's {target:.3f} is within {tol:.3f} of the interval."
+
+    @property
+    def status(self) -> str:
+        """What the row counts as (``STATUSES``), or ``""`` when it compares nothing."""
+        result = self.outcome()
+        return "" if result is None else _status(result[0], self.provenance)
 
     def verdict(self) -> str:
         """The computed half of the row's sentence (empty when there is nothing to compare)."""
         if self.compare is None:
             return ""
-        theirs, ours = self.paper.get(self.compare), self.ours.get(self.compare)
-        if not isinstance(theirs, (int, float)):
+        result = self.outcome()
+        if result is None:
             return "not in the paper."
-        target = float(theirs)
-        if isinstance(ours, Estimate):
-            est = ours
-        elif isinstance(ours, (int, float)):
-            est = Estimate(float(ours), float(ours), float(ours), 1)
-        else:
-            return "not reproduced: no orchenv number."
-        if math.isnan(est.mean):
-            return "not reproduced: no orchenv number."
-        if est.contains(target, self.tolerance):
-            return (
-                f"matches: the paper's {target:.3f} is within {self.tolerance:.3f} of the interval."
-            )
-        side = "above" if est.mean > target else "below"
-        return f"does not match: {abs(est.mean - target):.3f} {side} the paper's {target:.3f}."
+        passed, text = result
+        if passed and self.provenance != "mechanism":
+            text += f" Not a reproduction: {_sources_text(self.sources)}."
+        elif self.sources:
+            text += f" Depends on {_sources_text(self.sources)}."
+        return text
 
     def sentence(self) -> str:
         return " ".join(part for part in (self.verdict(), self.why) if part)
@@ -151,17 +278,39 @@ class Row:
 
 @dataclass(frozen=True)
 class Finding:
-    """A claim of the paper checked on orchenv's numbers."""
+    """A claim checked on orchenv's numbers.
+
+    ``reproduced``: the check passed; ``decided`` False: it could not decide (intervals
+    overlap, a tie, an interval wider than the margin). ``paper`` False marks orchenv's own
+    claim (shown apart from the paper's). ``sources`` give the provenance as for ``Row``.
+    """
 
     claim: str
     observed: str
     reproduced: bool
     why: str = ""
+    decided: bool = True
+    paper: bool = True
+    sources: tuple[Source, ...] = ()
+
+    @property
+    def provenance(self) -> str:
+        return provenance_of(self.sources)
+
+    @property
+    def status(self) -> str:
+        passed = True if self.reproduced else (False if self.decided else None)
+        return _status(passed, self.provenance)
+
+    def with_(self, **changes: Any) -> Finding:
+        """A copy with fields changed (e.g. ``sources=`` or ``paper=False``)."""
+        return dataclasses.replace(self, **changes)
 
     def render(self) -> str:
-        mark = "reproduced" if self.reproduced else "not reproduced"
         tail = f" {self.why}" if self.why else ""
-        return f"- **{mark}**: {self.claim}. orchenv: {self.observed}.{tail}"
+        if self.sources:
+            tail += f" Depends on {_sources_text(self.sources)}."
+        return f"- **{self.status}**: {self.claim}. orchenv: {self.observed}.{tail}"
 
 
 def check_order(
@@ -208,8 +357,9 @@ def check_order(
         notes += [f"within noise, the intervals overlap: {', '.join(noise)}"] if noise else []
     if notes:
         observed += f" ({'; '.join(notes)})"
+    hard = [b for b in broken if not b.endswith("within noise")]
     reproduced = not broken and (not strict or not (same or noise))
-    return Finding(claim, observed, reproduced, why)
+    return Finding(claim, observed, reproduced, why, decided=reproduced or bool(hard))
 
 
 def check_direction(
@@ -232,9 +382,75 @@ def check_direction(
         and after.lo <= before.hi
     )
     observed = f"{b:.{digits}f} -> {a:.{digits}f}"
-    if moved and not separated:
+    if not separated:
         observed += " (within noise: the intervals overlap)"
-    return Finding(claim, observed, moved and separated, why)
+    return Finding(claim, observed, moved and separated, why, decided=separated)
+
+
+def check_equivalence(
+    claim: str,
+    a: Estimate | float,
+    b: Estimate | float,
+    *,
+    margin: float,
+    difference: Estimate | None = None,
+    why: str = "",
+    digits: int = 3,
+) -> Finding:
+    """Are ``a`` and ``b`` the same within ``margin`` ("saturates", "no worse", "on par")?
+
+    An equivalence test, not overlap: the 95% interval of ``b - a`` (``difference`` when the
+    two are paired, else the two half-widths combined in quadrature) must lie inside
+    ``[-margin, margin]``. Entirely outside: not reproduced; straddling a bound: undecided.
+    """
+    ma = a.mean if isinstance(a, Estimate) else float(a)
+    mb = b.mean if isinstance(b, Estimate) else float(b)
+    if difference is not None:
+        lo, hi, mean = difference.lo, difference.hi, difference.mean
+    else:
+        ha = a.half if isinstance(a, Estimate) else 0.0
+        hb = b.half if isinstance(b, Estimate) else 0.0
+        mean = mb - ma
+        half = math.hypot(ha, hb)
+        lo, hi = mean - half, mean + half
+    inside = -margin <= lo and hi <= margin
+    outside = lo > margin or hi < -margin
+    observed = (
+        f"{ma:.{digits}f} -> {mb:.{digits}f}, difference {mean:+.{digits}f} "
+        f"[{lo:+.{digits}f}, {hi:+.{digits}f}] against the margin ± {margin:.{digits}f}"
+    )
+    return Finding(claim, observed, inside, why, decided=inside or outside)
+
+
+def count_statuses(sections: Sequence[Section]) -> dict[str, dict[str, int]]:
+    """Rows and findings per status over a page's sections (the paper's claims only for
+    findings; orchenv's own claims are counted apart under ``own``)."""
+    rows = dict.fromkeys(STATUSES, 0)
+    findings = dict.fromkeys(STATUSES, 0)
+    own = dict.fromkeys(STATUSES, 0)
+    for section in sections:
+        for row in section.rows:
+            if row.status:
+                rows[row.status] += 1
+        for finding in section.findings:
+            (findings if finding.paper else own)[finding.status] += 1
+    return {"rows": rows, "findings": findings, "own": own}
+
+
+def counts_markdown(counts: Mapping[str, Mapping[str, int]]) -> str:
+    """The page's count table (rows and the paper's claims by status)."""
+    head = "| | " + " | ".join(STATUSES) + " |"
+    out = [head, "|" + "---|" * (len(STATUSES) + 1)]
+    for key, label in (
+        ("rows", "table rows"),
+        ("findings", "paper's claims"),
+        ("own", "orchenv's own claims"),
+    ):
+        if key in counts and any(counts[key].values()):
+            out.append(
+                f"| {label} | " + " | ".join(str(counts[key].get(s, 0)) for s in STATUSES) + " |"
+            )
+    return "\n".join(out)
 
 
 @dataclass
@@ -281,8 +497,13 @@ class Section:
                 out += ["<details><summary>Commands for these rows</summary>", ""]
                 out += [f"- {label}: `{command}`" for label, command in commands]
                 out += ["", "</details>", ""]
-        if self.findings:
-            out += [f.render() for f in self.findings] + [""]
+        paper = [f for f in self.findings if f.paper]
+        own = [f for f in self.findings if not f.paper]
+        if paper:
+            out += [f.render() for f in paper] + [""]
+        if own:
+            out += ["orchenv's own claims (not the paper's; not counted as reproductions):", ""]
+            out += [f.render() for f in own] + [""]
         for fig in self.figures:
             out += [f"![{self.title}]({fig})", ""]
         for note in self.notes:
@@ -304,12 +525,25 @@ class Section:
                     "paper": {k: cell(v) for k, v in r.paper.items()},
                     "command": r.command,
                     "verdict": r.verdict(),
+                    "status": r.status,
+                    "provenance": r.provenance,
+                    "sources": [src.to_dict() for src in r.sources],
                     "why": r.why,
                 }
                 for r in self.rows
             ],
             "findings": [
-                {"claim": f.claim, "observed": f.observed, "reproduced": f.reproduced, "why": f.why}
+                {
+                    "claim": f.claim,
+                    "observed": f.observed,
+                    "reproduced": f.reproduced,
+                    "decided": f.decided,
+                    "status": f.status,
+                    "paper": f.paper,
+                    "provenance": f.provenance,
+                    "sources": [src.to_dict() for src in f.sources],
+                    "why": f.why,
+                }
                 for f in self.findings
             ],
             "figures": self.figures,
