@@ -10,7 +10,9 @@ policy trains on the train split (``orchenv.envs.mathroute.training.train_ppo``,
     python examples/sb3_ppo_mathroute.py                  # 60k steps, about a minute on CPU
     python examples/sb3_ppo_mathroute.py --timesteps 30000 --eval-episodes 300
 
-Why the strongest agent's multiplier is raised: the env's reward is paid per turn,
+This example trains on seed 000's eq. 3 (``reward="paper"``, named explicitly: the env's
+default is ``"outcome"`` since issue 25). Why the strongest agent's multiplier is raised:
+eq. 3 is paid per turn,
 so a controller earns more by calling the weakest agent first, rejecting its draft
 and escalating (each verdict that matches a draft's correctness pays, and so does
 each routed call that answers correctly). With the paper's multiplier for the
@@ -46,8 +48,12 @@ STRONGEST_MULTIPLIER = 1.0
 
 
 def env_kwargs(env_id: str = ENV_ID, strongest_multiplier: float = STRONGEST_MULTIPLIER) -> dict:
-    """The env's own Lagrange multipliers with the strongest agent's raised (see module doc)."""
-    return {"lagrange_multipliers": multipliers_with(env_id, strongest_multiplier)}
+    """Eq. 3 and the env's own Lagrange multipliers with the strongest agent's raised (see
+    module doc)."""
+    return {
+        "reward": "paper",
+        "lagrange_multipliers": multipliers_with(env_id, strongest_multiplier),
+    }
 
 
 def train(
