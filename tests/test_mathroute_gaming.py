@@ -173,3 +173,22 @@ def test_the_paraphraser_rewords_but_keeps_the_decision() -> None:
         assert kind == judge_critique(a.feedback, site)
         kinds.add(kind)
     assert "pointed" in kinds
+
+
+def test_skill_action_without_a_simulated_backend(tiny_tasks) -> None:
+    """A backend that cannot say how likely an agent is to be right (live, scripted): the
+    skilled router falls back to the cheapest candidate, and every action stays valid."""
+    from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool
+
+    env = MathRouteEnv(
+        pool=scripted_pool({WEAK: WRONG, MID: RIGHT, STRONG: RIGHT}), task_source=tiny_tasks
+    )
+    rng = np.random.default_rng(0)
+    for skilled in (True, False):
+        env.reset(seed=0)
+        done, info = False, {}
+        while not done:
+            _, _, done, _, info = env.step(env.skill_action(skilled, rng))
+            assert not info["invalid_action"]
+        if skilled:  # weak is wrong: rejected with a critique, then mid (right) accepted
+            assert info["correct"] and info["agent_calls"] == {WEAK: 1, MID: 1}

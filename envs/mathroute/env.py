@@ -330,7 +330,10 @@ class MathRouteEnv(OrchestrationEnv):
             return verdict_text(True)
         assert self.task is not None and self.draft is not None
         note = pointed_critique(locate_error(self.task, self.draft))
-        return verdict_text(False, self.skilled_route(agents, note) if agents else None, note)
+        stronger = [a for a in agents if a in self.pool.stronger_than(self.draft_agent)]
+        return verdict_text(
+            False, self.skilled_route(stronger or agents, note) if agents else None, note
+        )
 
     def skilled_route(self, agents: list[str], note: str = "") -> str:
         """Privileged routing skill: the cheapest of ``agents`` (weakest first) worth calling.
