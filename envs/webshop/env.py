@@ -390,6 +390,27 @@ class WebShopEnv(OrchestrationEnv):
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return shortcuts()
 
+    #: the original paper's human experts: success rate 59.6% of 500 test instructions
+    #: (Yao et al. 2022, Table 2), the closest published figure to "shops with the skill"
+    realistic_skill: ClassVar[float | None] = 0.6
+    realistic_skill_source: ClassVar[str] = (
+        "WebShop (Yao et al. 2022): human experts reach a 59% success rate (abstract; the "
+        "best trained agent 29%, the rule baseline 9.6%); s is the share of decisions taken "
+        "with the goal in hand, not a success rate, so this is an order of magnitude"
+    )
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        """The audit's skill reference: skilled, with the privileged goal, search the goal's
+        words (the instruction without its option and price parts; the product's name
+        after five result pages without it), open the goal's product, choose the goal's
+        options, buy; otherwise go back. Unskilled: a uniformly random available choice."""
+        if self.goal is None:
+            return None
+        if not skilled:
+            available = [c for c in self.action_choices() if c is not None]
+            return available[int(rng.integers(len(available)))] if available else None
+        return goal_action(self, self.goal)
+
     def observation_features(self) -> np.ndarray:
         """The page (one-hot), which option slots the instruction names, the share of
         option groups chosen (``choices.page_features``)."""
@@ -409,3 +430,31 @@ class WebShopEnv(OrchestrationEnv):
         if not clickables:
             return "click[back to search]"  # the done page: nothing is available
         return f"click[{clickables[int(rng.integers(len(clickables)))]}]"
+
+
+def goal_action(env: WebShopEnv, goal: Any) -> str:
+    """The next action of a shopper that knows ``goal`` (stateless ``GoalShopper``)."""
+    from orchenv.envs.webshop.baselines import instruction_query
+    from orchenv.envs.webshop.site import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
+
+    state, site = env.state, env.site
+    clickables = set(site.available_actions(state)["clickables"])
+    target = goal.asin.lower()
+    if state.page == "search":
+        return f"search[{instruction_query(goal.instruction)}]"
+    if state.page == "results":
+        asins = {site.catalog.asins[i].lower() for i in site.page_hits(state)}
+        if target in asins:
+            return f"click[{target}]"
+        if NEXT_PAGE in clickables and state.results_page < 5 and state.hits:
+            return f"click[{NEXT_PAGE}]"
+        return f"search[{goal.name.lower()}]"
+    if state.page == "item":
+        if state.item is None or site.catalog.asins[state.item].lower() != target:
+            return f"click[{PREV_PAGE}]" if PREV_PAGE in clickables else f"click[{BACK_TO_SEARCH}]"
+        chosen = set(state.chosen.values())
+        for _, value in goal.options:
+            if value in clickables and value not in chosen:
+                return f"click[{value}]"
+        return f"click[{BUY_NOW}]"
+    return f"click[{PREV_PAGE}]" if PREV_PAGE in clickables else f"click[{BACK_TO_SEARCH}]"
