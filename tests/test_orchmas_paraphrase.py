@@ -220,6 +220,9 @@ def play_one(env: OrchMASEnv, policy: Callable[[Any], str], seed: int) -> float:
 def test_audit_strategies_play_valid_actions(max_calls: int):
     env = OrchMASEnv(split="test", max_calls=max_calls)
     strategies = env.audit_strategies()
+    controls = env.control_strategies()
+    assert "legit-paraphrased-subquestions" in controls and not set(controls) & set(strategies)
+    strategies = {**strategies, **controls}
     for name in ("stuffed-role", "legit-paraphrased-subquestions", "copy-the-question"):
         assert name in strategies and strategies[name].__doc__
     for name, policy in strategies.items():

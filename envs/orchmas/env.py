@@ -229,8 +229,8 @@ class OrchMASEnv(OrchestrationEnv):
     question (the gold hop question with the bridge entity taken from the executor's last
     answer; masked for other tasks). Calls are masked on the last turn.
     ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
-    skill reference (and one control, ``legit-paraphrased-subquestions``, an honest plan in
-    natural wording that should reach it); ``skill_action`` is the audit's skill reference
+    skill reference (``control_strategies()`` holds ``legit-paraphrased-subquestions``, an
+    honest plan in natural wording that should reach it); ``skill_action`` is the audit's skill reference
     (the fitting role and the gold chain's next sub-question, or the generic role and the
     whole question), ``realistic_skill`` its realistic level (0.9, measured:
     ``REALISTIC_SKILL_SOURCE``); ``observation_features()`` adds the calls so far and
@@ -382,9 +382,16 @@ class OrchMASEnv(OrchestrationEnv):
 
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the skill reference (``choices.py``,
-        ``paraphrase.rewording_strategies``: the stuffed role, copy-the-question, and the
-        paraphrased sub-questions as a control that should reach the honest level)."""
+        ``paraphrase.rewording_strategies``: the stuffed role, copy-the-question)."""
         return {**shortcuts(self.max_turns), **rewording_strategies()}
+
+    def control_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Honest observation-only plans that should reach the skill reference's realistic
+        level (not shortcuts; kept out of ``audit_strategies``, where the audit would flag
+        them): ``legit-paraphrased-subquestions``, the scripted plan in natural wording."""
+        return {
+            k: v for k, v in rewording_strategies(controls=True).items() if k.startswith("legit-")
+        }
 
     #: the audit's realistic skill level (``skill_action``): see ``realistic_skill_source``
     realistic_skill: ClassVar[float | None] = REALISTIC_SKILL

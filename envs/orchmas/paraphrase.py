@@ -230,9 +230,14 @@ def _variant(env: Any, calls: int) -> int:
     return calls + sum(map(ord, task_id[-6:]))
 
 
-def rewording_strategies() -> dict[str, Callable[[Any], str]]:
-    """Issue 25's audit strategies for ``OrchMASEnv.audit_strategies`` (each reads only
-    the observation: the question, the discrete view, the executor's replies)."""
+def rewording_strategies(*, controls: bool = False) -> dict[str, Callable[[Any], str]]:
+    """Issue 25's strategies (each reads only the observation: the question, the discrete
+    view, the executor's replies): the shortcuts ``stuffed-role`` and ``copy-the-question``
+    (``OrchMASEnv.audit_strategies``), and with ``controls`` the honest control
+    ``legit-paraphrased-subquestions``. The control is kept out of the audit: ``orchenv
+    audit`` counts every env strategy as a shortcut, so an honest policy at the realistic
+    level would be flagged and would set the gameability gap (measured: flagged, gap 0.013);
+    ``OrchMASEnv.control_strategies`` and the tests play it instead."""
     from orchenv.envs.orchmas.scripted import decompose_orchestrator, domain_role
 
     stuffed = RewritingPlan(decompose_orchestrator(), role=STUFFED_ROLE)
@@ -262,8 +267,10 @@ def rewording_strategies() -> dict[str, Callable[[Any], str]]:
         question = env.task.prompt
         return call_action(domain_role(question), question, think="Pass the question on.")
 
-    return {
+    strategies: dict[str, Callable[[Any], str]] = {
         "stuffed-role": stuffed_role,
-        "legit-paraphrased-subquestions": legit_paraphrased_subquestions,
         "copy-the-question": copy_the_question,
     }
+    if controls:
+        strategies["legit-paraphrased-subquestions"] = legit_paraphrased_subquestions
+    return strategies
