@@ -6,7 +6,11 @@ scope: every tool here works offline.
 
 ``run_python`` runs controller-written code under bubblewrap (``.sandbox``): a read-only
 root holding only ``/usr`` and the interpreter, no ``/proc``, ``/sys``, ``/etc`` secrets,
-home or project; size-capped tmpfs scratch space as the only writable place; no network,
+home or project; the host's ``site-packages`` / ``dist-packages`` covered by empty mounts
+(the standard library only: ``meta["importable"]``); the program passed as a read-only file,
+never through a pipe; a seccomp filter (``.seccomp``: only AF_UNIX / AF_INET / AF_INET6
+sockets, no keyring, ``ptrace``, ``bpf``, ``io_uring``, mounts or namespaces;
+``meta["seccomp"]``); size-capped tmpfs scratch space as the only writable place; no network,
 pids, ipc or user namespace shared; an unprivileged uid inside; an allow-listed environment;
 memory and process count capped for the whole process tree by a per-call cgroup where one
 can be made (else per-process rlimits, and ``meta`` says the tree is not bound); output read

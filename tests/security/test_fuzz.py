@@ -64,6 +64,16 @@ FEATURES = {
     "5,000 digits": lambda t, n: "9" * 5000 in t,
     "10**400": lambda t, n: "10**400" in t,
     "1e999999": lambda t, n: "1e999999" in t,
+    # issue 28
+    "JSON escape of a surrogate": lambda t, n: "\\ud800" in t or "\\udfff" in t,
+    "JSON escape of NUL": lambda t, n: "\\u0000" in t,
+    "confusable letters": lambda t, n: "\u0430" in t or "\u043e" in t,
+    "RTL override": lambda t, n: "\u202e" in t,
+    "30k nested tags": lambda t, n: any(f"<{g}>" * 30_000 in t for g in ("think", "answer")),
+    "path-like name": lambda t, n: "../../etc/passwd" in t or "/etc/shadow" in t,
+    "250k-character name": lambda t, n: "x" * 250_000 in t,
+    "1e309": lambda t, n: "1e309" in t,
+    "NaN": lambda t, n: "NaN" in t,
     **{
         f"unclosed <{tag}>": lambda t, n, tag=tag: f"<{tag}>" in t and f"</{tag}>" not in t
         for tag in ("think", "interaction_prompt", "answer", "model", "agent", "path", "plan")
@@ -75,10 +85,13 @@ def test_the_fuzzer_covers_the_attacks_of_the_issue():
     """The fuzzer really sends each kind of attack (so a green run above means something)."""
     fuzzer = fuzz.Fuzzer(expensive=False, code=False)
     rng = np.random.default_rng(0)
-    demo = '<think>x</think><interaction_prompt>{"name": "n"}</interaction_prompt>'
+    demo = (
+        '<think>x</think><interaction_prompt>{"name": "n", "arguments": {"prompt": "2 + 2", '
+        '"agent_role": "r", "k": 3}}</interaction_prompt><model>m</model><answer>4</answer>'
+    )
     seen: set[str] = set()
     kinds: set[type] = set()
-    for _ in range(1500):
+    for _ in range(3000):
         action = fuzzer.action(rng, demo)
         kinds.add(type(action))
         if isinstance(action, str):
