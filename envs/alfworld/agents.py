@@ -11,11 +11,17 @@ in ``CallContext.task.meta["expert_plan"]``) as what a competent agent would do:
 * the **Navigator** / **Interactor** send the expert's next command when it is
   of their kind (go/look/examine/inventory vs. take/move/open/heat/cool/clean/
   use...) and ``pass`` otherwise. They are *guided* when their prompt holds the
-  next step as a sub-goal (a current plan or evaluator feedback routed to them):
-  then they get it right with probability ``accuracy``, else only with
-  ``accuracy_unguided``. A mistake is another admissible command of their kind
-  (or, for a step that is not theirs, one sent anyway). So what the router
-  shows a role, and whether the Planner or Evaluator spoke recently, matters;
+  next step as a sub-goal (a plan or evaluator feedback routed to them) *and* that
+  guidance is still fresh: no command has strayed from alfworld's plan or failed
+  since it was written (``meta["guidance_fresh"]``, kept by the role game; a stale
+  plan no longer says where the robot is). Guided they get it right with
+  probability ``accuracy``, else only with ``accuracy_unguided``. A mistake is
+  another admissible command of their kind: an actor called when the next step
+  is not its kind sends one anyway instead of ``pass`` (the interactor takes or
+  opens something where the robot stands, the navigator walks off), which the
+  team then has to undo. So what the router shows a role, calling the Planner or
+  Evaluator after a failed or stray step, and calling the actor whose step is due
+  all matter;
 * the **Evaluator** reports whether the task is complete and, if not, the next
   sub-goal (with probability ``accuracy``; else only "not done").
 
@@ -117,7 +123,8 @@ class ALFWorldRoleBackend:
         elif role == "evaluator":
             text, meta = self._evaluator(spec, plan, bool(task.meta.get("won")), luck)
         else:
-            text, meta = self._actor(spec, role, plan, commands, prompt, luck)
+            fresh = task.meta.get("guidance_fresh") is not False
+            text, meta = self._actor(spec, role, plan, commands, prompt, luck, fresh)
         return self._metered(spec, messages, text, meta)
 
     @staticmethod
@@ -150,10 +157,13 @@ class ALFWorldRoleBackend:
         commands: Sequence[str],
         prompt: str,
         luck: float,
+        fresh: bool = True,
     ) -> tuple[str, dict]:
         mine = [c for c in commands if command_role(c) == role]
         wanted = plan[0] if plan and command_role(plan[0]) == role else None
-        guided = bool(plan) and subgoal(plan[0]) in prompt
+        # guided: the prompt names the next step as a sub-goal, and that guidance is still
+        # fresh (no command strayed from it or failed since it was written)
+        guided = fresh and bool(plan) and subgoal(plan[0]) in prompt
         key = "accuracy" if guided else "accuracy_unguided"
         p_right = float(spec.calibration.get(key, spec.calibration.get("accuracy", 0.9)))
         if luck < p_right or not mine:

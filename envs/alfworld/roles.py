@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, arguments_for
-from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role
+from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role, subgoal
 from orchenv.envs.alfworld.choices import role_choices, role_shortcuts
 from orchenv.envs.alfworld.env import NOTHING_HAPPENS, ALFWorldEnv, normalize_command
 from orchenv.error import ConfigError
@@ -168,6 +168,10 @@ class ALFWorldRoleGame(RoleGame):
         house = inner_env_kwargs(env_kwargs, rounds=max_turns, actions_per_round=2, expert=expert)
         self.house = ALFWorldEnv(**house)
         self.last_command: str | None = None
+        #: whether the newest plan or evaluator feedback still describes the game: it named
+        #: the expert's next sub-goal when written and every command since followed the expert
+        #: (None without an expert: not tracked). A command that strays or fails makes it stale.
+        self.guidance_fresh: bool | None = None
 
     # -- RoleGame ---------------------------------------------------------------------------
     def _reset(self, options: dict[str, Any]) -> None:
@@ -175,6 +179,7 @@ class ALFWorldRoleGame(RoleGame):
         self.memory.write("user", "task", f"Task: {self.goal}", round=0, key="task")
         self.memory.write("environment", "observation", self.house.room_description, round=0)
         self.last_command = None
+        self.guidance_fresh = False if self.house.expert is not None else None
 
     @property
     def goal(self) -> str:
@@ -202,6 +207,7 @@ class ALFWorldRoleGame(RoleGame):
             "expert_plan": state.expert_plan,
             "admissible_commands": state.admissible_commands,
             "won": state.won,
+            "guidance_fresh": self.guidance_fresh,
         }
         return Task(id=game.id, prompt=self.goal, answers=(), meta=meta)
 
@@ -236,6 +242,10 @@ class ALFWorldRoleGame(RoleGame):
             }
         key = f"{role}:{kind}"  # the latest plan / progress report replaces the previous one
         stored = self.memory.update([AgentOutput(role, body, type=kind, key=key)], self.round + 1)
+        plan = self._expert_plan()
+        if plan is not None:
+            # the newest guidance is fresh when it names the sub-goal that is really next
+            self.guidance_fresh = bool(plan) and subgoal(plan[0]) in body
         return {"invalid_action": False, "parse_error": None, "stored": len(stored)}
 
     def _act_command(self, role: str, text: str) -> dict[str, Any]:
@@ -263,7 +273,10 @@ class ALFWorldRoleGame(RoleGame):
             )
             error = f"{command[:60]!r} is not a {role} command; the {role} sends {mine}, or pass."
             return {"invalid_action": True, "parse_error": error}
+        plan = self._expert_plan()
         _, _, _, _, step_info = self.house.step(command)
+        if plan is not None and not (plan and command == plan[0]):
+            self.guidance_fresh = False  # strayed from the plan or failed: the guidance is stale
         assert self.house.state is not None
         self.last_command = command
         feedback = self.house.state.feedback
@@ -274,6 +287,13 @@ class ALFWorldRoleGame(RoleGame):
             "command": command,
             "feedback": feedback,
         }
+
+    def _expert_plan(self) -> list[str] | None:
+        """alfworld's current plan (None without an expert)."""
+        state = self.house.state
+        if self.house.expert is None or state is None:
+            return None
+        return list(state.expert_plan)
 
     def _end_round(self) -> None:
         if self.won:
@@ -478,6 +498,33 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
         return role_shortcuts()
+
+    # -- the audit's skill reference (issue 25) -----------------------------------------
+    #: the coordinator's skill: calling the role the next sub-goal needs. No paper reports how
+    #: often a learned coordinator picks it; the level here is measured, not a paper number:
+    #: the share of decisions at which ``coordination.adaptive_coordinator`` (which reads only
+    #: the observation) picks the same role as ``skill_action(skilled=True)``
+    realistic_skill: ClassVar[float | None] = 0.85
+    realistic_skill_source: ClassVar[str] = (
+        "measured (docs/alfworld.md): the observation-only adaptive coordinator "
+        "(envs/alfworld/coordination.py) agrees with the privileged skilled choice at about "
+        "this share of decisions on the bundled train games"
+    )
+
+    def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
+        """Skilled (privileged: alfworld's plan and whether the team's guidance still holds):
+        the planner when no fresh plan or feedback guides the actors (at the start, after a
+        command strayed or failed), else the actor whose kind of command the plan's next step
+        is. Unskilled: a uniformly random role, whatever the game."""
+        house = self.game.house
+        if house.state is None:
+            return None
+        if not skilled:
+            return self.demo_action(rng)
+        plan = list(house.state.expert_plan)
+        if not self.game.guidance_fresh or not plan:
+            return "<role>planner</role>"
+        return f"<role>{command_role(plan[0]) or 'navigator'}</role>"
 
     def observation_features(self) -> np.ndarray:
         """What the coordinator saw happen: the last role called (one-hot over ``ROLES``),
