@@ -412,6 +412,7 @@ REPLAY_RECORD = Schema(
         "agent": text,
         "turn": integer(0, MAX_CALL_TOKENS),
         "prompt_sha256": optional(text),
+        "occurrence": optional(integer(0, 2**31)),
         "completion": lambda value: value,  # checked by COMPLETION
         "recorded_at": optional(text),
     },

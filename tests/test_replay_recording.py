@@ -7,6 +7,7 @@ record and without paying again for recorded calls.
 
 from __future__ import annotations
 
+import collections
 import copy
 import hashlib
 import json
@@ -169,10 +170,11 @@ def test_record_format(recorded):
         "agent",
         "turn",
         "prompt_sha256",
+        "occurrence",
         "completion",
         "recorded_at",
     }
-    assert line["v"] == 1
+    assert line["v"] == 2 and line["occurrence"] == 0
     assert line["key"] == f"{line['task_id']}\x1f{line['agent']}\x1f{line['prompt_sha256']}"
     assert set(line["completion"]) >= {"text", "prompt_tokens", "completion_tokens", "meta"}
     assert isinstance(line["completion"]["meta"]["correct"], bool)  # correctness travels
@@ -354,7 +356,7 @@ def test_corrupt_middle_line_is_an_error(recorded, tmp_path):
     bad.write_text(json.dumps(record) + "\n" + "".join(lines), "utf-8")
     with pytest.raises(DataError, match=r"bad\.jsonl:1.*lacks completion\.text"):
         read_records(bad)
-    bad.write_text(json.dumps({**json.loads(lines[0]), "v": 2}) + "\n", "utf-8")
+    bad.write_text(json.dumps({**json.loads(lines[0]), "v": 3}) + "\n", "utf-8")
     with pytest.raises(DataError, match="version"):
         read_records(bad)
 
@@ -512,9 +514,13 @@ def test_concurrent_recording(tmp_path):
         t.join()
     recorder.close()
     assert not errors, errors
-    keys = file_keys(path)  # every line parses
-    assert len(keys) == len(set(keys)) == len(calls) + 8 * 10
-    assert recorder.recorded == len(keys)
+    lines = [json.loads(line) for line in _lines(path)]  # every line parses
+    # every thread's request is its own call: 8 occurrences of each shared key, numbered 0-7
+    pairs = [(line["key"], line["occurrence"]) for line in lines]
+    assert len(pairs) == len(set(pairs)) == 8 * len(calls) + 8 * 10
+    by_key = collections.Counter(line["key"] for line in lines)
+    assert sorted(set(by_key.values())) == [1, 8]
+    assert recorder.recorded == len(lines)
 
 
 class BatchingBackend:
@@ -549,14 +555,23 @@ def test_complete_batch_passthrough(tmp_path):
     calls = [(name, solver_messages(t), CallContext(task=t)) for t in tasks for name in pool.names]
     first = pool.call_many(calls[:6])
     assert inner.batches == [6] and len(file_keys(path)) == 6
-    second = pool.call_many(calls)  # the first six come from the file
-    assert inner.batches == [6, len(calls) - 6]
+    pool.close()
+    assert inner.closed
+    # a resumed run (a new recorder on the same file): the first six come from the file
+    inner = BatchingBackend()
+    pool = make_pool("system1", backends={"simulated": RecordingBackend(inner=inner, path=path)})
+    second = pool.call_many(calls)
+    assert inner.batches == [len(calls) - 6]
     assert [c.text for c in second[:6]] == [c.text for c in first]
     assert all(c.cached for c in second[:6]) and not any(c.cached for c in second[6:])
     keys = file_keys(path)
     assert len(keys) == len(set(keys)) == len(calls)
+    # within one run, a repeated request is a new call (occurrence 1), recorded apart
+    again = pool.call_many(calls[:2])
+    assert inner.batches == [len(calls) - 6, 2] and not any(c.cached for c in again)
+    occurrences = [json.loads(line)["occurrence"] for line in _lines(path)]
+    assert occurrences.count(1) == 2
     pool.close()
-    assert inner.closed
     with pytest.raises(BackendError, match="closed"):
         recorder.complete(pool.spec(pool.names[0]), calls[0][1], calls[0][2])
     recorder.close()  # idempotent
@@ -580,7 +595,7 @@ def test_backends_pickle(recorded, tmp_path):
     replay = ReplayBackend(path=path)
     replay.load()
     clone = pickle.loads(pickle.dumps(replay))
-    assert clone._records is None and clone.load() == replay.load()
+    assert clone._store is None and clone.load() == replay.load()
     recorder = RecordingBackend(inner=BatchingBackend(), path=tmp_path / "p.jsonl")
     task, spec = procedural_tasks(1)[0], system1_spec()
     recorder.complete(spec, solver_messages(task), CallContext(task=task))

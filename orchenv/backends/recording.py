@@ -14,9 +14,13 @@ inside one process a lock serialises the writes anyway. A killed run
 therefore keeps every finished record and at worst one trailing partial line,
 which readers skip and which the next recorder cuts off before appending.
 
-With ``resume=True`` (default) a call whose key is already in the file is
-answered from it without calling the inner backend, so re-running the same
-seeds skips everything already recorded.
+With ``resume=True`` (default) a call already in the file is answered from it without calling
+the inner backend, so re-running the same seeds skips everything already recorded. Identical
+requests are distinct calls (``orchenv.backends.store``): the n-th identical request of the run
+is answered by the n-th recorded answer when there is one, and otherwise goes to the inner
+backend and is recorded as occurrence n. So recording never changes a live run: forked
+branches and self-consistency samples against a sampling model each get their own answer,
+with or without ``--record``, and a replay gives each the answer it got.
 
 The target is checked when the backend is built, before any call is paid for: it
 must be a regular file (or not exist yet) in a folder it can be created in, proven
@@ -39,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.backends.common import RebuiltOnCopy, require_task
+from orchenv.backends.store import OccurrenceStore
 from orchenv.backends.replay import (
     RECORDS_KEYED_ON,
     check_keying,
@@ -131,7 +136,8 @@ class RecordingBackend(RebuiltOnCopy):
         resume: answer calls already in the file from the file instead of
             calling ``inner`` (marked ``cached=True``; see ``completion_from_record``).
             With ``resume=False`` every call goes to ``inner`` and is appended,
-            even when its key is recorded (readers keep a key's first record).
+            even when it is recorded (readers keep the first record of a key and
+            occurrence).
         fsync: ``fsync`` after every record (durable across power loss; turn it
             off for fast simulated runs where a lost tail is harmless).
 
@@ -143,7 +149,7 @@ class RecordingBackend(RebuiltOnCopy):
     """
 
     # a copy (in another process) opens its own descriptor and rereads the file
-    _fresh_on_copy = {"_fd": None, "_records": {}}
+    _fresh_on_copy = {"_fd": None, "_store": None}
 
     def __init__(
         self,
@@ -176,7 +182,7 @@ class RecordingBackend(RebuiltOnCopy):
             # only then: AgentPool.call_many batches backends that have the attribute
             self.complete_batch = self._complete_batch
         self._fd: int | None = None
-        self._records: dict[str, dict[str, Any]] = {}
+        self._store: OccurrenceStore | None = None
         self._closed = False
         self._lock = threading.Lock()
         self.recorded = 0  # records appended by this backend
@@ -226,22 +232,20 @@ class RecordingBackend(RebuiltOnCopy):
                     os.ftruncate(fd, scan.valid_end)
                 if scan.newline_missing:
                     self._write(fd, b"\n")
-                records: dict[str, dict[str, Any]] = {}
+                store = OccurrenceStore()
                 for record in scan.records:
                     key = self._key_of(record)
-                    if key in records:
+                    if not store.load(key, record):
                         logger.debug("%s: duplicate key %s ignored", self.path, describe_key(key))
-                    else:
-                        records[key] = record
             except BaseException:
                 os.close(fd)
                 raise
-            self._records = records
+            self._store = store
             self._fd = fd
             logger.info(
                 "recording to %s (%d records already there, resume=%s)",
                 self.path,
-                len(records),
+                len(store),
                 self.resume,
             )
 
@@ -278,28 +282,25 @@ class RecordingBackend(RebuiltOnCopy):
                 str(self.path),
             ) from exc
 
-    def _append(self, key: str, record: dict[str, Any]) -> None:
+    def _append(self, key: str, occurrence: int, record: dict[str, Any]) -> None:
         line = encode_record(record)
         with self._lock:
-            if self._fd is None:
+            if self._fd is None or self._store is None:
                 raise BackendError(f"RecordingBackend for {str(self.path)!r} is closed")
-            if self.resume and key in self._records:
-                # another thread recorded the same call meanwhile; keep one record per key
-                logger.debug("%s: %s already recorded", self.path, describe_key(key))
-                return
             self._write(self._fd, line)
-            self._records.setdefault(key, record)
+            self._store.put(key, occurrence, record)
             self.recorded += 1
 
-    def _lookup(self, key: str) -> Completion | None:
-        if not self.resume:
-            return None
-        record = self._records.get(key)
-        if record is None:
-            return None
+    def _take(self, key: str) -> tuple[int, Completion | None]:
+        """Claim the next occurrence of ``key``: its number, and the recorded answer when
+        resuming and one is there."""
+        assert self._store is not None
+        occurrence, record = self._store.take(key)
+        if not self.resume or record is None:
+            return occurrence, None
         with self._lock:
             self.resumed += 1
-        return completion_from_record(record)
+        return occurrence, completion_from_record(record)
 
     @staticmethod
     def _task_id(spec: AgentSpec, context: CallContext) -> str:
@@ -313,12 +314,13 @@ class RecordingBackend(RebuiltOnCopy):
         task_id = self._task_id(spec, context)
         self._open()
         key = replay_key(task_id, spec.name, messages, context.turn, self.keying)
-        hit = self._lookup(key)
+        occurrence, hit = self._take(key)
         if hit is not None:
             return hit
         start = time.perf_counter()
         completion = with_measured_latency(self.inner.complete(spec, messages, context), start)
-        self._append(key, self._record(task_id, spec, messages, context, completion))
+        record = self._record(task_id, spec, messages, context, completion, occurrence)
+        self._append(key, occurrence, record)
         return completion
 
     def _record(
@@ -328,6 +330,7 @@ class RecordingBackend(RebuiltOnCopy):
         messages: Sequence[Message],
         context: CallContext,
         completion: Completion,
+        occurrence: int = 0,
     ) -> dict[str, Any]:
         return make_record(
             task_id=task_id,
@@ -336,6 +339,7 @@ class RecordingBackend(RebuiltOnCopy):
             messages=messages,
             completion=completion,
             keying=self.keying,
+            occurrence=occurrence,
         )
 
     def _complete_batch(self, calls: Sequence[Call]) -> list[Completion]:
@@ -344,12 +348,14 @@ class RecordingBackend(RebuiltOnCopy):
         results: list[Completion | None] = [None] * len(calls)
         todo: list[int] = []
         keys: list[str] = []
+        occurrences: list[int] = []
         task_ids: list[str] = []
         for i, (spec, messages, context) in enumerate(calls):
             task_ids.append(self._task_id(spec, context))
             key = replay_key(task_ids[i], spec.name, messages, context.turn, self.keying)
             keys.append(key)
-            hit = self._lookup(key)
+            occurrence, hit = self._take(key)
+            occurrences.append(occurrence)
             if hit is None:
                 todo.append(i)
             else:
@@ -363,8 +369,10 @@ class RecordingBackend(RebuiltOnCopy):
                 )
             for i, completion in zip(todo, out, strict=True):
                 spec, messages, context = calls[i]
-                record = self._record(task_ids[i], spec, messages, context, completion)
-                self._append(keys[i], record)
+                record = self._record(
+                    task_ids[i], spec, messages, context, completion, occurrences[i]
+                )
+                self._append(keys[i], occurrences[i], record)
                 results[i] = completion
         return [r for r in results if r is not None]
 

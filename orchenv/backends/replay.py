@@ -6,17 +6,18 @@ run to a replay file; ``ReplayBackend`` answers the same calls from that file,
 so an evaluation, a bug report or a figure can be reproduced exactly without
 the models.
 
-Replay file format (version 1)
+Replay file format (version 2)
 ------------------------------
 JSON Lines, one record per agent call, UTF-8 (``orchenv.schema.REPLAY_RECORD`` and
 ``COMPLETION`` check each; token counts are ints in ``[0, MAX_CALL_TOKENS]``, costs and
 latencies finite and non-negative, and a wrong type, an unknown key or a value out of
 range is a ``SchemaError`` naming the file, line and field)::
 
-    {"v": 1,
+    {"v": 2,
      "key": "<task_id>\\x1f<agent>\\x1f<prompt_sha256>",   # or "...\\x1fturn=<turn>"
      "task_id": "...", "agent": "...", "turn": 2,
      "prompt_sha256": "<hex sha256 of the canonical JSON of the messages>",
+     "occurrence": 0,       # identical requests before this one in the run (0, 1, 2, ...)
      "completion": {Completion.to_dict(): agent, text, prompt_tokens, completion_tokens,
                     cost_usd, latency_s, cached, token_source, meta},
      "recorded_at": "2025-01-01T12:00:00.000+00:00"}
@@ -35,7 +36,15 @@ stored ``key`` is informational.
 
 A file may also be a parquet table with the same columns (``completion`` as a
 JSON string column), for large logs converted offline; writers always write
-JSON Lines. When a key appears twice, the first record wins. A truncated or
+JSON Lines.
+
+Repeated requests: identical requests (forked branches of a state, self-consistency samples,
+retries) are distinct calls with their own answers. Each record stores its ``occurrence``, and a
+replay gives the n-th identical request of the run the n-th recorded answer
+(``orchenv.backends.store``), so every branch and sample gets the answer it got live; a request
+repeated more often than recorded is a miss. Format 1 files (no ``occurrence``) still load: a
+key that appears more than once there means the same answer for every occurrence (the first
+record wins), as before. A truncated or
 corrupt *last* line (a writer killed mid-write) is skipped with a warning; a
 corrupt line anywhere else is a ``DataError`` naming the line. A line longer than
 ``MAX_RECORD_BYTES`` is refused (a record is a few kilobytes; an endless line would
@@ -56,13 +65,16 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.backends.common import RebuiltOnCopy, require_task
+from orchenv.backends.store import OccurrenceStore
 from orchenv.error import BackendError, ConfigError, DataError, require
 from orchenv.pool import AgentSpec, Backend, CallContext, Completion, Message, make_backend
 from orchenv.schema import COMPLETION, REPLAY_RECORD, JSONLimitError, parse_json
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: versions this orchenv reads (1: no ``occurrence``; a repeated key answers every repeat)
+READABLE_VERSIONS = (1, 2)
 KEYINGS = ("prompt", "turn")
 MODES = ("strict", "fallthrough")
 _SEP = "\x1f"  # ASCII unit separator: cannot occur in ids written by hand
@@ -124,8 +136,10 @@ def make_record(
     messages: Sequence[Message],
     completion: Completion,
     keying: str = "prompt",
+    occurrence: int = 0,
 ) -> dict[str, Any]:
-    """One replay record (format version 1) for a finished call."""
+    """One replay record (format version 2) for a finished call: ``occurrence`` counts the
+    identical requests before it in the run (``orchenv.backends.store``)."""
     digest = prompt_sha256(messages)
     return {
         "v": FORMAT_VERSION,
@@ -134,6 +148,7 @@ def make_record(
         "agent": agent,
         "turn": int(turn),
         "prompt_sha256": digest,
+        "occurrence": int(occurrence),
         "completion": completion.to_dict(),
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
     }
@@ -189,10 +204,10 @@ def _validate(record: Any, where: str) -> dict[str, Any]:
     ``where`` names the file and line for the ``SchemaError``."""
     if isinstance(record, dict):
         version = record.get("v")
-        if version is not None and version != FORMAT_VERSION:
+        if version is not None and version not in READABLE_VERSIONS:
             raise DataError(
                 f"{where}: replay format version {version!r} is not supported "
-                f"(this orchenv reads version {FORMAT_VERSION})"
+                f"(this orchenv reads versions {', '.join(map(str, READABLE_VERSIONS))})"
             )
         turn = record.get("turn")
         if isinstance(turn, float) and turn.is_integer():  # parquet may store ints as floats
@@ -367,7 +382,7 @@ class ReplayBackend(RebuiltOnCopy):
     is instant). A fallthrough answer is the fallback's completion, unchanged.
     """
 
-    _fresh_on_copy = {"_records": None, "_by_task_agent": {}}  # reloaded lazily
+    _fresh_on_copy = {"_store": None, "_by_task_agent": {}}  # reloaded lazily
 
     def __init__(
         self,
@@ -397,7 +412,7 @@ class ReplayBackend(RebuiltOnCopy):
         self._fallback: Backend | None = None if isinstance(fallback, str) else fallback
         if self._fallback is not None and getattr(self._fallback, "max_concurrency", None):
             self.max_concurrency = self._fallback.max_concurrency  # type: ignore[attr-defined]
-        self._records: dict[str, dict[str, Any]] | None = None
+        self._store: OccurrenceStore | None = None
         self._by_task_agent: dict[tuple[str, str], list[int]] = {}
         self._lock = threading.Lock()
         self.hits = 0
@@ -411,16 +426,19 @@ class ReplayBackend(RebuiltOnCopy):
 
     # -- loading ------------------------------------------------------------------------
     def load(self) -> int:
-        """Read the file now (it is otherwise read at the first call); the number of keys."""
+        """Read the file now (it is otherwise read at the first call); the number of records
+        (one per key and occurrence)."""
         return len(self._load())
 
-    def _load(self) -> dict[str, dict[str, Any]]:
-        records = self._records
-        if records is not None:
-            return records
+    def _load(self) -> OccurrenceStore:
+        store = self._store
+        if store is not None:
+            return store
         with self._lock:
-            if self._records is None:
+            if self._store is None:
                 start = time.perf_counter()
+                loaded = OccurrenceStore()
+                index: dict[tuple[str, str], list[int]] = {}
                 if not self.path.exists() and self.mode == "fallthrough":
                     logger.warning(
                         "replay file %s does not exist: no records yet, every call goes to "
@@ -428,16 +446,21 @@ class ReplayBackend(RebuiltOnCopy):
                         self.path,
                         self._fallback_arg,
                     )
-                    loaded: dict[str, dict[str, Any]] = {}
                 else:
-                    loaded = read_records(self.path, self.keying)
-                index: dict[tuple[str, str], list[int]] = {}
-                for record in loaded.values():
-                    index.setdefault((record["task_id"], record["agent"]), []).append(
-                        record["turn"]
-                    )
+                    for record in iter_records(self.path):
+                        key = key_from_fields(
+                            record["task_id"],
+                            record["agent"],
+                            record.get("prompt_sha256"),
+                            record["turn"],
+                            self.keying,
+                        )
+                        if loaded.load(key, record):
+                            index.setdefault((record["task_id"], record["agent"]), []).append(
+                                record["turn"]
+                            )
                 self._by_task_agent = index
-                self._records = loaded
+                self._store = loaded
                 logger.info(
                     "replay: %d records from %s in %.3f s (keying %r, mode %r)",
                     len(loaded),
@@ -446,7 +469,7 @@ class ReplayBackend(RebuiltOnCopy):
                     self.keying,
                     self.mode,
                 )
-            return self._records
+            return self._store
 
     def _fallback_backend(self) -> Backend:
         if self._fallback is None:
@@ -462,9 +485,9 @@ class ReplayBackend(RebuiltOnCopy):
     ) -> Completion:
         """The recorded completion for this call, or the fallback's answer in fallthrough mode."""
         task = require_task(context, spec, "replay backend", RECORDS_KEYED_ON, by_turn=True)
-        records = self._load()
+        store = self._load()
         key = replay_key(task.id, spec.name, messages, context.turn, self.keying)
-        record = records.get(key)
+        occurrence, record = store.take(key)
         if record is not None:
             with self._lock:
                 self.hits += 1
@@ -472,16 +495,28 @@ class ReplayBackend(RebuiltOnCopy):
         with self._lock:
             self.misses += 1
         if self.mode == "strict":
-            raise BackendError(self._miss_message(task.id, spec.name, context.turn, key))
+            raise BackendError(
+                self._miss_message(task.id, spec.name, context.turn, key, occurrence)
+            )
         logger.debug("replay miss %s: calling the fallback", describe_key(key))
         return self._fallback_backend().complete(spec, messages, context)
 
-    def _miss_message(self, task_id: str, agent: str, turn: int, key: str) -> str:
+    def _miss_message(
+        self, task_id: str, agent: str, turn: int, key: str, occurrence: int = 0
+    ) -> str:
+        store = self._store
+        recorded = store.occurrences(key) if store is not None else 0
         msg = (
             f"no recorded call for task {task_id!r}, agent {agent!r}, turn {turn} "
             f"(key {describe_key(key)!r}, {self.keying} keying) in replay file {str(self.path)!r} "
-            f"({len(self._records or {})} records)."
+            f"({len(store) if store is not None else 0} records)."
         )
+        if recorded:
+            return msg + (
+                f" The recording has {recorded} answer(s) for this exact request and this is "
+                f"repeat number {occurrence + 1} of it in this run: the run repeats the request "
+                "more often than the recorded one did (more branches, samples or episodes)."
+            )
         turns = self._by_task_agent.get((task_id, agent))
         if turns and self.keying == "prompt":
             msg += (
