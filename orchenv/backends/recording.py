@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.backends.common import RebuiltOnCopy, require_task
-from orchenv.backends.store import OccurrenceStore
 from orchenv.backends.replay import (
     RECORDS_KEYED_ON,
     check_keying,
@@ -55,6 +54,7 @@ from orchenv.backends.replay import (
     replay_key,
     scan_jsonl,
 )
+from orchenv.backends.store import OccurrenceStore
 from orchenv.error import BackendError, ConfigError, OutputError
 from orchenv.pool import (
     AgentSpec,
