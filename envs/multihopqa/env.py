@@ -590,7 +590,7 @@ class MultihopQAEnv(OrchestrationEnv):
       ``RoutingSettings`` or a mapping of its fields (e.g. ``{"beta_base": 512}``):
       RCR's per-role token budgets (``beta_base``, ``budget_offsets``; eq. 4, default
       256 plus planner +128, searcher -128, recommender +128; a budget below 1 token
-      is a ``ConfigError``), importance score (``weights``, default (0.5, 1, 1), and
+      is a ``ConfigError``), importance score (``weights``, default (1, 1, 1), and
       ``decay``, default 1.0; appendix E), selection (``selector``: ``"greedy"``,
       Algorithm 1, or ``"exact"``; ``on_overflow``: ``"stop"``, the default, or
       ``"skip"``) and the memory's duplicate test (``novelty_threshold``, default 0.9).
@@ -625,6 +625,13 @@ class MultihopQAEnv(OrchestrationEnv):
       judge's score is ``answer_quality_from_f1`` (it was ``answer_quality``); the
       simulated Searcher also reads a plan's ``Next:`` sub-question; HotpotQA and
       2Wiki files without decompositions get hop chains from their supporting facts.
+      Issue 25: RCR's weights are appendix E's (1, 1, 1) (were (0.5, 1, 1)) and K_i
+      is each role's fixed list (the tracked names are ``track_names=True``); the
+      simulated Recommender reaches a hop only along an unbroken chain (a lone answer
+      paragraph used to be answered right for sure) and reads the team's
+      sub-questions as records of the hops they fill in; ``skill_action``,
+      ``realistic_skill`` and the ``paraphrased-follow-up`` shortcut are new. Rewards
+      of the same episodes change.
     """
 
     #: also shared by ``fork()``: the episode's task (read-only) and the text spaces
