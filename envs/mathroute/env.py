@@ -2,7 +2,8 @@
 
 Seed 000 (sections 3.1-3.3, appendices B and C) as a Gymnasium environment.
 The prompts are written for orchenv; the tags, rules, rewards and defaults
-follow the paper.
+follow the paper, except the default reward: eq. (1)/(3) is ``reward="paper"``, and the
+default ``"outcome"`` is problem (2)'s objective (issue 25, docs/mathroute.md).
 """
 
 from __future__ import annotations
@@ -146,6 +147,8 @@ class MathRouteEnv(OrchestrationEnv):
 
     #: seed 000's three turns are the MDP's horizon: the last turn is terminal
     horizon_is_terminal = True
+    #: the routing baselines (orchenv.agents.routers) apply to this protocol
+    default_controller = "random"
 
     #: the verifier's informedness in seed 000's Tables 6 / 7 (see ``realistic_skill_source``)
     realistic_skill = 0.70
