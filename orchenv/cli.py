@@ -42,7 +42,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from orchenv.controllers import make_controller, parse_kwargs
+    from orchenv.controllers import default_controller, make_controller, parse_kwargs
     from orchenv.runner import format_summary, run_episodes
 
     env_kwargs = parse_kwargs(args.env_kwarg)
@@ -66,6 +66,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         env = gym.make(args.env_id, **env_kwargs)
     except (gym.error.Error, TypeError) as exc:  # unknown id, or an argument the env does not take
         raise OrchEnvError(f"cannot make {args.env_id!r}: {exc}. See `orchenv list`.") from exc
+    args.controller = args.controller or default_controller(args.env_id)
     controller = make_controller(args.controller, **parse_kwargs(args.controller_kwarg))
     try:
         summary, records = run_episodes(

@@ -52,6 +52,22 @@ def env_label(env: Any) -> str:
     return str(env_id) if env_id else type(getattr(env, "unwrapped", env)).__name__
 
 
+def default_controller(env_id: str) -> str:
+    """The controller ``orchenv run`` / ``orchenv eval`` use when none is named: the env
+    class's ``default_controller`` (``"random"`` for the MathRoute ids, whose routing baselines
+    apply; ``"env-random"``, the env's own random valid moves, elsewhere)."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise ConfigError(f"unknown env id {env_id!r}: {exc}. See `orchenv list`.") from exc
+    entry = spec.entry_point
+    creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    return str(getattr(creator, "default_controller", "env-random"))
+
+
 def make_controller(name: str, **kwargs: Any) -> Controller:
     """Build a registered controller by name, checking kwargs against its signature."""
     cls = CONTROLLERS.resolve(name)

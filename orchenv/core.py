@@ -288,6 +288,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         maps the current state to an action text without privileged information."""
         return {}
 
+    #: the controller ``orchenv run`` / ``orchenv eval`` play when none is named
+    default_controller: ClassVar[str] = "env-random"
     #: the skill level ``s`` in [0, 1] that a learner reading only the observation realistically
     #: reaches (``orchenv audit`` compares shortcuts with the skill reference at this level);
     #: ``None``: the env names none (the audit then uses ``DEFAULT_REALISTIC_SKILL``)

@@ -242,3 +242,18 @@ def test_main_in_process_keeps_pythons_sigpipe_handling(capsys):
     assert main(["list"]) == 0
     assert signal.getsignal(signal.SIGPIPE) == before != signal.SIG_DFL
     capsys.readouterr()
+
+
+def test_eval_without_a_controller_plays_the_envs_default(tmp_path):
+    """The routing baselines apply to MathRoute only; elsewhere the default is env-random."""
+    import json
+
+    from orchenv.controllers import default_controller
+
+    assert default_controller("orch/MathRoute-v0") == "random"
+    assert default_controller("orch/OrchMAS-v0") == "env-random"
+    out = tmp_path / "orchmas"
+    assert main(["eval", "orch/OrchMAS-v0", "--episodes", "2", "--out", str(out),
+                 "--no-progress"]) == 0  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run"]["controller"] == "env-random"

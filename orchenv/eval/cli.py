@@ -15,7 +15,12 @@ def add_env_controller_arguments(parser: argparse.ArgumentParser) -> None:
     ``--pool`` and ``--split``.
     """
     parser.add_argument("env_id", help="e.g. orch/MathRoute-v0 (see `orchenv list`)")
-    parser.add_argument("--controller", default="random", help="controller name (default: random)")
+    parser.add_argument(
+        "--controller",
+        default=None,
+        help="controller name (default: the env's own: 'random' on the MathRoute ids, "
+        "'env-random', random valid moves, elsewhere)",
+    )
     for flags, what in (
         (("--controller-kwarg", "-c"), "controller"),
         (("--env-kwarg", "-e"), "environment"),
@@ -113,13 +118,13 @@ def add_subcommands(sub: Any) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import json
 
-    from orchenv.controllers import parse_kwargs
+    from orchenv.controllers import default_controller, parse_kwargs
     from orchenv.eval.harness import EvalConfig, evaluate
     from orchenv.runner import format_summary
 
     config = EvalConfig(
         env_id=args.env_id,
-        controller=args.controller,
+        controller=args.controller or default_controller(args.env_id),
         controller_kwargs=parse_kwargs(args.controller_kwarg),
         env_kwargs=parse_kwargs(args.env_kwarg),
         pool=args.pool,
