@@ -185,18 +185,31 @@ _POSSESSIVE = re.compile(r"['\u2019]s\b")
 def plain_words(text: str) -> str:
     """SQuAD-normalised text with LaTeX markup (``\\boxed{x}``) split off the words and
     possessives dropped ("Elra's capital" -> "elra capital")."""
-    return normalize_text(_POSSESSIVE.sub(" ", _MARKUP.sub(" ", text[:20_000])))
+    return normalize_text(_POSSESSIVE.sub(" ", _MARKUP.sub(" ", text[:READ_CHARS])))
 
 
-@lru_cache(maxsize=65_536)
+#: characters of a text that are read (``plain_words``) and cached (a cache keyed on whole
+#: megabyte requests would hold gigabytes)
+READ_CHARS = 20_000
+
+
 def all_words(text: str) -> frozenset[str]:
     """Every normalised word of ``text`` (``plain_words``), stop words included."""
+    return _all_words(text[:READ_CHARS])
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The normalised words of ``text`` (``plain_words``) minus ``STOP_WORDS``."""
+    return _content_words(text[:READ_CHARS])
+
+
+@lru_cache(maxsize=16_384)
+def _all_words(text: str) -> frozenset[str]:
     return frozenset(plain_words(text).split())
 
 
-@lru_cache(maxsize=65_536)
-def content_words(text: str) -> frozenset[str]:
-    """The normalised words of ``text`` (``plain_words``) minus ``STOP_WORDS``."""
+@lru_cache(maxsize=16_384)
+def _content_words(text: str) -> frozenset[str]:
     return frozenset(w for w in plain_words(text).split() if w not in STOP_WORDS)
 
 
