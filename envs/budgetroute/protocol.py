@@ -142,9 +142,14 @@ def unevaluated(answer: str, references: Sequence[str]) -> bool:
 def answer_verdict(answer: str, references: Sequence[str]) -> Verdict:
     """``grade_answer`` with the grading status (``orchenv.grading.Verdict``): a check refused
     as too large or cut off by the time budget counts as wrong and says so, and so does an
-    unevaluated expression where the reference is a plain value (``"unevaluated"``)."""
-    if unevaluated(answer, references):
+    unevaluated expression found equal to a plain-value reference (``"unevaluated"``)."""
+    verdict = _symbolic_verdict(answer, references)
+    if verdict.equal and unevaluated(answer, references):
         return Verdict(False, "unevaluated")
+    return verdict
+
+
+def _symbolic_verdict(answer: str, references: Sequence[str]) -> Verdict:
     if extract_boxed(answer) is not None:
         return solution_verdict(answer, tuple(references))
     bare = answer.strip().strip("$").strip()
