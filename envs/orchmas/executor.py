@@ -14,10 +14,13 @@ first *reads* the request (``read_request``):
     minus a short stop list) appear in it;
   - ``"hop"``: it carries a correct sub-question of a multi-hop chain
     (``task.meta["chain"]``, from ``SyntheticMultihopSource`` or the multihop
-    loaders): the hop's entity is named in full and ``carry_threshold`` of the hop
-    question's other content words appear. A sub-question about a *wrong* bridge
-    entity (the executor's earlier mistake carried forward) is not a correct
-    sub-question;
+    loaders): the hop's entity is named in full and the hop's relation is asked in any
+    wording (``relations.relation_asked``: a lexicon of the generator's relations and
+    answer-type cues; issue 25), or, for relations the lexicon does not know,
+    ``carry_threshold`` of the hop question's other content words appear. A sub-question
+    about a *wrong* bridge entity (the executor's earlier mistake carried forward) is not
+    a correct sub-question. The whole question wins over a hop unless every word it
+    shares with the request belongs to the hop the request asks;
   - a request that names none of these but asks to verify / check while an
     earlier request in the conversation carried the question or a hop inherits
     that target (the paper's clarifier turns, Table 7);
@@ -30,8 +33,9 @@ first *reads* the request (``read_request``):
 * **how well** (a bonus to the margin, logits, all ``RoleAwareExecutorBackend``
   arguments):
 
-  - role fit (``role_fit_logit`` +1.0), mismatched expert (``mismatch_logit``
-    -0.5), empty role (``empty_role_logit`` -1.0), as before: ``role_fit``;
+  - role fit (``role_fit_logit`` +1.0: the role names the task's domain and no other;
+    one naming several unrelated domains is generic, issue 25), mismatched expert
+    (``mismatch_logit`` -0.5), empty role (``empty_role_logit`` -1.0): ``role_fit``;
   - verification request (``verify_logit`` +0.5);
   - a repeat of an earlier target in the conversation (``refinement_logit``,
     inherited, +0.75): the executor sees its earlier attempt;
