@@ -75,8 +75,11 @@ class BudgetRouteEnv(OrchestrationEnv):
     final answer; one that hands such work to an expert to finish helps if that
     step was right (+1.75) and misleads if it was wrong (-1.75); one that names a
     wrong method misleads (-1), one that names many at once buries the problem
-    (-3), one that leaves out part of the problem's data hurts (-3), and an
-    empty, generic or unrelated one is answered as something else (-12). So
+    (-3), one that leaves out part of the problem's data or of what it asks hurts
+    (-3), and an empty, generic or unrelated one, or the problem's numbers without
+    its words and operators, is answered as something else (-12). The judge reads
+    content, not wording: order, politeness, LaTeX or not, and inflection do not
+    matter (``experts.content``). So
     decomposing a problem into two cheap calls (key step, then finish) can beat
     one expensive call. Live experts ignore the guidance (they read the sub-query
     itself).
@@ -166,7 +169,11 @@ class BudgetRouteEnv(OrchestrationEnv):
     latest key step worked out (``REQUEST_KINDS``). The key step is read from the
     problem text (``experts.key_step_for``; ``None`` where it knows none); asking
     is masked on the last turn. ``audit_strategies()`` names the shortcuts the audit
-    must find clearly worse than the best response.
+    compares with its skill reference (``skill_action``: the cheapest affordable request
+    that will be right, from the privileged truth, or the budget-blind nano decomposition;
+    ``realistic_skill`` 0.5, calibrated to Table 2's high mode). The budget-blind plans
+    come within 0.05 of it: by the paper's costs and budgets the budget mode is worth about
+    0.03 (docs/budgetroute.md).
 
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
@@ -174,7 +181,10 @@ class BudgetRouteEnv(OrchestrationEnv):
       ``truncated`` (it was ``terminated``); ``info["metrics"]`` is new. Since issue
       14 experts answer the sub-query they are sent (before, a simulated expert
       answered the original problem whatever it was asked), the prompt shows each
-      expert's expected cost per call, and the env has a discrete action set.
+      expert's expected cost per call, and the env has a discrete action set. Since issue
+      25 a sub-query of the problem's numbers alone is unrelated (before: the whole
+      problem), an unevaluated expression is not a final answer, and the env has a skill
+      reference (``skill_action``).
     """
 
     format_reminder = FORMAT_REMINDER
