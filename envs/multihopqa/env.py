@@ -575,7 +575,10 @@ class MultihopQAEnv(OrchestrationEnv):
     answer, one of three names in the routed evidence no search has covered, or
     ``<finish/>``. ``audit_strategies()``: answer at once, finish without
     searching, the same query every round, chatter around a bare tag, the
-    question's first name every round.
+    question's first name every round, hop-following in reworded sub-questions.
+    ``skill_action`` (the audit's skill reference): with the skill, the privileged
+    chain's next sub-question (or its answer once the chain is in memory); without,
+    the whole question.
 
     ## Arguments
     - ``pool``: ``"multihop"`` (default: the simulated roles and judge), or a pool
