@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from difflib import get_close_matches
 from functools import lru_cache
+from typing import Any
 
 _REASONING_TAGS = ("think", "thinking")
 _TRUE_WORDS = {"true", "yes", "correct", "accept", "accepted"}
@@ -105,21 +106,19 @@ def clean_parsed(value: object) -> object:
         return clean_text(value)
     if not isinstance(value, (dict, list, tuple)):
         return value
-    root: list[object] = [None]
-    stack: list[tuple[object, list[object] | dict[object, object], object]] = [
-        (value, root, 0)
-    ]  # (source, target container, key or index in target)
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]  # (source, target, key or index)
     while stack:
         source, target, slot = stack.pop()
         if isinstance(source, dict):
-            out: dict[object, object] = {}
+            out: dict[Any, Any] = {}
             for key, item in source.items():
                 key = clean_text(key) if isinstance(key, str) else key
                 out[key] = None
                 stack.append((item, out, key))
-            built: object = out
+            built: Any = out
         elif isinstance(source, (list, tuple)):
-            items: list[object] = [None] * len(source)
+            items: list[Any] = [None] * len(source)
             if isinstance(source, tuple):
                 items = _TupleSlot(items)
             for index, item in enumerate(source):
@@ -129,11 +128,11 @@ def clean_parsed(value: object) -> object:
             built = clean_text(source)
         else:
             built = source
-        target[slot] = built  # type: ignore[index]
+        target[slot] = built
     return _untuple(root[0])
 
 
-class _TupleSlot(list):  # a tuple being filled in; turned into a tuple by ``_untuple``
+class _TupleSlot(list[Any]):  # a tuple being filled in; turned into one by ``_untuple``
     __slots__ = ()
 
 
@@ -141,12 +140,12 @@ def _untuple(value: object) -> object:
     """Turn ``_TupleSlot`` lists back into tuples (bottom-up, iteratively)."""
     if not isinstance(value, (dict, list)):
         return value
-    order: list[object] = []
-    stack = [value]
+    order: list[Any] = []
+    stack: list[Any] = [value]
     while stack:
         item = stack.pop()
         order.append(item)
-        children = item.values() if isinstance(item, dict) else item  # type: ignore[union-attr]
+        children = item.values() if isinstance(item, dict) else item
         stack.extend(c for c in children if isinstance(c, (dict, list)))
     for item in reversed(order):  # children before parents
         if isinstance(item, dict):
@@ -154,9 +153,9 @@ def _untuple(value: object) -> object:
                 if isinstance(child, _TupleSlot):
                     item[key] = tuple(child)
         else:
-            for index, child in enumerate(item):  # type: ignore[arg-type]
+            for index, child in enumerate(item):
                 if isinstance(child, _TupleSlot):
-                    item[index] = tuple(child)  # type: ignore[index]
+                    item[index] = tuple(child)
     return tuple(value) if isinstance(value, _TupleSlot) else value
 
 

@@ -630,7 +630,7 @@ def _yaml_load_without_aliases(text: str) -> Any:
                 None,
                 f"found the alias *{event.anchor}; aliases are not allowed in pool files "
                 "(write the value out)",
-                event.start_mark,
+                event.start_mark,  # type: ignore[arg-type]  # libyaml's Mark is compatible
             )
 
     class NoDuplicateLoader(base):  # type: ignore[valid-type, misc]
