@@ -177,3 +177,26 @@ def test_unskilled_is_the_budget_blind_nano_decomposition():
     assert seqs[0] == seqs[1] == seqs[2]
     first = env_at(3).action_choices()[2 + REQUEST_KINDS.index("key-step")]
     assert seqs[0][0] == first and len(seqs[0]) == 3
+
+
+def test_hostile_sub_queries_are_judged_quickly_and_never_crash():
+    import time
+
+    env = env_at(8)
+    q = env.task.prompt
+    step = task_key_step(q, env.task.meta["family"], env.task.meta["solution"])
+    hostile = [
+        "$" * 100_000,
+        "1" * 100_000,
+        ("$x^" + "(" * 50) * 2_000,
+        "\u00d7\u00f7\u2212\u2026/*" * 10_000,
+        "express your answer " * 5_000,
+        "\x00\ud7ff\ufffd",
+    ]
+    started = time.monotonic()
+    for text in hostile:
+        assert judge(text, q, step).kind in ("unrelated", "partial", "whole", "misled")
+        assert answer_verdict(text[:2_000], env.task.answers).equal is False
+        fork = env.fork()
+        fork.step(f"<search>{NANO}: {text}</search>")
+    assert time.monotonic() - started < 60
