@@ -116,7 +116,7 @@ def known_hops(task: Task, prompt: str) -> list[bool]:
     return [
         (bool(s) and s in prompt)
         or resolved_marker(hop) in prompt
-        or (i < len(chain) - 1 and _names_answer(asked, str(hop.get("answer", ""))))
+        or (i < len(chain) - 1 and _names_answer(asked, str(hop.get("answer") or "")))
         for i, (s, hop) in enumerate(zip(gold_sentences(task), chain, strict=False))
     ]
 
