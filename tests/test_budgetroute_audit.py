@@ -103,7 +103,11 @@ def _reworded(text: str) -> str:
     return text
 
 
-@pytest.mark.parametrize("rewrite", [_polite, _reordered, _reworded])
+def _all_three(text: str) -> str:
+    return _polite(_reordered(_reworded(text)))
+
+
+@pytest.mark.parametrize("rewrite", [_polite, _reordered, _reworded, _all_three])
 def test_paraphrased_requests_score_within_noise(rewrite):
     """The scripted plan (key step named, to GPT-4.1-nano) with its requests rewritten."""
     n = 120

@@ -452,10 +452,13 @@ def task_key_step(question: str, family: str | None, solution: str | None) -> Ke
     return _solution_step(solution, question) if solution else None
 
 
-def _names_step(step: KeyStep, text: str) -> bool:
+def _names_step(step: KeyStep, text: str, question: str = "") -> bool:
+    """Whether ``text`` names ``step`` with a cue that the problem (``question``, lower case)
+    does not already contain."""
+    cues = [cue for cue in step.cues if cue not in question]
     if step.family == "solution":  # cues are single words: ask for two of them
-        return sum(cue in text for cue in step.cues) >= min(2, len(step.cues))
-    return step.named_in(text)
+        return sum(cue in text for cue in cues) >= min(2, len(step.cues))
+    return any(cue in text for cue in cues)
 
 
 def judge(
@@ -483,13 +486,17 @@ def judge(
         if quoted and any(ln.strip() in request for ln in quoted):
             carry = 0.0 if reply.right is None else (CARRY_LOGIT if reply.right else -CARRY_LOGIT)
             return Judgement("finish", base + carry, min(share, asked))
-    own = request.replace(question, " ").lower()  # the problem's own words name nothing
-    right = step is not None and _names_step(step, own)
+    # the problem's own words name nothing, quoted verbatim or paraphrased
+    own, asked_text = request.replace(question, " ").lower(), question.lower()
+    right = step is not None and _names_step(step, own, asked_text)
     others = {
         k.instruction
         for k in KEY_STEPS
         if (step is None or k.instruction != step.instruction)
-        and any(cue in own and (step is None or cue not in step.cues) for cue in k.cues)
+        and any(
+            cue in own and cue not in asked_text and (step is None or cue not in step.cues)
+            for cue in k.cues
+        )
     }
     share = min(share, asked)
     if len(others) >= 2:
