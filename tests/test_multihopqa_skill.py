@@ -123,3 +123,18 @@ def test_a_lone_answer_paragraph_is_not_reached():
     asked = "".join(f"- type: query\n  text: |\n    {h['question']}\n" for h in chain[1:])
     answer, meta = backend._recommender(task, question + asked + gold[-1], 0.99, 0.01)
     assert meta["complete"]
+
+
+def test_a_query_dumping_many_names_records_no_hop():
+    source = SyntheticMultihopSource(n_train=2, n_test=20)
+    task = next(
+        t
+        for t in (source.get("test", i) for i in range(20))
+        if t.meta["type"] == "bridge" and len(t.meta["chain"]) >= 3
+    )
+    chain = task.meta["chain"]
+    titles = [title for title, _ in task.meta["context"]]
+    one = f"- type: query\n  text: |\n    {chain[1]['question']}\n"
+    dump = "- type: query\n  text: |\n    " + " ".join(titles) + "\n"
+    assert known_hops(task, one)[0]
+    assert not any(known_hops(task, dump)[:-1])

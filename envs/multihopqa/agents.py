@@ -112,7 +112,11 @@ def known_hops(task: Task, prompt: str) -> list[bool]:
     reader follows that record whether or not the paragraph that stated it is still routed
     to it). A later hop's sentence alone is no link to the question (see ``known_prefix``)."""
     chain = task.meta.get("chain", [])
-    asked = subquestions(prompt)
+    # a sub-question is about one entity (two for a comparison): a query naming more than two
+    # of the question's paragraphs records no hop (else a Planner could dump every name it
+    # saw into one query)
+    titles = [str(t).lower() for t, _ in task.meta.get("context", []) if str(t).strip()]
+    asked = [q for q in subquestions(prompt) if sum(t in q.lower() for t in titles) <= 2]
     return [
         (bool(s) and s in prompt)
         or resolved_marker(hop) in prompt
