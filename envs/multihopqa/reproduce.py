@@ -414,9 +414,12 @@ def _table2(
                 _paired(got["rcr"], full, "f1"),
                 up=True,
                 what="F1 RCR - full",
-                why="The simulated agents answer from the evidence routed to them; RCR drops "
-                "old and off-stage items, which does not make an agent that already reads "
-                "the right evidence answer better, so F1 stays close to full context.",
+                why="The simulated agents answer from the evidence routed to them. RCR's "
+                "edge comes from the distraction term (fewer tokens outside the gold "
+                "sentences) and needs the simulated Planner's plan, which records the "
+                "resolved hops, to carry the chain past the old evidence RCR drops; with "
+                "other Planners it vanishes or reverses (section 'Router effect by "
+                "Planner').",
             )
         )
         findings.append(
