@@ -226,8 +226,12 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from orchenv.reproduce import reproduce
+    from orchenv.reproduce import reproduce, write_index
 
+    if args.seed_id == "index":
+        changed = write_index()
+        print("updated " + (", ".join(map(str, changed)) or "nothing (already current)"))
+        return 0
     page = reproduce(
         args.seed_id,
         quick=args.quick,
@@ -252,7 +256,12 @@ def _add_reproduce(sub: argparse._SubParsersAction) -> None:
             + "; ".join(f"{k} {v}" for k, v in sorted(REPRODUCTION_TITLES.items()))
         ),
     )
-    p.add_argument("seed_id", metavar="SEED", help="000 ... 004 (see docs/reproduction/)")
+    p.add_argument(
+        "seed_id",
+        metavar="SEED",
+        help="000 ... 004 (see docs/reproduction/), or 'index' to rewrite the counts tables in "
+        "README.md and docs/reproduction/README.md from the pages' JSON",
+    )
     p.add_argument(
         "--quick", action="store_true", help="small sizes (minutes; for tests and smoke runs)"
     )

@@ -234,3 +234,17 @@ def test_own_claims_are_shown_and_counted_apart(tmp_path):
     table = index_table(tmp_path)
     assert "| 007 | table rows | 0 | 1 | 0 | 0 | 0 | 0 |" in table
     assert "| 007 | paper's claims | 1 | 0 | 0 | 0 | 0 | 0 |" in table
+
+
+def test_the_count_tables_in_the_readmes_come_from_the_pages_json():
+    """README.md and docs/reproduction/README.md hold ``orchenv reproduce index``'s table."""
+    from pathlib import Path
+
+    from orchenv.reproduce import INDEX_END, INDEX_FILES, INDEX_START
+
+    root = Path(__file__).resolve().parent.parent
+    table = index_table(root / "docs" / "reproduction")
+    for name in INDEX_FILES:
+        text = (root / name).read_text(encoding="utf-8")
+        block = text.split(INDEX_START, 1)[1].split(INDEX_END, 1)[0].strip()
+        assert block == table, f"{name}: run `orchenv reproduce index`"

@@ -156,7 +156,14 @@ def index_table(pages_dir: str | Path = "docs/reproduction") -> str:
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for path in pages:
         data = json.loads(path.read_text(encoding="utf-8"))
-        counts = data.get("counts") or count_statuses_from_dict(data)
+        counts = data.get("counts")
+        if not isinstance(counts, dict):
+            cells = " | ".join("n/a" for _ in STATUSES)
+            out.append(
+                f"| {path.stem} | not classified: the page predates provenance (rerun "
+                f"`orchenv reproduce {path.stem}`) | {cells} |"
+            )
+            continue
         for key, label in (("rows", "table rows"), ("findings", "paper's claims")):
             values = counts.get(key, {})
             out.append(
@@ -165,6 +172,33 @@ def index_table(pages_dir: str | Path = "docs/reproduction") -> str:
                 + " |"
             )
     return "\n".join(out)
+
+
+#: the markers around the generated counts table in the README and the reproduction index
+INDEX_START = "<!-- reproduction-counts:start (orchenv reproduce index) -->"
+INDEX_END = "<!-- reproduction-counts:end -->"
+INDEX_FILES = ("README.md", "docs/reproduction/README.md")
+
+
+def write_index(
+    files: Sequence[str | Path] = INDEX_FILES, pages_dir: str | Path = "docs/reproduction"
+) -> list[Path]:
+    """Replace the counts table between ``INDEX_START`` and ``INDEX_END`` in ``files`` with
+    ``index_table(pages_dir)`` (``orchenv reproduce index``); the files that changed."""
+    table = index_table(pages_dir)
+    changed = []
+    for name in files:
+        path = Path(name)
+        text = path.read_text(encoding="utf-8")
+        if INDEX_START not in text or INDEX_END not in text:
+            raise ConfigError(f"{path} has no {INDEX_START!r} ... {INDEX_END!r} block")
+        head, rest = text.split(INDEX_START, 1)
+        _, tail = rest.split(INDEX_END, 1)
+        new = f"{head}{INDEX_START}\n{table}\n{INDEX_END}{tail}"
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(path)
+    return changed
 
 
 def count_statuses_from_dict(data: dict) -> dict[str, dict[str, int]]:
@@ -229,6 +263,7 @@ __all__ = [
     "chosen",
     "count_statuses",
     "index_table",
+    "write_index",
     "eval_command",
     "metric",
     "reproduce",
