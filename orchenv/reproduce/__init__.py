@@ -144,6 +144,9 @@ def reproduce(
     page.with_suffix(".json").write_text(
         json.dumps(data, indent=1, allow_nan=True) + "\n", encoding="utf-8"
     )
+    if report is None and not quick:  # a documented page: keep the counts tables current
+        with contextlib.suppress(ConfigError, OSError):
+            write_index()
     return page
 
 
