@@ -45,6 +45,8 @@ def register_controllers() -> None:
         "strategy": "StrategyController",  # an env's audit_strategies() entry (issue 25)
     }.items():
         register_controller(name, f"orchenv.envs.mathroute.baselines:{cls}")
+    # seed 000's page: its saved PPO policies replayed by `orchenv eval` (issue 26)
+    register_controller("ppo-policy", "orchenv.envs.mathroute.saved_policy:SavedPolicyController")
     # seed 001's Table 2 baselines (controller alone, one expert, random assign)
     register_controller("budget-baseline", "orchenv.envs.budgetroute.baselines:BudgetBaseline")
 
