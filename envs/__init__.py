@@ -49,6 +49,13 @@ def register_controllers() -> None:
     register_controller("ppo-policy", "orchenv.envs.mathroute.saved_policy:SavedPolicyController")
     # seed 001's Table 2 baselines (controller alone, one expert, random assign)
     register_controller("budget-baseline", "orchenv.envs.budgetroute.baselines:BudgetBaseline")
+    # seed 002's page: its scripted orchestrators and saved policies (issue 26)
+    for name, cls in {
+        "scripted-single-executor": "ScriptedSingleExecutor",
+        "scripted-decompose": "ScriptedDecompose",
+        "orchmas-ppo-policy": "SavedMaskablePolicy",
+    }.items():
+        register_controller(name, f"orchenv.envs.orchmas.controllers:{cls}")
 
 
 def register_reproductions() -> None:
