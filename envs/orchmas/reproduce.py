@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import shlex
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -33,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from orchenv.backends.simulated import SimulatedBackend
 from orchenv.discrete import MaskedPolicyController, make_discrete_env
 from orchenv.envs.orchmas.choices import CHOICE_ROLES
 from orchenv.envs.orchmas.env import OrchMASEnv
+from orchenv.envs.orchmas.executor import RoleAwareExecutorBackend
 from orchenv.envs.orchmas.paraphrase import STUFFED_ROLE
 from orchenv.envs.orchmas.scripted import decompose_orchestrator, single_executor
 from orchenv.eval.harness import EvalConfig, EvalResult
@@ -45,12 +49,119 @@ from orchenv.reproduce.report import (
     Finding,
     Row,
     Section,
+    Source,
+    assumed,
     check_order,
+    chosen,
 )
 
 ENV_ID = "orch/OrchMAS-v0"
 #: the default executor's calibration: one generic call's accuracy on a one-hop question
 EXECUTOR_ACCURACY = float(inspect.signature(OrchMASEnv).parameters["executor_accuracy"].default)
+
+
+def _default(cls: type, name: str) -> float:
+    return float(inspect.signature(cls).parameters[name].default)
+
+
+#: the simulated executor's margin terms (logits) every run of the page uses: the defaults of
+#: ``RoleAwareExecutorBackend`` (``refinement_logit`` is its parent's), since the page's env
+#: kwargs pass the backend nothing but its seed (``build`` checks it)
+LOGITS: dict[str, float] = {
+    **{
+        name: _default(RoleAwareExecutorBackend, name)
+        for name in (
+            "role_fit_logit",
+            "mismatch_logit",
+            "verify_logit",
+            "subquestion_logit",
+            "evidence_logit",
+            "extra_hop_logit",
+        )
+    },
+    "refinement_logit": _default(SimulatedBackend, "refinement_logit"),
+}
+#: what each term rewards and why it was put in (docs/orchmas.md's table of terms)
+LOGIT_WHAT: dict[str, tuple[str, str]] = {
+    "role_fit_logit": (
+        "a role naming the task's domain and no other",
+        "put in so a fitting role helps (docs/orchmas.md cites Table 5's '- Agent Roles')",
+    ),
+    "mismatch_logit": ("a role naming another domain", "put in so a wrong expert hurts"),
+    "verify_logit": (
+        "a request to verify or check",
+        "put in so a check helps (Table 1's verifier / clarifier)",
+    ),
+    "refinement_logit": (
+        "the same target asked again (the executor sees its earlier attempt)",
+        "SimulatedBackend's default, kept",
+    ),
+    "subquestion_logit": (
+        "a single-hop sub-question",
+        "put in so one hop is easier than the whole chain",
+    ),
+    "evidence_logit": (
+        "times the share of the chain's hop answers already in the executor's replies",
+        "put in so established evidence makes the last step easier (appendix A.3 (iii))",
+    ),
+    "extra_hop_logit": (
+        "per hop beyond the first of a whole multi-hop question not yet established",
+        "put in so one call on a multi-hop question is harder (appendix A.3 (iv); Table 3's "
+        "one-shot 35-41 F1)",
+    ),
+}
+
+
+def logit_source(name: str) -> Source:
+    """``assumed``: the executor term ``name`` at the value every run of the page uses."""
+    what, why = LOGIT_WHAT[name]
+    return assumed(
+        f"executor `{name}` {LOGITS[name]:+g}: {what}",
+        f"RoleAwareExecutorBackend default, envs/orchmas/executor.py; {why}",
+    )
+
+
+ACCURACY_SOURCE = assumed(
+    f"executor `executor_accuracy` {EXECUTOR_ACCURACY:g}: one generic call's accuracy on a "
+    "one-hop question",
+    "OrchMASEnv default, orchmas_pool's calibration accuracy: a 7B model's level, not set to "
+    "Table 3's numbers; a one-call row on a one-hop set echoes it by construction",
+)
+#: the terms each dataset type's orchestration gains from (over one generic call)
+TYPE_TERMS: dict[str, tuple[str, ...]] = {
+    "math": ("role_fit_logit", "verify_logit", "refinement_logit"),
+    "multi-hop QA": ("role_fit_logit", "subquestion_logit", "evidence_logit", "extra_hop_logit"),
+}
+#: the terms a trained policy can meet on each type (it may ask anything the view offers)
+POLICY_TERMS: dict[str, tuple[str, ...]] = {
+    "math": ("role_fit_logit", "mismatch_logit", "verify_logit", "refinement_logit"),
+    "multi-hop QA": (
+        "role_fit_logit",
+        "mismatch_logit",
+        "verify_logit",
+        "refinement_logit",
+        "subquestion_logit",
+        "evidence_logit",
+        "extra_hop_logit",
+    ),
+}
+#: the terms each ablation's drop comes from, for the scripted plan (``_ablation_why``):
+#: what the full plan earns that the ablated one cannot. "- Environment" on math: none (the
+#: plan never reads a reply, so its drop follows from the rules alone)
+DROP_TERMS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("math", "- Agent Roles"): ("role_fit_logit", "mismatch_logit"),
+    ("math", "- Multi Turns"): ("verify_logit", "refinement_logit"),
+    ("math", "- Environment"): (),
+    ("multi-hop QA", "- Agent Roles"): ("role_fit_logit",),
+    ("multi-hop QA", "- Multi Turns"): ("subquestion_logit", "evidence_logit", "extra_hop_logit"),
+    ("multi-hop QA", "- Environment"): ("subquestion_logit", "evidence_logit", "extra_hop_logit"),
+}
+#: the tolerance of every compared column (F1 points as a fraction). Not widened per row: it
+#: is a stated constant below the paper's own sampling noise (``paper_half_width``), and the
+#: strict check leaves a row undecided when orchenv's interval is wider than it
+TOLERANCE = 0.05
+#: questions per dataset in the paper's tables: every EM it reports is a multiple of 1/96
+PAPER_N_PER_DATASET = 96
 
 INTRO = (
     "orchenv simulates OrchMAS's two tiers: the orchestrator is the policy under test and the "
@@ -281,14 +392,33 @@ def build(rep: Reproduction) -> list[Section]:
         partial(best_fixed_role, n_select, 1000),
     )
     use_fixed_role(str(selection["best"]))
+    role_source = chosen(
+        f"the '- Agent Roles' fixed role {selection['best']!r}",
+        f"the best of {len(FIXED_ROLES)} fixed roles for the scripted plan on the train split "
+        "(note below)",
+    )
+    training_source = chosen(
+        f"MaskablePPO budget: {steps:,} steps per policy, {len(seeds)} run seed(s), the "
+        "settings `PPO` and features `FEATURES` of envs/orchmas/reproduce.py",
+        "picked for the page's compute; no sweep on the page",
+    )
+    models_dir = _display_path(rep.runs_dir / "models")
 
     def config(
-        name: str, type_kwargs: Mapping[str, Any], setting: Mapping[str, Any], seed: int
+        name: str,
+        type_kwargs: Mapping[str, Any],
+        setting: Mapping[str, Any],
+        seed: int,
+        controller_kwargs: Mapping[str, Any] | None = None,
     ) -> EvalConfig:
+        env_kwargs = {**type_kwargs, **setting, "backend_kwargs": {"seed": seed}}
+        # the sources (``LOGITS``) are the backend's defaults: nothing else may reach it
+        assert env_kwargs["backend_kwargs"] == {"seed": seed}
         return EvalConfig(
             ENV_ID,
             controller=name,
-            env_kwargs={**type_kwargs, **setting, "backend_kwargs": {"seed": seed}},
+            controller_kwargs=dict(controller_kwargs or {}),
+            env_kwargs=env_kwargs,
             split="test",
             episodes=episodes,
             seeds=[seed],
@@ -327,7 +457,8 @@ def build(rep: Reproduction) -> list[Section]:
                 cfg = config(name, type_kwargs, SETTINGS[setting], seed)
                 out = rep.evaluate(f"{tkey}-{label}-s{seed}", cfg, controller_factory=factory)
                 res.setdefault(label, {}).setdefault(setting, []).append(out)
-                commands[type_name, label, setting] = _command(cfg, seeds, factory is None)
+                if seed == seeds[0]:
+                    commands[type_name, label, setting] = _command(cfg, seeds, f"{tkey}-{label}")
             for setting, options in SETTINGS.items():
                 skey = SETTING_KEYS[setting]
                 cfg = config("scripted-decompose", type_kwargs, options, seed)
@@ -337,7 +468,21 @@ def build(rep: Reproduction) -> list[Section]:
                     controller_factory=lambda s: decompose_orchestrator(),
                 )
                 res.setdefault("scripted", {}).setdefault(setting, []).append(out)
-                commands[type_name, "scripted", setting] = _command(cfg, seeds, False)
+                if seed == seeds[0]:
+                    commands[type_name, "scripted", setting] = _command(
+                        cfg, seeds, f"{tkey}-scripted-{skey}"
+                    )
+                    # the saved policies, replayed by the registered `orchmas-ppo-policy`
+                    replay = config(
+                        "orchmas-ppo-policy",
+                        type_kwargs,
+                        options,
+                        seed,
+                        {"model": f"{models_dir}/ppo-{skey}-s{{seed}}-{steps}.zip"},
+                    )
+                    commands[type_name, "ppo", setting] = _command(
+                        replay, seeds, f"{tkey}-ppo-{skey}"
+                    )
                 model = trained[setting, seed]["model"]
                 cfg = config(f"maskable-ppo-{skey}-{steps}steps", type_kwargs, options, seed)
                 out = rep.evaluate(
@@ -346,10 +491,13 @@ def build(rep: Reproduction) -> list[Section]:
                     controller_factory=_load_policy(model),
                 )
                 res.setdefault("ppo", {}).setdefault(setting, []).append(out)
+    sources = {"role": role_source, "training": training_source}
     sections = [
-        _main_table(results, commands, len(seeds)),
-        _ablation_table(rep, results, commands, trained, len(seeds)),
+        _main_table(results, commands, len(seeds), sources),
+        _ablation_table(rep, results, commands, trained, len(seeds), sources),
     ]
+    for section in sections:
+        section.notes.append(seeds_note(seeds))
     means = selection["means"]
     sections[1].notes.append(
         '"- Agent Roles" sends the best fixed role (issue 25; it used to be the generic '
@@ -363,20 +511,35 @@ def build(rep: Reproduction) -> list[Section]:
     return sections
 
 
-def _command(cfg: EvalConfig, seeds: Sequence[int], registered: bool) -> str:
-    if registered:
-        text = eval_command(cfg)
-        return text + (
-            f"  (one run per seed in {list(seeds)}, backend seed = run seed)"
+def _display_path(path: Path) -> str:
+    """``path`` relative to the working directory when it lies under it (the page's runs)."""
+    try:
+        return Path(os.path.relpath(path.resolve(), Path.cwd().resolve())).as_posix()
+    except ValueError:  # another drive
+        return path.resolve().as_posix()
+
+
+def _command(cfg: EvalConfig, seeds: Sequence[int], out: str) -> str:
+    """The ``orchenv eval`` command of ``cfg`` (the first run seed's run) with its own
+    ``--out`` (rows would share one otherwise); a registered controller plays every row."""
+    parts = shlex.split(eval_command(cfg))
+    parts[parts.index("--out") + 1] = f"runs/eval/002-{out}"
+    return shlex.join(parts)
+
+
+def seeds_note(seeds: Sequence[int]) -> str:
+    """How a row's command relates to the page's runs (one per run seed)."""
+    return (
+        f"Each row's command plays run seed {seeds[0]}"
+        + (
+            f"; the page runs it for each seed in {list(seeds)}, with `--seeds` and "
+            "`backend_kwargs`' seed set to the run seed"
             if len(seeds) > 1
             else ""
         )
-    return (
-        "orchenv reproduce 002  ("
-        + cfg.controller
-        + ", env options "
-        + str({k: v for k, v in cfg.env_kwargs.items() if k != "backend_kwargs"})
-        + ")"
+        + ". Every command uses a registered controller (`scripted-single-executor`, "
+        "`scripted-decompose`, `env-random`, and `orchmas-ppo-policy` for the policies "
+        "`orchenv reproduce 002` trained and saved)."
     )
 
 
@@ -409,6 +572,63 @@ def _difference(controller: str, a: list[EvalResult], b: list[EvalResult], key: 
     )
 
 
+def _terms(names: Sequence[str]) -> tuple[Source, ...]:
+    return tuple(logit_source(name) for name in names)
+
+
+def gain_sources(type_name: str, controller: str, page: Mapping[str, Source]) -> tuple[Source, ...]:
+    """What Table 3's gain of ``controller`` over one generic call depends on."""
+    if controller == "ppo":
+        return (*_terms(POLICY_TERMS[type_name]), page["training"])
+    return _terms(TYPE_TERMS[type_name])
+
+
+def level_sources(
+    type_name: str, controller: str, setting: str, page: Mapping[str, Source]
+) -> tuple[Source, ...]:
+    """What a row's absolute F1 depends on: the executor's accuracy and the terms it meets."""
+    if controller == "random":
+        return (ACCURACY_SOURCE, *_terms(POLICY_TERMS[type_name]))
+    if controller == "single":
+        extra = ("extra_hop_logit",) if type_name == "multi-hop QA" else ()
+        return (ACCURACY_SOURCE, *_terms(extra))
+    out = (ACCURACY_SOURCE, *gain_sources(type_name, controller, page))
+    return (*out, page["role"]) if setting == "- Agent Roles" else out
+
+
+def drop_sources(
+    type_name: str, controller: str, setting: str, page: Mapping[str, Source]
+) -> tuple[Source, ...]:
+    """What an ablation's F1 drop depends on (``DROP_TERMS``; a trained policy may meet
+    every term of its type, and its number depends on the training budget)."""
+    if controller == "ppo":
+        out: tuple[Source, ...] = (*_terms(POLICY_TERMS[type_name]), page["training"])
+    else:
+        out = _terms(DROP_TERMS[type_name, setting])
+    return (*out, page["role"]) if setting == "- Agent Roles" else out
+
+
+def paper_half_width(type_name: str) -> float:
+    """The 95% half-width of the paper's OrchMAS EM on one type's questions (the mean of its
+    datasets, ``PAPER_N_PER_DATASET`` questions each): the paper's own sampling noise."""
+    datasets = TYPES[type_name][1]
+    p = _paper_mean(PAPER_T3["OrchMAS"], datasets)[1]
+    n = PAPER_N_PER_DATASET * len(datasets)
+    return 1.959964 * math.sqrt(p * (1 - p) / n)
+
+
+def tolerance_note() -> str:
+    widths = ", ".join(f"{t} ± {paper_half_width(t):.3f}" for t in TYPES)
+    return (
+        f"Every compared column has the tolerance {TOLERANCE:.2f} (5 F1 points), stated once "
+        "and not widened per row: it is below the paper's own sampling noise (its tables "
+        f"score {PAPER_N_PER_DATASET} questions per dataset, as every EM is a multiple of "
+        f"1/{PAPER_N_PER_DATASET}; the 95% half-width of its OrchMAS EM per type: {widths}), "
+        "and a row whose interval is wider than it is undecided. Differences (gains, drops) "
+        "must also have the paper's sign."
+    )
+
+
 CONTROLLER_LABELS = {
     "random": "random valid choice (`env-random`)",
     "single": "single executor: one generic call, whole question",
@@ -418,7 +638,10 @@ CONTROLLER_LABELS = {
 
 
 def _main_table(
-    results: Any, commands: Mapping[tuple[str, str, str], str], n_seeds: int
+    results: Any,
+    commands: Mapping[tuple[str, str, str], str],
+    n_seeds: int,
+    page: Mapping[str, Source],
 ) -> Section:
     rows: list[Row] = []
     findings: list[Finding] = []
@@ -437,6 +660,7 @@ def _main_table(
             }
             paper: dict[str, Any] = {}
             compare = None
+            sources = level_sources(type_name, controller, "full", page)
             if controller != "single":
                 ours["F1 gain over single"] = _difference(controller, runs, single, "f1")
             if controller == "single":
@@ -454,6 +678,7 @@ def _main_table(
             else:
                 paper = {"F1": orch_f1, "EM": orch_em, "F1 gain over single": orch_f1 - single_f1}
                 compare = "F1 gain over single"
+                sources = gain_sources(type_name, controller, page)
                 how = (
                     "intervals over run seeds, one policy trained per seed on the mixed train split"
                     if controller == "ppo"
@@ -483,10 +708,12 @@ def _main_table(
                     f"{type_name}: {CONTROLLER_LABELS[controller]}",
                     ours,
                     paper,
-                    command=commands.get((type_name, controller, "full"), "orchenv reproduce 002"),
+                    command=commands[type_name, controller, "full"],
                     why=why,
                     compare=compare,
-                    tolerance=0.05,
+                    tolerance=TOLERANCE,
+                    sources=sources,
+                    signed=compare == "F1 gain over single",
                 )
             )
             if controller in ("scripted", "ppo"):
@@ -498,7 +725,7 @@ def _main_table(
                         ours_f1_single(results, type_name, controller),
                         ours["F1"],
                         ours["F1 gain over single"],
-                    )
+                    ).with_(sources=sources)
                 )
     return Section(
         "Table 3: orchestrated vs single executor, per dataset type",
@@ -511,8 +738,13 @@ def _main_table(
             f"({'one run seed' if n_seeds == 1 else f'{n_seeds} run seeds'}; the run seed sets "
             "the tasks drawn and the executor's luck). F1 is token F1 after normalisation "
             "(eq. 11-12), EM exact match (math: equivalence); calls = executor calls per "
-            "episode. Scripted rows' intervals are over episodes; trained rows' over seeds."
+            "episode. Scripted rows' intervals are over episodes; trained rows' over seeds. "
+            "Each row names the simulator inputs its number depends on (the executor's "
+            "accuracy and margin terms, read from their defaults in envs/orchmas; the "
+            "training budget): a match that depends on one is counted as that input, not as "
+            "a reproduction."
         ),
+        notes=[tolerance_note()],
     )
 
 
@@ -527,6 +759,7 @@ def _ablation_table(
     commands: Mapping[tuple[str, str, str], str],
     trained: Mapping[tuple[str, int], dict[str, Any]],
     n_seeds: int,
+    page: Mapping[str, Source],
 ) -> Section:
     rows: list[Row] = []
     findings: list[Finding] = []
@@ -539,6 +772,7 @@ def _ablation_table(
             full = res[controller]["full"]
             f1s: dict[str, Estimate] = {}
             drops: dict[str, Estimate] = {}
+            by_setting: dict[str, tuple[Source, ...]] = {}
             for setting in SETTINGS:
                 runs = res[controller][setting]
                 ours: dict[str, Any] = {
@@ -551,8 +785,12 @@ def _ablation_table(
                 theirs: dict[str, Any] = {"F1": paper[setting][0], "EM": paper[setting][1]}
                 if setting == "full":
                     compare = None
+                    sources = level_sources(type_name, controller, setting, page)
                     why = f"The reference for the drops below. Paper: OrchMAS, mean of {names}."
                 else:
+                    sources = by_setting[setting] = drop_sources(
+                        type_name, controller, setting, page
+                    )
                     ours["F1 drop"] = drops[setting] = _difference(controller, full, runs, "f1")
                     theirs["F1 drop"] = paper["full"][0] - paper[setting][0]
                     compare = "F1 drop"
@@ -563,12 +801,12 @@ def _ablation_table(
                         f"{type_name}, {label_controller}: {setting}",
                         ours,
                         theirs,
-                        command=commands.get((type_name, controller, setting))
-                        or f"orchenv reproduce 002  (maskable-ppo retrained with "
-                        f"{SETTINGS[setting] or 'no ablation'})",
+                        command=commands[type_name, controller, setting],
                         why=why,
                         compare=compare,
-                        tolerance=0.05,
+                        tolerance=TOLERANCE,
+                        sources=sources,
+                        signed=compare is not None,
                     )
                 )
             for setting in list(SETTINGS)[1:]:
@@ -580,7 +818,7 @@ def _ablation_table(
                         f1s[setting],
                         drops[setting],
                         why=_direction_why(type_name, setting),
-                    )
+                    ).with_(sources=by_setting[setting])
                 )
             paper_order = sorted(SETTINGS, key=lambda s: -paper[s][0])
             findings.append(
@@ -597,7 +835,7 @@ def _ablation_table(
                         if type_name == "multi-hop QA"
                         else ""
                     ),
-                )
+                ).with_(sources=tuple(dict.fromkeys(s for v in by_setting.values() for s in v)))
             )
     figure = _ablation_figure(rep, plot)
     return Section(
@@ -612,7 +850,11 @@ def _ablation_table(
             "unchanged under it and the trained policy is retrained under it "
             f"({'one run seed' if n_seeds == 1 else f'{n_seeds} run seeds'}), as the paper "
             "retrains its orchestrator. F1 drop = full minus the ablation: paired by episode "
-            "for the scripted plan (the same tasks and luck), by seed for the trained one."
+            "for the scripted plan (the same tasks and luck), by seed for the trained one. "
+            "A drop row names the executor terms the full plan earns and the ablated one "
+            "cannot (trained rows: every term their type offers, and the training budget); "
+            "the trained rows' commands replay the saved policies "
+            "(`orchmas-ppo-policy`); `orchenv reproduce 002` trains them."
         ),
         notes=[
             "How the ablations are read: "
