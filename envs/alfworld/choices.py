@@ -92,6 +92,14 @@ def command_shortcuts() -> dict[str, Strategy]:
     }
 
 
+#: the best fixed schedule of ``coordination.search_schedules`` (prefix once, then the cycle);
+#: measured in docs/alfworld.md
+BEST_FIXED_SCHEDULE: tuple[tuple[str, ...], tuple[str, ...]] = (
+    ("planner",),
+    ("navigator", "interactor"),
+)
+
+
 def role_shortcuts() -> dict[str, Strategy]:
     """The named shortcuts of the role view (``ALFWorldControllerEnv.audit_strategies``)."""
 
@@ -109,10 +117,17 @@ def role_shortcuts() -> dict[str, Strategy]:
             return role_text("planner")
         return role_text(("navigator", "interactor")[(env.turn - 1) % 2])
 
+    def best_fixed(env: Any) -> str:
+        """The best fixed schedule the search found (``BEST_FIXED_SCHEDULE``)."""
+        prefix, cycle = BEST_FIXED_SCHEDULE
+        t = env.turn
+        return role_text(prefix[t] if t < len(prefix) else cycle[(t - len(prefix)) % len(cycle)])
+
     return {
         "round-robin": round_robin,
         "actors-only": actors_only,
         "plan-once-then-actors": plan_once,
+        "best-fixed-schedule": best_fixed,
     }
 
 

@@ -403,7 +403,9 @@ class ALFWorldControllerEnv(OrchestrationEnv):
       importance score (``weights``, ``decay``; appendix E), selection (``selector``:
       ``"greedy"``, Algorithm 1, or ``"exact"``) and the memory's duplicate test
       (``novelty_threshold``, default 1.0).
-    - ``max_turns``: coordinator turns per episode (default 30).
+    - ``max_turns``: coordinator turns per episode (default 20, about twice the longest
+      bundled plan plus a planner call; it was 30 before issue 25, when a fixed schedule
+      had turns to spare. Raise it for the full ALFWorld data, whose plans are longer).
     - ``token_counter``: how memory items are measured (default: 4 chars/token).
     - ``format_penalty``: added to the reward of an invalid action (default -0.1).
     - ``cost_weight``: dollars-to-reward weight of the call cost (default 0, >= 0).
@@ -428,6 +430,12 @@ class ALFWorldControllerEnv(OrchestrationEnv):
       differ from before while the calibrated rates stay the same. RCR's ``beta_base``,
       ``budget_offsets``, ``weights``, ``decay`` and ``selector`` arguments are now
       the fields of one ``routing`` argument.
+    - Issue 25: the role choice matters. Guidance goes stale after a command that strays
+      from alfworld's plan or fails (the actors are unguided until the planner or the
+      evaluator renews it), ``max_turns`` defaults to 20 (was 30), ``skill_action`` /
+      ``realistic_skill`` for the audit's skill reference, and the shortcuts include the
+      best fixed schedule found by ``coordination.search_schedules``. Success rates of
+      fixed schedules drop (``docs/alfworld.md``).
     """
 
     def __init__(
@@ -438,7 +446,7 @@ class ALFWorldControllerEnv(OrchestrationEnv):
         seed: int = 0,
         router: str = "rcr",
         routing: RoutingSettings | Mapping[str, Any] | None = None,
-        max_turns: int = 30,
+        max_turns: int = 20,
         token_counter: str | TokenCounter | None = "estimate",
         format_penalty: float = -0.1,
         cost_weight: float = 0.0,
