@@ -167,22 +167,14 @@ def test_too_wide_intervals_are_undecided_with_the_sample_size_that_would_decide
 
 
 def test_a_difference_of_the_opposite_sign_never_matches():
-    drop = Row(
-        "env",
-        {"drop": Estimate(-0.013, -0.03, 0.004, 600)},
-        {"drop": 0.005},
-        compare="drop",
-        tolerance=0.05,
-        signed=True,
-    )
-    assert drop.status == "not reproduced" and "the sign differs" in drop.verdict()
-    unsigned = Row(
-        "env",
-        {"drop": Estimate(-0.013, -0.03, 0.004, 600)},
-        {"drop": 0.005},
-        compare="drop",
-        tolerance=0.05,
-    )
+    flipped = Row("env", {"drop": Estimate(-0.02, -0.03, -0.01, 600)}, {"drop": 0.005},
+                  compare="drop", tolerance=0.05, signed=True)  # fmt: skip
+    assert flipped.status == "not reproduced" and "the sign differs" in flipped.verdict()
+    straddles = Row("env", {"drop": Estimate(-0.013, -0.03, 0.004, 600)}, {"drop": 0.005},
+                    compare="drop", tolerance=0.05, signed=True)  # fmt: skip
+    assert straddles.status == "undecided" and "sign is not decided" in straddles.verdict()
+    unsigned = Row("env", {"drop": Estimate(-0.013, -0.03, 0.004, 600)}, {"drop": 0.005},
+                   compare="drop", tolerance=0.05)  # fmt: skip
     assert unsigned.status == "reproduced"
 
 

@@ -16,7 +16,8 @@ the input echoed back and is counted as ``calibrated`` (likewise ``assumed``, ``
 **Strict verdicts** (``Row.outcome``): a row *matches* only when the paper's number lies in the
 interval widened by the tolerance *and* the interval's half-width is within the tolerance
 (otherwise the check cannot decide: *undecided*, with the sample size that would decide it);
-a difference whose sign is opposite to the paper's never matches (``signed=True``). Ties and
+a difference whose sign is opposite to the paper's never matches (``signed=True``: not
+reproduced when the interval excludes zero, else undecided). Ties and
 overlapping intervals are no evidence of an order (*undecided*), and a "saturates" or "no
 worse" claim is an equivalence test against a stated margin (``check_equivalence``).
 
@@ -235,9 +236,14 @@ class Row:
             return False, "not reproduced: no orchenv number."
         tol = self.tolerance
         if self.signed and target * est.mean < 0:
-            return False, (
-                f"does not match: the sign differs ({est.mean:+.3f} against the paper's "
-                f"{target:+.3f})."
+            if est.lo > 0 or est.hi < 0:  # the interval excludes zero: the sign is decided
+                return False, (
+                    f"does not match: the sign differs ({est.mean:+.3f} against the paper's "
+                    f"{target:+.3f})."
+                )
+            return None, (
+                f"undecided: the sign is not decided (the interval {est.lo:+.3f} to "
+                f"{est.hi:+.3f} holds zero; the paper's {target:+.3f})."
             )
         if not est.contains(target, tol):
             side = "above" if est.mean > target else "below"
