@@ -88,7 +88,8 @@ def test_page_has_every_section_with_intervals_and_findings(quick_run: dict[str,
     trained = [r for r in table2["rows"] if "reject-all" not in r["label"]]
     assert len(trained) == 8
     assert all(r["ours"]["accuracy"]["over"] == "seeds" for r in trained)
-    assert all(r["verdict"] for r in table2["rows"])
+    # a trained row is checked against the paper unless reject-all reaches it (issue 25)
+    assert all(r["verdict"] or "Not counted as a match" in r["why"] for r in trained)
     # issue 25: reject-all (no controller) beside the trained rows, under the same protocol
     for section in (table1, table2):
         shortcut = [r for r in section["rows"] if "reject-all" in r["label"]]
