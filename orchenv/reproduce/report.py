@@ -235,6 +235,11 @@ class Row:
         if math.isnan(est.mean) or math.isnan(target):
             return False, "not reproduced: no orchenv number."
         tol = self.tolerance
+        if not est.contains(target, tol):
+            side = "above" if est.mean > target else "below"
+            return False, (
+                f"does not match: {abs(est.mean - target):.3f} {side} the paper's {target:.3f}."
+            )
         if self.signed and target * est.mean < 0:
             if est.lo > 0 or est.hi < 0:  # the interval excludes zero: the sign is decided
                 return False, (
@@ -244,11 +249,6 @@ class Row:
             return None, (
                 f"undecided: the sign is not decided (the interval {est.lo:+.3f} to "
                 f"{est.hi:+.3f} holds zero; the paper's {target:+.3f})."
-            )
-        if not est.contains(target, tol):
-            side = "above" if est.mean > target else "below"
-            return False, (
-                f"does not match: {abs(est.mean - target):.3f} {side} the paper's {target:.3f}."
             )
         if est.half > tol:
             need = math.ceil(est.n * (est.half / tol) ** 2) if tol > 0 else 0
