@@ -49,6 +49,10 @@ def register_controllers() -> None:
     register_controller("ppo-policy", "orchenv.envs.mathroute.saved_policy:SavedPolicyController")
     # seed 001's Table 2 baselines (controller alone, one expert, random assign)
     register_controller("budget-baseline", "orchenv.envs.budgetroute.baselines:BudgetBaseline")
+    # seed 001's page: its saved MaskablePPO policies replayed by `orchenv eval` (issue 26)
+    register_controller(
+        "budgetroute-ppo-policy", "orchenv.envs.budgetroute.saved_policy:SavedBudgetPolicy"
+    )
     # seed 002's page: its scripted orchestrators and saved policies (issue 26)
     for name, cls in {
         "scripted-single-executor": "ScriptedSingleExecutor",
