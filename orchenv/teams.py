@@ -224,12 +224,24 @@ class RoleGame(ABC):
         lines = [
             self._task_line(),
             f"Round {self.round + 1} of {self.max_turns}; your stage: {stage}.",
+            *self.reply_cut_lines(role),
             *self._role_lines(role),
             "Shared memory routed to you:\n" + render_context(routing.items),
         ]
         return [
             {"role": "system", "content": self.role_prompts[role]},
             {"role": "user", "content": "\n".join(lines)},
+        ]
+
+    def reply_cut_lines(self, role: str) -> list[str]:
+        """A prompt line telling ``role`` its last reply was cut at ``max_reply_chars`` (its
+        tags past the cut were not read), or none."""
+        cut = self._infos.get(role, {}).get("reply_cut")
+        if not cut:
+            return []
+        return [
+            f"Your last reply was cut: only its first {cut['kept']:,} of {cut['chars']:,} "
+            "characters were read."
         ]
 
     def observe(self, role: str) -> str:

@@ -293,6 +293,7 @@ class MultihopQAGame(RoleGame):
         lines = [
             self._task_line(),
             f"Round {self.round + 1} of {self.max_turns}; stage: {self.stage()}.",
+            *self.reply_cut_lines(role),
             *self._role_lines(role),
             "Shared memory routed to you:\n" + render_context(routing.items),
         ]

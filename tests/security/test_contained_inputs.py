@@ -202,3 +202,4 @@ def test_a_cut_role_reply_says_so():
     if info.get("parse_error"):
         assert "cut" in info["parse_error"]
     assert "cut" in info["notice"]
+    assert "Your last reply was cut" in game.observe(role)
