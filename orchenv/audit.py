@@ -339,7 +339,8 @@ class AuditRow:
 
     name: str
     #: "best-response" (the upper bound), "skill" (the skill reference), "blind" (the best
-    #: blind policy), "env" (the env's audit_strategies), "generic" or "trained"
+    #: blind policy), "env" (the env's audit_strategies), "generic", "trained" or "control"
+    #: (the env's control_strategies: honest plans, reported, never flagged, not in the gap)
     kind: str
     description: str
     returns: list[float]
@@ -1065,6 +1066,11 @@ def _strategies(
     out: dict[str, tuple[str, Strategy]] = {
         name: ("env", policy) for name, policy in base.audit_strategies().items()
     }
+    # honest observation-only plans (e.g. the scripted plan in other words): reported beside
+    # the skill reference, never flagged and never counted in the gameability gap
+    controls = getattr(base, "control_strategies", None)
+    if callable(controls):
+        out.update({name: ("control", policy) for name, policy in controls().items()})
     for name, (_, policy) in out.items():
         doc = (getattr(policy, "__doc__", None) or "").strip().split("\n\n")[0]
         tally.descriptions.setdefault(name, " ".join(doc.split()))
@@ -1469,7 +1475,9 @@ def _markdown(report: AuditReport) -> str:
         if best.agent_calls:
             calls = ", ".join(f"{a} {c:.2f}" for a, c in best.agent_calls.items())
             lines.append(f"- agent calls per episode: {calls}")
-    described = [r for r in rows if r.description and r.kind in ("env", "generic", "trained")]
+    described = [
+        r for r in rows if r.description and r.kind in ("env", "generic", "trained", "control")
+    ]
     if described:
         lines += ["", "Strategies:", ""]
         lines += [f"- `{r.name}`: {r.description}" for r in described]

@@ -288,6 +288,11 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         maps the current state to an action text without privileged information."""
         return {}
 
+    def control_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
+        """Honest observation-only plans ``orchenv audit`` reports as controls beside the skill
+        reference (e.g. the scripted plan in other words): never flagged, not in the gap."""
+        return {}
+
     #: the controller ``orchenv run`` / ``orchenv eval`` play when none is named
     default_controller: ClassVar[str] = "env-random"
     #: the skill level ``s`` in [0, 1] that a learner reading only the observation realistically

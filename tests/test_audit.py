@@ -534,3 +534,14 @@ def test_audit_all_writes_the_summary_and_every_report(tmp_path, capsys):
     )
     assert f"## `{ENV_ID}`" in text and "**Gameability gap**" in text
     assert "not audited: toy/BrokenSkill-v0" in capsys.readouterr().out
+
+
+def test_control_strategies_are_reported_never_flagged_nor_in_the_gap():
+    """OrchMAS's scripted plan in natural wording is an honest control, not a shortcut."""
+    report = audit(
+        "orch/OrchMAS-v0", tasks=3, best_response=False, blind=False,
+        skill_levels=(1.0,), progress=False,
+    )  # fmt: skip
+    controls = [row for row in report.rows if row.kind == "control"]
+    assert controls and not any(row.flagged for row in controls)
+    assert "legit-paraphrased-subquestions" in {row.name for row in controls}
