@@ -62,7 +62,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -855,13 +855,13 @@ def _best_blind(
     episodes: list[Episode] = []
     for task in range(count):
         fold = 0 if count == 1 else 1 - task % 2  # the pick made on the other fold
-        episodes.append(blind.episode(tuple(picks[fold]["sequence"]), task))
+        episodes.append(blind.episode(tuple(cast("list[int]", picks[fold]["sequence"])), task))
     for number, (pick, (on, to)) in enumerate(
         zip(picks, [("even", "odd"), ("odd", "even")], strict=False)
     ):
         pick["picked_on"], pick["reported_on"] = f"{on}-numbered tasks", f"{to}-numbered tasks"
         reported = [ep for task, ep in enumerate(episodes) if count == 1 or task % 2 != number]
-        pick["labels"] = _turn_labels(pick["sequence"], reported)
+        pick["labels"] = _turn_labels(cast("list[int]", pick["sequence"]), reported)
     if count == 1:
         picks[0]["picked_on"] = picks[0]["reported_on"] = "the only task"
     info: dict[str, Any] = {

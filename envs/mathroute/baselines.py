@@ -140,7 +140,7 @@ class StrategyController:
 
     def bind(self, env: Any) -> None:
         env = getattr(env, "unwrapped", env)
-        strategies = getattr(env, "audit_strategies", lambda: {})()
+        strategies: dict[str, Any] = getattr(env, "audit_strategies", lambda: {})()
         if self.strategy not in strategies:
             raise ConfigError(
                 f"strategy {self.strategy!r} does not apply to {env_label(env)}: its "

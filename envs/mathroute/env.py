@@ -698,7 +698,7 @@ def _short_draft(env: MathRouteEnv) -> bool:
 
 def _whole_number_answer(env: MathRouteEnv) -> bool:
     answer = math_answer(env.draft) if env.draft else None
-    return bool(answer) and answer.strip().lstrip("-").isdigit()
+    return answer is not None and answer.strip().lstrip("-").isdigit()
 
 
 _length_tell = _escalate_unless(_short_draft)

@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from orchenv.reproduce.context import Reproduction
 from orchenv.reproduce.report import Estimate, Finding, Row, Section, check_order
@@ -209,9 +209,10 @@ def _play_planner(
     rows = []
     for i in range(episodes):
         env.reset(seed=seed, options={"task_index": i})
-        done, info = False, {}
+        done, info = False, cast("dict[str, Any]", {})
         while not done:
             if setting["planner"] == "scripted":
+                assert env.task is not None
                 action = chain_action(env.task, env.game.memory)
             else:
                 action = _hop_following(env)

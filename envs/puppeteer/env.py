@@ -544,7 +544,9 @@ class PuppeteerEnv(OrchestrationEnv):
             cached = self._runs.get(key)
             if cached is not None:
                 return cached  # type: ignore[no-any-return]
-            if outputs.family_of(self.task) == "srdd":  # one run: the output and the grade
+            if (
+                self.task is not None and outputs.family_of(self.task) == "srdd"
+            ):  # one run: the output and the grade
                 result = self._srdd_run(argument)
             else:
                 result = run_python(argument, timeout_s=self.tool_timeout_s, sandbox=self.sandbox)
