@@ -95,8 +95,8 @@ def command_shortcuts() -> dict[str, Strategy]:
 #: the best fixed schedule of ``coordination.search_schedules`` (prefix once, then the cycle);
 #: measured in docs/alfworld.md
 BEST_FIXED_SCHEDULE: tuple[tuple[str, ...], tuple[str, ...]] = (
-    ("planner",),
-    ("navigator", "interactor"),
+    (),
+    ("planner", "navigator", "interactor", "interactor"),
 )
 
 

@@ -512,11 +512,12 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     #: often a learned coordinator picks it; the level here is measured, not a paper number:
     #: the share of decisions at which ``coordination.adaptive_coordinator`` (which reads only
     #: the observation) picks the same role as ``skill_action(skilled=True)``
-    realistic_skill: ClassVar[float | None] = 0.85
+    realistic_skill: ClassVar[float | None] = 0.95
     realistic_skill_source: ClassVar[str] = (
-        "measured (docs/alfworld.md): the observation-only adaptive coordinator "
-        "(envs/alfworld/coordination.py) agrees with the privileged skilled choice at about "
-        "this share of decisions on the bundled train games"
+        "measured, not a paper number (docs/alfworld.md): the observation-only adaptive "
+        "coordinator (envs/alfworld/coordination.py) picks the skilled choice at 0.978 +- 0.025 "
+        "of its decisions (135 decisions, 16 train-game episodes); 0.95 is about the interval's "
+        "lower end"
     )
 
     def skill_action(self, skilled: bool, rng: np.random.Generator) -> str | None:
