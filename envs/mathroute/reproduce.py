@@ -1048,7 +1048,9 @@ def table1(
         # the same strongest agent for both gaps: the gap is narrower iff Ours beats the best
         # one-shot router, decided on their intervals (overlap: undecided)
         narrower = check_direction("", best_router, ours, up=True)
-        within = share.hi <= PAPER_STRONGEST_SHARE + 1e-9
+        # enforced per run seed (eq. 2's share never passes the constraint), so the mean
+        # decides; a t interval over 3 seeds would reach past the cap it cannot pass
+        within = share.mean <= PAPER_STRONGEST_SHARE + 1e-9
         findings.append(
             Finding(
                 f"{system}: the trained controller (reward='paper') narrows the gap to the "
