@@ -77,6 +77,8 @@ def guidance(items: Sequence[Any]) -> tuple[str | None, list[str] | None, int]:
     None, -1)`` when there is none."""
     best: tuple[str | None, list[str] | None, int] = (None, None, -1)
     for item in items:
+        steps: list[str]
+        kind: str
         if item.type == "plan":
             steps = _STEP.findall(item.text)
             kind = "plan"
@@ -154,7 +156,7 @@ def cyclic_schedules(max_len: int = 4) -> list[tuple[tuple[str, ...], tuple[str,
     both actors and are not a repetition of a shorter cycle, one phase each (a fixed
     schedule of ``max_turns`` turns hardly depends on it), each alone and after one
     planner call."""
-    out = []
+    out: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     for n in range(1, max_len + 1):
         for cycle in itertools.product(ROLES, repeat=n):
             if "navigator" not in cycle or "interactor" not in cycle:

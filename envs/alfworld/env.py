@@ -477,8 +477,10 @@ class ALFWorldEnv(OrchestrationEnv):
             state = self._shadow_engine.reset()
             shadow = (self.game.path, [], state)
         path, done, state = shadow
+        engine = self._shadow_engine
+        assert engine is not None
         for command in commands[len(done) :]:
-            state = self._shadow_engine.step(command)
+            state = engine.step(command)
             done = [*done, command]
         self._shadow = (path, done, state)
         return list(state.expert_plan)
