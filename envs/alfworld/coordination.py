@@ -77,8 +77,6 @@ def guidance(items: Sequence[Any]) -> tuple[str | None, list[str] | None, int]:
     None, -1)`` when there is none."""
     best: tuple[str | None, list[str] | None, int] = (None, None, -1)
     for item in items:
-        steps: list[str]
-        kind: str
         if item.type == "plan":
             steps = _STEP.findall(item.text)
             kind = "plan"
@@ -89,10 +87,10 @@ def guidance(items: Sequence[Any]) -> tuple[str | None, list[str] | None, int]:
             continue
         if steps and item.round >= best[2]:
             best = (kind, steps, item.round)
-    kind, steps, written = best
-    if steps is None:
+    kind_found, steps_found, written = best
+    if steps_found is None:
         return best
-    ahead = list(steps)
+    ahead = list(steps_found)
     for item in items:
         if item.type != "observation" or item.round <= written or not item.text.startswith("> "):
             continue
@@ -102,8 +100,8 @@ def guidance(items: Sequence[Any]) -> tuple[str | None, list[str] | None, int]:
         if ahead and subgoal(command) == ahead[0]:
             ahead.pop(0)
         else:
-            return kind, None, written  # strayed from the guidance: it is stale
-    return kind, ahead, written
+            return kind_found, None, written  # strayed from the guidance: it is stale
+    return kind_found, ahead, written
 
 
 def adaptive_coordinator(env: Any, rng: np.random.Generator | None = None) -> str:
