@@ -170,3 +170,24 @@ def test_skill_actions_are_well_formed(tasks):
             assert info.get("parse_error") is None
             done = terminated or truncated
     env.close()
+
+
+def test_default_id_no_skill_default_answers_some_tasks():
+    """The default id (Mimas, GSM-Hard): the no-skill default and one-call-then-terminate
+    call the model best at the task's family (Qwen-2.5-14B, Table 1's 0.045), not the
+    strongest on average (Llama-3.1-8B, whose GSM-Hard row is 0.0000: accuracy 0 on every
+    task before the fix), and so answer some tasks right."""
+    import gymnasium as gym
+
+    n = 200
+    env = gym.make("orch/Puppeteer-v0", split="test", n_tasks=n).unwrapped
+    env.reset(seed=0, options={"task_index": 0})
+    key = "quality.gsm_hard"
+    best = max(a.calibration[key] for a in env.pool.agents)
+    assert env.pool.spec(env.single_call_model()).calibration[key] == best > 0
+    rng = np.random.default_rng(0)
+    unskilled = play(env, lambda e: e.skill_action(False, rng), n)
+    single = play(env, env.audit_strategies()["one-call-then-terminate"], n)
+    assert unskilled == single
+    assert statistics.fmean(single) > 0.0
+    env.close()

@@ -32,9 +32,15 @@ def canonical_choices(models: Sequence[str]) -> list[str]:
     return [*(agent_text(m, p) for m in models for p in (*PATTERNS, *TOOLS)), terminate_text()]
 
 
-def shortcuts(strongest: str) -> dict[str, Strategy]:
-    """The named shortcuts ``orchenv audit`` plays (``PuppeteerEnv.audit_strategies``)."""
-    reason = agent_text(strongest, "reasoning")
+def shortcuts(model: Callable[[Any], str]) -> dict[str, Strategy]:
+    """The named shortcuts ``orchenv audit`` plays (``PuppeteerEnv.audit_strategies``).
+
+    ``model(env)`` names the model they call: the pool's best single-call model for the
+    task's family (``PuppeteerEnv.single_call_model``; public, truth-independent). "The
+    strongest model" below means that model."""
+
+    def reason_for(env: Any) -> str:
+        return agent_text(model(env), "reasoning")
 
     def terminate_now(env: Any) -> str:
         """Terminate at once, without calling an agent."""
@@ -42,16 +48,16 @@ def shortcuts(strongest: str) -> dict[str, Strategy]:
 
     def one_call(env: Any) -> str:
         """The strongest model with the reasoning pattern once, then terminate."""
-        return reason if not env.history else terminate_text()
+        return reason_for(env) if not env.history else terminate_text()
 
     def max_turns(env: Any) -> str:
         """The strongest model with the reasoning pattern at every step, never terminate."""
-        return reason
+        return reason_for(env)
 
     def tools_only(env: Any) -> str:
         """The strongest model's run_python, read_file and search agents, then terminate (no
         reasoning agent: tool output never becomes the team's answer)."""
-        steps = [agent_text(strongest, t) for t in TOOLS]
+        steps = [agent_text(model(env), t) for t in TOOLS]
         return steps[len(env.history)] if len(env.history) < len(steps) else terminate_text()
 
     def garbage(env: Any) -> str:
@@ -62,28 +68,29 @@ def shortcuts(strongest: str) -> dict[str, Strategy]:
         """Reason until the current answer repeats an earlier one (self-consistency's stopping
         rule), then terminate."""
         seen = visible_answers(env)
-        return terminate_text() if seen and seen[-1] in seen[:-1] else reason
+        return terminate_text() if seen and seen[-1] in seen[:-1] else reason_for(env)
 
     def majority_of_3(env: Any) -> str:
         """Reason three times, then terminate once the current answer is the most frequent
         one seen (else reason again)."""
         seen = visible_answers(env)
         if len(seen) < 3:
-            return reason
-        return terminate_text() if seen.count(seen[-1]) == max(map(seen.count, seen)) else reason
+            return reason_for(env)
+        most = max(map(seen.count, seen))
+        return terminate_text() if seen.count(seen[-1]) == most else reason_for(env)
 
     def smaller_answer(env: Any) -> str:
         """GSM-Hard magnitude rule: reason twice, then terminate once the current answer is
         the smallest number seen (a rule that pays only if wrong answers run large)."""
-        return _extreme(env, reason, min)
+        return _extreme(env, reason_for(env), min)
 
     def marker_reading(env: Any) -> str:
         """Reason, and reason again while the current answer carries an edit marker or a
         TODO-like comment (a rule that pays only if wrong outputs are labelled)."""
         current = env.answer  # the observation's "Current answer"
         if not current:
-            return reason if len(env.history) < env.max_turns - 1 else terminate_text()
-        return reason if MARKER.search(current) else terminate_text()
+            return reason_for(env) if len(env.history) < env.max_turns - 1 else terminate_text()
+        return reason_for(env) if MARKER.search(current) else terminate_text()
 
     return {
         "terminate-immediately": terminate_now,

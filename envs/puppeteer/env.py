@@ -325,7 +325,29 @@ class PuppeteerEnv(OrchestrationEnv):
 
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Shortcuts that must score clearly below the best response (``choices.py``)."""
-        return shortcuts(self.pool.strongest())
+        return shortcuts(lambda env: env.single_call_model())
+
+    def single_call_model(self) -> str:
+        """The pool's best model for the current task's family by its single-call quality
+        (``quality.FAMILY`` in the agents' calibration: seed 003 Table 1's "Pure Models" rows
+        and the presets' guesses; public, per family, never per task, so truth-independent);
+        the pool's ``strongest()`` (mean quality over the four families) where no agent
+        carries that number (live pools) or before a task. Ties go to the later (stronger)
+        agent in pool order. Why not ``strongest()``: in Mimas the strongest on average is
+        Llama-3.1-8B, whose GSM-Hard row is 0.0000, so "the strongest model once" answered
+        no default (Mimas, GSM-Hard) task right (docs/puppeteer.md, "The no-skill default")."""
+        fallback = self.pool.strongest()
+        if self.task is None:
+            return fallback
+        key = f"quality.{outputs.family_of(self.task)}"
+        best: tuple[float, str] | None = None
+        for agent in self.pool.agents:  # weakest first: ``>=`` keeps the stronger on ties
+            value = agent.calibration.get(key)
+            if value is None:
+                continue
+            if best is None or float(value) >= best[0]:
+                best = (float(value), agent.name)
+        return fallback if best is None else best[1]
 
     #: issue 25: the skill reference's realistic level (see ``skill_action``)
     realistic_skill: ClassVar[float | None] = REALISTIC_SKILL
@@ -335,13 +357,14 @@ class PuppeteerEnv(OrchestrationEnv):
         """The audit's skill reference (``OrchestrationEnv.skill_action``): the puppeteer's
         skill is choosing the next agent and when to stop. Skilled (privileged): terminate
         when the team's answer is right (score 1), else name the agent most likely to make
-        it right (``fixing_agent``). Unskilled: the calibrated single call (the strongest
-        model's reasoning agent while there is no answer), then terminate."""
+        it right (``fixing_agent``). Unskilled: the calibrated single call (the reasoning agent
+        of the model best at the task's family, ``single_call_model``, while there is no
+        answer), then terminate."""
         if self.task is None:
             return None
         if not skilled:
             if self.answer is None:
-                return agent_text(self.pool.strongest(), "reasoning")
+                return agent_text(self.single_call_model(), "reasoning")
             return terminate_text()
         if self.answer is not None and self._grade(self.answer)[0] >= 0.999:
             return terminate_text()
