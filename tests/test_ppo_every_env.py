@@ -19,7 +19,13 @@ from orchenv.registry import ENV_SUMMARIES
 
 ENV_IDS = sorted(ENV_SUMMARIES)
 #: PPO steps per env (about 3 s per 1,000 on two cores); an env that needs more says so here
-TRAIN_STEPS: dict[str, int] = {"orch/ALFWorldRoles-v0": 4096, "orch/ALFWorld-v0": 6144}
+TRAIN_STEPS: dict[str, int] = {
+    "orch/ALFWorldRoles-v0": 4096,
+    "orch/ALFWorld-v0": 6144,
+    # issue 25: MultihopQA's appendix-E routing needs the hops in order (longer to learn)
+    "orch/MultihopQA-v0": 4096,
+    "orch/MultihopQAFull-v0": 4096,
+}
 DEFAULT_TRAIN_STEPS = 1024
 #: env kwargs for the training test only: WebShop's original horizon (100 turns) lets a random
 #: clicker stumble onto "buy now" while a 1,024-step PPO run sees about ten episodes; at 15
@@ -86,7 +92,15 @@ def returns(env: gym.Env, policy: Policy, seeds: range = EVAL_SEEDS) -> np.ndarr
 #: open for them: long horizons and choice sets that need more than this CI budget, or a
 #: reward a random choice already reaches). strict: the test fails once PPO does beat random,
 #: so the entry must then be removed.
-NOT_YET: dict[str, str] = {}
+NOT_YET: dict[str, str] = {
+    "orch/MathRoute-v0": (
+        "issue 25: under the default outcome reward the only skill that pays is judging the "
+        "draft (random valid choices 0.688, the best blind policy 0.720, the skill reference "
+        "at s = 0.7 0.826 on 100 tasks); 64 hashed n-gram features cannot judge a draft, and "
+        "MaskablePPO (1,024 or 4,096 steps) ends at a blind policy tied with random (paired "
+        "difference 0.000 +- 0.024). The eq. 3 reward it beat random under paid reject-all."
+    ),
+}
 
 
 @pytest.mark.slow
