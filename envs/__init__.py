@@ -60,6 +60,8 @@ def register_controllers() -> None:
         "orchmas-ppo-policy": "SavedMaskablePolicy",
     }.items():
         register_controller(name, f"orchenv.envs.orchmas.controllers:{cls}")
+    # seed 003's page: its fixed workflows (one call, Self-Refine) (issue 26)
+    register_controller("scripted-puppeteer", "orchenv.envs.puppeteer.topology:ScriptedPuppeteer")
 
 
 def register_reproductions() -> None:
