@@ -248,6 +248,7 @@ SENSIBLE_KWARGS = {
     "classifier": {"embedder": "tfidf", "n_train": 50, "C": 0.5},
     "llm": {"model": "m", "backend_kwargs": {"base_url": "http://127.0.0.1:9/v1"}},
     "router-r1": {"backend": "openai", "model": "m", "max_tokens": 64},
+    "scripted-puppeteer": {"script": ["llama-3.1-8b:reasoning"]},
 }
 
 
