@@ -311,3 +311,118 @@ def suggest_agent(name: str, agents: Sequence[str]) -> str:
         return ""
     close = get_close_matches(name, list(agents), n=1, cutoff=0.5)
     return f" Did you mean {close[0]!r}?" if close else ""
+
+
+# -- placeholders copied from a format line (issue 31) ----------------------------------------
+
+#: capitalised words that stand for a value in a format line (``SOLVER NAME``, ``FINAL ANSWER``,
+#: ``MODEL:PATTERN``, ``YOUR_REQUEST``); a tag body made only of these is a placeholder
+_PLACEHOLDER_WORDS = frozenset(
+    [
+        "NAME",
+        "ANSWER",
+        "FINAL",
+        "SOLVER",
+        "EXPERT",
+        "AGENT",
+        "MODEL",
+        "PATTERN",
+        "TOOL",
+        "ROLE",
+        "QUERY",
+        "QUESTION",
+        "REQUEST",
+        "YOUR",
+        "ACTION",
+        "TEXT",
+        "THE",
+        "SHORT",
+        "SEARCH",
+        "TERMS",
+        "SUB",
+        "QUESTION",
+        "NUMBER",
+        "VALUE",
+    ]
+)
+#: bodies (casefolded, whitespace collapsed) that are descriptions of a value, not a value
+_PLACEHOLDER_PHRASES = frozenset(
+    {
+        "your answer",
+        "the answer",
+        "the final answer",
+        "the final answer only",
+        "final answer here",
+        "answer here",
+        "name here",
+        "search terms",
+        "a short answer",
+        "short answer",
+        "true|false",
+        "true or false",
+        "supported|unsupported",
+        "your question",
+        "your reasoning",
+        "your request",
+        "your role",
+        "the next sub-question",
+    }
+)
+_DOTS = re.compile(r"^[\s.…]*$")
+_CAPS_WORDS = re.compile(r"[A-Za-z]+")
+#: a tag pair with a short body and no nested tag, for ``find_placeholders``
+_SHORT_TAG = re.compile(r"<(?P<tag>[A-Za-z_]{1,30})>(?P<body>[^<>]{0,160})</(?P=tag)>")
+_ALTERNATIVES = re.compile(r"\b[A-Za-z]+\|[A-Za-z]+")
+_DESCRIPTIVE_START = (
+    "your ",
+    "the final answer",
+    "the next sub-question",
+    "search terms",
+    "a short answer",
+    "short note",
+    "final reasoning",
+)
+
+
+def is_placeholder(value: object, extra: Sequence[str] = ()) -> bool:
+    """Whether a decision tag's body is a stand-in copied from a format line, not a value.
+
+    True for bodies made only of dots (``...``, ``…``), for known descriptions of a value
+    (``FINAL ANSWER``, ``your answer``, ``True|False``; any case), for bodies made only of
+    capitalised stand-in words (``SOLVER NAME``, ``EXPERT NAME``, ``MODEL:PATTERN``,
+    ``YOUR_REQUEST``) and for ``extra`` (an env's own stand-ins, compared the same way).
+    A parser calls it on a tag body before using it, so a policy that copies the prompt's
+    format back is invalid instead of acting. Never raises; non-strings are not placeholders.
+    """
+    if not isinstance(value, str) or len(value) > 200:
+        return False
+    if _DOTS.match(value):
+        return True
+    folded = " ".join(value.split()).casefold()
+    if folded in _PLACEHOLDER_PHRASES or folded in {" ".join(e.split()).casefold() for e in extra}:
+        return True
+    words = _CAPS_WORDS.findall(value)
+    return bool(words) and all(w.isupper() and w in _PLACEHOLDER_WORDS for w in words)
+
+
+def find_placeholders(text: object) -> list[str]:
+    """Every ``<tag>body</tag>`` of ``text`` whose body is an unfilled placeholder: the
+    measure of issue 31 (``benchmarks/prompt_placeholders.py``). Besides ``is_placeholder``
+    it counts bodies holding ``...`` or ``…`` anywhere, an alternative list (``a|b``) or a
+    description of what to write (``your reasoning``, ``search terms``, ``the final answer
+    only``). A heuristic for prompts written by hand; never raises."""
+    if not isinstance(text, str):
+        return []
+    found = []
+    for match in counted_finditer(_SHORT_TAG, text):
+        body = match.group("body").strip()
+        folded = body.casefold()
+        if (
+            is_placeholder(body)
+            or "..." in body
+            or "…" in body
+            or _ALTERNATIVES.search(body)
+            or folded.startswith(_DESCRIPTIVE_START)
+        ):
+            found.append(match.group(0))
+    return found
