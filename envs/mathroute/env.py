@@ -28,10 +28,14 @@ from orchenv.envs.mathroute.protocol import (
     SOLVER_SYSTEM,
     VERIFIER_SYSTEM,
     Decision,
+    example_reply,
+    model_rule,
     parse_route,
     parse_verify,
+    route_example,
     route_text,
     verdict_text,
+    verify_examples,
 )
 from orchenv.envs.mathroute.rewards import (
     REWARDS,
@@ -290,7 +294,10 @@ class MathRouteEnv(OrchestrationEnv):
         names = list(self.pool.names)
         valid = set(self.valid_agents())
         routing = self.draft_agent is None
-        texts = [route_text(a) if routing else verdict_text(False, a) for a in names]
+        bare = not routing and not valid  # nobody stronger left: a rejection is a bare False
+        texts = [
+            route_text(a) if routing else verdict_text(False, None if bare else a) for a in names
+        ]
         texts.append(verdict_text(True))
         if include_unavailable:
             return list(texts)
@@ -384,7 +391,7 @@ class MathRouteEnv(OrchestrationEnv):
             return self._system_cache[key]
         agents = ", ".join(self.pool.names)
         if key is None:
-            prompt = ROUTER_SYSTEM.format(agents=agents)
+            prompt = ROUTER_SYSTEM.format(agents=agents, example=route_example(self.pool.names))
         else:
             stronger = self.valid_agents()
             if not stronger:
@@ -396,7 +403,13 @@ class MathRouteEnv(OrchestrationEnv):
                 )
             else:
                 rule = f"If routing is needed, name exactly one solver: {', '.join(stronger)}."
-            prompt = VERIFIER_SYSTEM.format(author=key, agents=agents, routing_rule=rule)
+            prompt = VERIFIER_SYSTEM.format(
+                author=key,
+                agents=agents,
+                routing_rule=rule,
+                model_rule=model_rule(stronger),
+                examples=verify_examples(stronger),
+            )
         self._system_cache[key] = prompt
         return prompt
 
@@ -526,6 +539,10 @@ class MathRouteEnv(OrchestrationEnv):
             error = None
         else:
             reward, done, error = 0.0, False, decision.error or "malformed reply."
+            example = example_reply(
+                self.pool.names if self.draft_agent is None else None, self.valid_agents()
+            )
+            error = f"{error.rstrip('.')}. A valid reply now, for example:\n{example}\n"
             components = {"route": 0.0, "verify": 0.0, "usage_penalty": 0.0, "outcome": 0.0}
             if self.reward_variant == "outcome" and self.turn >= self.max_turns:
                 reward = components["outcome"] = outcome_reward(  # the draft stands as final

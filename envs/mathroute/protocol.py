@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from orchenv.parsing import (
     extract_tag,
     has_open_tag,
+    is_placeholder,
     match_agent,
     parse_bool,
     strip_reasoning,
@@ -31,8 +32,11 @@ Rules:
 - Do not solve the problem yourself; judge only how hard it is.
 
 Reply format:
-- First a short difficulty judgement inside <thinking>...</thinking>.
-- Then your choice as <model>SOLVER NAME</model>."""
+- First a short difficulty judgement inside a <thinking> tag.
+- Then the exact name of one solver from the list inside a <model> tag.
+
+Example reply (the solver's name is one of the list; choose your own):
+{example}"""
 
 VERIFIER_SYSTEM = """\
 You check math solutions and, when one is not right, hand the problem to a stronger solver. \
@@ -47,14 +51,59 @@ hold, the verdict is False and the problem goes to a solver stronger than {autho
 - {routing_rule}
 
 Reply format (use exactly this structure):
-- Your check inside <checking>...</checking>.
+- Your check inside a <checking> tag.
 - Then <verdict>True</verdict> or <verdict>False</verdict>.
-- Only after a False verdict, on the next line: <model>SOLVER NAME</model>."""
+- {model_rule}
+
+{examples}"""
 
 SOLVER_SYSTEM = (
     "You are a careful mathematician. Solve the problem step by step and give the final "
     "answer as \\boxed{ANSWER}."
 )
+
+
+#: the notes of the filled-in example replies in the prompts (issue 31: a small model copies
+#: a bare placeholder such as ``<model>SOLVER NAME</model>``; a concrete reply it can adapt)
+EXAMPLE_ROUTE_NOTE = "A two-step word problem with small numbers; a mid-strength solver suffices."
+EXAMPLE_REJECT_NOTE = "Step 2 adds 12 instead of subtracting it, so the final answer is wrong."
+EXAMPLE_ACCEPT_NOTE = "Every step follows from the previous one and the final answer checks out."
+
+
+def route_example(agents: Sequence[str]) -> str:
+    """A filled-in routing reply naming a real solver of ``agents`` (the middle one)."""
+    return route_text(agents[len(agents) // 2], EXAMPLE_ROUTE_NOTE) if agents else ""
+
+
+def verify_examples(stronger: Sequence[str]) -> str:
+    """The filled-in verification replies for a verify turn: a rejection naming a real solver
+    of ``stronger`` (a bare False when nobody stronger is left) and an acceptance."""
+    reject = verdict_text(False, stronger[0] if stronger else None, EXAMPLE_REJECT_NOTE)
+    accept = verdict_text(True, None, EXAMPLE_ACCEPT_NOTE)
+    return (
+        f"Example reply rejecting the solution:\n{reject}\n\n"
+        f"Example reply accepting the solution:\n{accept}"
+    )
+
+
+def model_rule(stronger: Sequence[str]) -> str:
+    """The verify prompt's line on the ``<model>`` tag (none when nobody stronger is left)."""
+    if not stronger:
+        return "Give no <model> tag: nobody stronger is left, so a False verdict ends the work."
+    return (
+        "Only after a False verdict, on the next line: the exact name of one stronger solver "
+        "inside a <model> tag."
+    )
+
+
+def example_reply(phase_agents: Sequence[str] | None, stronger: Sequence[str]) -> str:
+    """A valid reply for the current phase, for the notice after an unusable one:
+    ``phase_agents`` is the pool at a route turn, ``None`` at a verify turn."""
+    if phase_agents is not None:
+        return route_example(phase_agents)
+    if stronger:
+        return verdict_text(False, stronger[0], EXAMPLE_REJECT_NOTE)
+    return verdict_text(True, None, EXAMPLE_ACCEPT_NOTE)
 
 
 def route_text(agent: str, note: str = "") -> str:
@@ -90,6 +139,11 @@ class Decision:
 
 
 def _agent_error(raw: str | None, text: str, allowed: Sequence[str], what: str) -> str:
+    if raw is not None and is_placeholder(raw):
+        return (
+            f"{raw[:80]!r} is a placeholder, not a solver; write the exact name of one of: "
+            f"{', '.join(allowed)}"
+        )
     if raw is None:
         if has_open_tag(text, "model"):
             return f"found <model> without a closing </model>; expected <model>NAME</model> with NAME one of {', '.join(allowed)}"
@@ -117,8 +171,10 @@ def parse_verify(
 
     A False verdict must name an agent; with ``require_stronger`` it must be one of
     ``stronger`` (agents stronger than the draft's author), else any of ``known``.
-    When nobody stronger is left, a bare False verdict is valid and ends the episode.
-    A model named after a True verdict is ignored.
+    When nobody stronger is left, a bare False verdict is valid and ends the episode; a
+    ``<model>`` tag then names nobody that can be called and makes the reply invalid (issue
+    31: a copied ``<model>SOLVER NAME</model>`` must not count as an action). A model named
+    after a True verdict is ignored.
     """
     if not isinstance(text, str):
         return Decision(error=f"the action must be a str, got {type(text).__name__}")
@@ -143,6 +199,12 @@ def parse_verify(
     allowed = list(stronger) if require_stronger else list(known)
     raw = extract_tag(text, "model", keep_reasoning=True)
     if not allowed:
+        if raw is not None:
+            return Decision(
+                error=f"after a False verdict on the strongest available solver's draft, nobody "
+                f"is left to route to: give the verdict alone, without a <model> tag "
+                f"({raw[:80]!r} was named)"
+            )
         return Decision(verdict=False, feedback=feedback)
     agent = match_agent(raw, allowed)
     if agent is None:
