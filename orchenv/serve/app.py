@@ -1,0 +1,97 @@
+"""The FastAPI app of ``orchenv serve``: OpenEnv's own ``create_app`` around
+``OrchServeEnvironment``, and the uvicorn launch (one or several worker processes).
+
+Everything on the wire is OpenEnv 0.10's protocol (``/ws`` sessions, ``/reset``,
+``/step``, ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``, the task API);
+orchenv adds no endpoint. With ``--workers N`` uvicorn runs N processes on one socket; a
+WebSocket session is one connection, so it stays on the worker that accepted it
+(sessions are pinned), and ``--max-sessions`` is split across the workers
+(``ceil(max / N)`` each). Workers share the snapshot key, so a state exported on one
+worker restores on another.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from typing import Any
+
+from fastapi import FastAPI
+
+from orchenv.serve.environment import (
+    OrchAction,
+    OrchObservation,
+    OrchServeEnvironment,
+    OrchState,
+    Runtime,
+    ServeConfig,
+)
+
+#: the env variable that carries the config to uvicorn's worker processes
+CONFIG_ENV = "ORCHENV_SERVE_CONFIG"
+#: WebSocket frames larger than this are refused by uvicorn (close code 1009)
+WS_MAX_BYTES = 16 * 1024 * 1024
+
+
+def openenv_name(env_id: str) -> str:
+    """The name OpenEnv's task routes use (``/{name}/splits``): the id without ``orch/``."""
+    return env_id.split("/", 1)[-1]
+
+
+def build_app(config: ServeConfig) -> FastAPI:
+    """The OpenEnv app serving ``config.env_id`` (checks the id and its arguments now)."""
+    from openenv.core.env_server.http_server import create_app
+    from openenv.core.env_server.types import ConcurrencyConfig
+
+    import orchenv  # noqa: F401  (registers the ids)
+
+    if not config.state_key:
+        config.state_key = secrets.token_hex(32)
+    runtime = Runtime(config)
+    runtime.make_env().close()  # fail now, loudly, on a bad id or argument
+    session_cls = type(
+        "OrchEnvSession", (OrchServeEnvironment,), {"runtime": runtime, "__module__": __name__}
+    )
+    per_worker = max(1, math.ceil(config.max_sessions / max(config.workers, 1)))
+    app = create_app(
+        session_cls,
+        OrchAction,
+        OrchObservation,
+        env_name=openenv_name(config.env_id),
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=per_worker, session_timeout=config.idle_timeout_s
+        ),
+        state_cls=OrchState,
+    )
+    app.title = f"orchenv serve {config.env_id}"
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn's factory in each worker process (the config comes in ``CONFIG_ENV``)."""
+    data: dict[str, Any] = json.loads(os.environ[CONFIG_ENV])
+    return build_app(ServeConfig(**data))
+
+
+def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Run the server until interrupted."""
+    import uvicorn
+
+    if not config.state_key:
+        config.state_key = os.environ.get("ORCHENV_SERVE_STATE_KEY") or secrets.token_hex(32)
+    common: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "ws_max_size": WS_MAX_BYTES,
+        "log_level": "warning",
+    }
+    if config.workers > 1:
+        os.environ[CONFIG_ENV] = json.dumps(config.to_dict())
+        build_app(ServeConfig(**config.to_dict()))  # check the id and arguments in the parent
+        uvicorn.run(
+            "orchenv.serve.app:app_from_env", factory=True, workers=config.workers, **common
+        )
+    else:
+        uvicorn.run(build_app(config), **common)

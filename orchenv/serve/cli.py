@@ -1,0 +1,101 @@
+"""``orchenv serve ENV_ID``: one orchenv env behind an OpenEnv 0.10 server (docs/serve.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from orchenv.controllers import parse_kwargs
+    from orchenv.error import ConfigError
+    from orchenv.serve.app import serve
+    from orchenv.serve.environment import ServeConfig
+
+    if args.workers < 1 or args.max_sessions < 1:
+        raise ConfigError("--workers and --max-sessions must be >= 1")
+    if args.seat_timeout <= 0:
+        raise ConfigError("--seat-timeout must be > 0")
+    config = ServeConfig(
+        env_id=args.env_id,
+        env_kwargs=parse_kwargs(args.env_kwarg),
+        pool=args.pool,
+        split=args.split,
+        record=args.record,
+        replay=args.replay,
+        replay_mode=args.replay_mode,
+        seed=args.seed,
+        max_sessions=args.max_sessions,
+        workers=args.workers,
+        idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None,
+        seat_timeout_s=args.seat_timeout,
+        state_key=os.environ.get("ORCHENV_SERVE_STATE_KEY", ""),
+    )
+    print(
+        f"orchenv serve {args.env_id} on http://{args.host}:{args.port} "
+        f"({args.workers} worker(s), at most {args.max_sessions} sessions); "
+        "clients: openenv's EnvClient / GenericEnvClient over /ws",
+        flush=True,
+    )
+    serve(config, host=args.host, port=args.port)
+    return 0
+
+
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
+    """Register ``orchenv serve`` on the ``orchenv`` parser."""
+    p = sub.add_parser(
+        "serve",
+        help="serve an env over OpenEnv 0.10 (WebSocket sessions for TRL, SkyRL, torchforge)",
+        description=(
+            "Serve one registered env id with OpenEnv's server (openenv.core create_app): "
+            "episodes live in /ws sessions (openenv's EnvClient / GenericEnvClient); "
+            "reset takes seed, split, index, task_id, options, injected_state (a state's "
+            "snapshot: fork) and, for multi-agent envs, agent= and group= (seats). "
+            "The snapshot signing key is ORCHENV_SERVE_STATE_KEY (random when unset). "
+            "See docs/serve.md."
+        ),
+    )
+    p.add_argument("env_id", metavar="ENV_ID", help="a registered id (see `orchenv list`)")
+    p.add_argument(
+        "-e",
+        "--env-kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an env argument (VALUE read as JSON when it parses); repeatable",
+    )
+    p.add_argument("--pool", help="pool preset or pool file (default: the id's)")
+    p.add_argument("--split", help="the split episodes draw tasks from (default: the env's)")
+    p.add_argument("--record", metavar="FILE", help="record every agent call to this JSONL file")
+    p.add_argument("--replay", metavar="FILE", help="answer agent calls from a recorded file")
+    p.add_argument("--replay-mode", choices=["strict", "fallthrough"], default="strict")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="base seed: a session's first reset without a seed uses SEED + its session number",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="worker processes; sessions stay on one (default 1)"
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=64,
+        help="concurrent sessions (OpenEnv's max_concurrent_envs, split across workers; "
+        "beyond it a session gets CAPACITY_REACHED) (default: 64)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        help="close a session idle this many seconds (0: never) (default: 600)",
+    )
+    p.add_argument(
+        "--seat-timeout",
+        type=float,
+        default=60.0,
+        help="how long a seat waits for the other seats of its group (default: 60)",
+    )
+    p.set_defaults(func=_cmd_serve)

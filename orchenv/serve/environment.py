@@ -1,0 +1,532 @@
+"""The OpenEnv ``Environment`` that one server session plays: an orchenv env, or one seat
+of a multi-agent role game.
+
+OpenEnv's ``HTTPEnvServer`` builds one instance per ``/ws`` session (and a throw-away one
+for each stateless HTTP request); this module only adapts orchenv's Gymnasium and
+PettingZoo views to OpenEnv's typed ``reset`` / ``step`` / ``state``.
+
+Wire types (``OrchAction``, ``OrchObservation``, ``OrchState``) are pydantic models on
+OpenEnv's base types. The seat scheme is an orchenv extension (OpenEnv 0.10 has no
+multi-agent contract): a reset that names ``agent`` (a PettingZoo role) and ``group``
+plays that role in the group's game; the server steps the game in AEC order, so a seat's
+``step`` returns when that seat is to act again (or the game is over), with the team
+reward earned since its last action.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import itertools
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from fastapi import HTTPException
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from pydantic import Field
+
+import orchenv
+from orchenv.error import ConfigError, EnvStateError, UnknownNameError
+from orchenv.registry import ENV_SUMMARIES, load_entry_point
+from orchenv.serve.wire import export_snapshot, import_snapshot, safe_text, wire_safe
+
+#: env id prefix -> (PettingZoo AEC factory, the role game class whose arguments it takes)
+SEAT_VIEWS: dict[str, tuple[str, str]] = {
+    "orch/MultihopQA": (
+        "orchenv.envs.multihopqa.env:multihopqa_aec_env",
+        "orchenv.envs.multihopqa.env:MultihopQAGame",
+    ),
+    "orch/WebShop-v0": (
+        "orchenv.envs.webshop.roles:webshop_aec_env",
+        "orchenv.envs.webshop.roles:WebShopRoleGame",
+    ),
+    "orch/ALFWorld": (
+        "orchenv.envs.alfworld.roles:alfworld_aec_env",
+        "orchenv.envs.alfworld.roles:ALFWorldRoleGame",
+    ),
+}
+_RESET_ARGS: tuple[str, ...] = (
+    "seed",
+    "episode_id",
+    "agent",
+    "group",
+    "injected_state",
+    "split",
+    "index",
+    "task_id",
+    "options",
+)
+
+
+class OrchAction(Action):
+    """One controller (or seat) turn: the text the env parses."""
+
+    text: str = Field(description="the action text (the env's own format, e.g. a tool tag)")
+
+
+class OrchObservation(Observation):
+    """The env's text prompt and its ``info`` (JSON-safe, without ``privileged``);
+    ``reward``, ``terminated`` and ``truncated`` as Gymnasium's (``done`` = either)."""
+
+    prompt: str = Field(default="", description="the observation text")
+    info: dict[str, Any] = Field(default_factory=dict, description="the step's info")
+    terminated: bool = Field(default=False)
+    truncated: bool = Field(default=False)
+    agent: str | None = Field(default=None, description="the seat this session plays")
+
+
+class OrchState(State):
+    """Where the session's episode stands; ``snapshot`` is the ``injected_state`` a reset
+    takes to continue from here (the ``set_state`` capability: ``env.fork()`` semantics)."""
+
+    env_id: str = ""
+    seed: int | None = None
+    task_id: str | None = None
+    turn: int = 0
+    done: bool = False
+    agent: str | None = None
+    group: str | None = None
+    snapshot: str | None = None
+
+
+@dataclass
+class ServeConfig:
+    """What ``orchenv serve`` was asked for (one per server; every worker gets a copy)."""
+
+    env_id: str
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    pool: str | None = None
+    split: str | None = None
+    record: str | None = None
+    replay: str | None = None
+    replay_mode: str = "strict"
+    seed: int | None = None
+    max_sessions: int = 64
+    workers: int = 1
+    idle_timeout_s: float | None = 600.0
+    seat_timeout_s: float = 60.0
+    state_key: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _SeatGroup:
+    """One role game played by several sessions (one per role)."""
+
+    def __init__(self, aec: Any) -> None:
+        self.aec = aec
+        self.cond = threading.Condition()
+        self.generation = 0
+        self.joined: set[str] = set()
+        self.present: set[str] = set()
+        self.left: str | None = None
+        self.touched = time.monotonic()
+
+    @property
+    def over(self) -> bool:
+        return bool(self.aec.game.done or self.aec.game.truncated)
+
+
+class Runtime:
+    """Per-process state shared by the sessions of one worker: the config, the shared pool
+    (record / replay), the seat groups, the session counter."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.key = hashlib.sha256(config.state_key.encode()).digest() if config.state_key else b""
+        self.spec = gym.spec(config.env_id)
+        self.pool: Any = None
+        self.groups: dict[str, _SeatGroup] = {}
+        self.lock = threading.Lock()
+        self.counter = itertools.count()
+
+    def env_kwargs(self) -> dict[str, Any]:
+        kwargs = dict(self.config.env_kwargs)
+        if self.config.split:
+            kwargs["split"] = self.config.split
+        if self.config.record or self.config.replay:
+            with self.lock:
+                if self.pool is None:  # one pool per worker: one recorder per file
+                    from orchenv.pool import make_pool
+
+                    self.pool = make_pool(
+                        self.config.pool or self.spec.kwargs.get("pool", "system1"),
+                        backend=kwargs.pop("backend", None),
+                        backend_kwargs=kwargs.pop("backend_kwargs", None),
+                        record_to=self.config.record,
+                        replay_from=self.config.replay,
+                        replay_mode=self.config.replay_mode,
+                    )
+            kwargs.pop("backend", None)
+            kwargs.pop("backend_kwargs", None)
+            kwargs["pool"] = self.pool
+        elif self.config.pool:
+            kwargs["pool"] = self.config.pool
+        return kwargs
+
+    def make_env(self) -> Any:
+        return gym.make(self.config.env_id, **self.env_kwargs()).unwrapped
+
+    def seat_view(self) -> tuple[str, str] | None:
+        for prefix, view in SEAT_VIEWS.items():
+            if self.config.env_id.startswith(prefix):
+                return view
+        return None
+
+    def make_aec(self) -> Any:
+        view = self.seat_view()
+        if view is None:
+            raise ConfigError(
+                f"{self.config.env_id} has no multi-agent view: reset without 'agent' (seats "
+                f"exist for {', '.join(sorted(SEAT_VIEWS))}*)"
+            )
+        factory, game_cls = load_entry_point(view[0]), load_entry_point(view[1])
+        accepted = set(inspect.signature(game_cls.__init__).parameters) - {"self"}
+        unknown = sorted(set(self.config.env_kwargs) - accepted)
+        if unknown:
+            raise ConfigError(
+                f"the role game of {self.config.env_id} does not take {unknown}; it takes "
+                f"{sorted(accepted)}"
+            )
+        kwargs = {k: v for k, v in self.spec.kwargs.items() if k in accepted}
+        kwargs.update(self.config.env_kwargs)
+        if self.config.split and "split" in accepted:
+            kwargs["split"] = self.config.split
+        return factory(**kwargs)
+
+    def join(self, group_id: str, role: str, seed: int | None, options: dict) -> tuple:
+        """Seat ``role`` in ``group_id``'s game (a new game when the role already played the
+        current one or the game is over); returns (group, generation)."""
+        with self.lock:
+            self._expire()
+            group = self.groups.get(group_id)
+            if group is None:
+                if len(self.groups) >= max(self.config.max_sessions, 1):
+                    raise ConfigError(
+                        f"too many seat groups ({len(self.groups)}); finish or close one first"
+                    )
+                group = _SeatGroup(self.make_aec())
+                self.groups[group_id] = group
+                new_game = True
+            else:
+                new_game = role in group.joined or group.over or group.left is not None
+        if role not in group.aec.possible_agents:
+            raise UnknownNameError("seat (agent)", role, group.aec.possible_agents)
+        with group.cond:
+            if new_game or group.generation == 0:
+                group.aec.reset(seed=seed, options=options)
+                group.generation += 1
+                group.joined = set()
+                group.left = None
+            group.joined.add(role)
+            group.present.add(role)
+            group.touched = time.monotonic()
+            group.cond.notify_all()
+            return group, group.generation
+
+    def leave(self, group_id: str, role: str) -> None:
+        with self.lock:
+            group = self.groups.get(group_id)
+            if group is None:
+                return
+            with group.cond:
+                group.present.discard(role)
+                if not group.over:
+                    group.left = role
+                group.cond.notify_all()
+                if not group.present:
+                    del self.groups[group_id]
+
+    def _expire(self) -> None:
+        limit = self.config.idle_timeout_s
+        if limit is None:
+            return
+        now = time.monotonic()
+        for gid in [g for g, grp in self.groups.items() if now - grp.touched > limit]:
+            del self.groups[gid]
+
+
+class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
+    """One session: an orchenv env (built at the first reset), or a seat of a role game.
+
+    The class served is a subclass made by ``orchenv.serve.app.build_app`` with
+    ``runtime`` set (OpenEnv takes a class; its instances are the sessions).
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    runtime: ClassVar[Runtime]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._env: Any = None
+        self._index = next(self.runtime.counter)
+        self._resets = 0
+        self._seed: int | None = None
+        self._episode_id: str | None = None
+        self._steps = 0
+        self._last: dict[str, Any] | None = None
+        self._seat: tuple[str, str] | None = None  # (group, role)
+        self._generation = 0
+        self._closed = False
+
+    # -- OpenEnv API ---------------------------------------------------------------------------
+    def reset(  # type: ignore[override]
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        agent: str | None = None,
+        group: str | None = None,
+        injected_state: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        task_id: str | None = None,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> OrchObservation:
+        self._check_open()
+        if kwargs:
+            raise ConfigError(
+                f"unknown reset argument(s) {[safe_text(str(k))[:80] for k in sorted(kwargs)][:8]}; "
+                f"reset takes {list(_RESET_ARGS)}"
+            )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ConfigError(f"seed must be an int, got {type(seed).__name__}")
+        if seed is not None and not 0 <= seed < 2**63:
+            raise ConfigError("seed must be in [0, 2**63)")
+        if options is not None and not isinstance(options, dict):
+            raise ConfigError("options must be an object")
+        opts = dict(options or {})
+        if index is not None:
+            opts["task_index"] = index
+        if task_id is not None:
+            opts["task_id"] = task_id
+        if seed is None and self._resets == 0 and self.runtime.config.seed is not None:
+            seed = self.runtime.config.seed + self._index  # the per-session seed
+        self._resets += 1
+        self._seed, self._episode_id, self._steps = seed, episode_id, 0
+        if self._seat is not None:
+            self.runtime.leave(*self._seat)
+            self._seat = None
+        if agent is not None or group is not None:
+            if injected_state is not None:
+                raise ConfigError("injected_state is not supported for seats (agent=)")
+            return self._seat_reset(agent, group, seed, opts)
+        if self._env is None:
+            self._env = self.runtime.make_env()
+        env = self._env
+        if injected_state is not None:
+            if not self.runtime.key:
+                raise ConfigError("this server was started without a state key")
+            last = import_snapshot(
+                env, injected_state, self.runtime.key, self.runtime.config.env_id
+            )
+            self._last = dict(last or {})
+            self._seed = self._last.get("seed")
+            return self._observation(self._last)
+        if split is not None:
+            env.task_source.check_split(split)
+            env.split = split
+        obs, info = env.reset(seed=seed, options=opts)
+        self._last = {"prompt": obs, "info": info, "reward": 0.0, "seed": seed}
+        self._last.update(terminated=False, truncated=False)
+        return self._observation(self._last)
+
+    def step(  # type: ignore[override]
+        self, action: OrchAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> OrchObservation:
+        self._check_open()
+        if self._seat is not None:
+            return self._seat_step(action.text)
+        if self._env is None or self._last is None:
+            raise HTTPException(
+                status_code=409,
+                detail=(
+                    "no episode in this session: send a reset first. Episodes live in /ws "
+                    "sessions (openenv's EnvClient / GenericEnvClient); the stateless POST "
+                    "/step builds a fresh env for each request, so it can never step one"
+                ),
+            )
+        obs, reward, terminated, truncated, info = self._env.step(action.text)
+        self._steps += 1
+        self._last = {"prompt": obs, "info": info, "reward": reward, "seed": self._seed}
+        self._last.update(terminated=terminated, truncated=truncated)
+        return self._observation(self._last)
+
+    @property
+    def state(self) -> OrchState:
+        snapshot = None
+        env = self._env
+        if (
+            self._seat is None
+            and env is not None
+            and self._last is not None
+            and self.runtime.key
+            and not self._closed
+        ):
+            snapshot = export_snapshot(
+                env, self.runtime.key, self.runtime.config.env_id, self._last
+            )
+        task = getattr(env, "task", None)
+        return OrchState(
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            env_id=self.runtime.config.env_id,
+            seed=self._seed,
+            task_id=getattr(task, "id", None),
+            turn=int(getattr(env, "turn", 0) or 0),
+            done=bool(self._last and (self._last["terminated"] or self._last["truncated"])),
+            agent=self._seat[1] if self._seat else None,
+            group=self._seat[0] if self._seat else None,
+            snapshot=snapshot,
+        )
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        env_id = self.runtime.config.env_id
+        seats = (
+            " Seats (reset with agent=, group=): multi-agent roles."
+            if self.runtime.seat_view()
+            else ""
+        )
+        return EnvironmentMetadata(
+            name=env_id,
+            description=f"{ENV_SUMMARIES.get(env_id, env_id)} (orchenv serve).{seats}",
+            version=orchenv.__version__,
+            author="orchenv",
+            documentation_url="docs/serve.md",
+        )
+
+    def close(self) -> None:
+        if self._seat is not None:
+            self.runtime.leave(*self._seat)
+            self._seat = None
+        if self._env is not None and not self._closed:
+            self._env.close()
+        self._closed = True
+
+    # -- the task API (OpenEnv TaskProvider) -----------------------------------------------------
+    def _tasks(self) -> Any:
+        if self._env is None:
+            self._env = self.runtime.make_env()
+        return self._env.task_source
+
+    def list_splits(self) -> list[str]:
+        return list(self._tasks().splits)
+
+    def num_tasks(self, split: str) -> int:
+        return int(self._tasks().size(split))
+
+    def get_task(self, split: str, index: int) -> dict[str, Any]:
+        source = self._tasks()
+        if not 0 <= index < source.size(split):
+            raise IndexError(index)
+        return {"id": source.get(split, index).id, "index": index, "split": split}
+
+    def get_task_range(
+        self, split: str, start: int | None = None, stop: int | None = None
+    ) -> list[dict[str, Any]]:
+        size = self._tasks().size(split)
+        lo, hi, _ = slice(start, stop).indices(size)
+        return [self.get_task(split, i) for i in range(lo, min(hi, lo + 10_000))]
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        return self.get_task_range(split, 0, 1000)  # a bounded preview; num_tasks is the total
+
+    # -- seats -------------------------------------------------------------------------------------
+    def _seat_reset(
+        self, agent: Any, group: Any, seed: int | None, opts: dict[str, Any]
+    ) -> OrchObservation:
+        if self.runtime.config.workers > 1:
+            raise ConfigError(
+                "seats need every seat of a group in one process: serve with --workers 1"
+            )
+        if not isinstance(agent, str) or not isinstance(group, str) or not agent or not group:
+            raise ConfigError("a seat reset names both 'agent' (a role) and 'group' (strings)")
+        if len(group) > 200:
+            raise ConfigError("group ids are at most 200 characters")
+        grp, generation = self.runtime.join(group, agent, seed, opts)
+        self._seat, self._generation = (group, agent), generation
+        return self._seat_wait(grp, agent)
+
+    def _seat_step(self, text: str) -> OrchObservation:
+        assert self._seat is not None
+        group_id, role = self._seat
+        grp = self.runtime.groups.get(group_id)
+        if grp is None:
+            raise EnvStateError(f"seat group {group_id!r} is gone; reset to start a new game")
+        with grp.cond:
+            self._check_generation(grp)
+            if grp.over:
+                raise EnvStateError("the game is over: reset to play again")
+            if grp.aec.agent_selection != role:
+                raise EnvStateError(
+                    f"not {role!r}'s turn ({grp.aec.agent_selection!r} acts now); a seat steps "
+                    "once per reply it got"
+                )
+            grp.aec.step(text)
+            grp.touched = time.monotonic()
+            self._steps += 1
+            grp.cond.notify_all()
+        return self._seat_wait(grp, role)
+
+    def _check_generation(self, grp: _SeatGroup) -> None:
+        if grp.generation != self._generation:
+            raise EnvStateError("another seat restarted this group's game: reset to join it")
+        if grp.left is not None and not grp.over:
+            raise EnvStateError(f"seat {grp.left!r} left the game; reset to start a new one")
+
+    def _seat_wait(self, grp: _SeatGroup, role: str) -> OrchObservation:
+        """Block until ``role`` acts next or the game ends, then observe it."""
+        deadline = time.monotonic() + self.runtime.config.seat_timeout_s
+        with grp.cond:
+            while True:
+                self._check_generation(grp)
+                if grp.over or grp.aec.agent_selection == role:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise EnvStateError(
+                        f"timed out after {self.runtime.config.seat_timeout_s:g}s waiting for "
+                        f"seat {grp.aec.agent_selection!r} to act (seats: "
+                        f"{grp.aec.possible_agents}; joined: {sorted(grp.joined)})"
+                    )
+                grp.cond.wait(min(left, 1.0))
+            aec = grp.aec
+            over = grp.over
+            last = {
+                "prompt": aec.game.observe(role),
+                "info": dict(aec.infos.get(role, {})),
+                "reward": float(aec._cumulative_rewards.get(role, 0.0)),
+                "terminated": bool(aec.terminations.get(role, False)) or bool(aec.game.done),
+                "truncated": bool(aec.truncations.get(role, False)) or (over and not aec.game.done),
+                "seed": self._seed,
+            }
+        self._last = last
+        return self._observation(last, agent=role)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvStateError(
+                "this session was closed (idle longer than the server's --idle-timeout, or "
+                "shut down): open a new one"
+            )
+
+    @staticmethod
+    def _observation(last: Mapping[str, Any], agent: str | None = None) -> OrchObservation:
+        terminated, truncated = bool(last["terminated"]), bool(last["truncated"])
+        reward = float(last["reward"])
+        return OrchObservation(
+            prompt=safe_text(str(last["prompt"])),
+            info=wire_safe(last["info"]),
+            reward=reward if reward == reward and abs(reward) != float("inf") else None,
+            done=terminated or truncated,
+            terminated=terminated,
+            truncated=truncated,
+            agent=agent,
+        )
