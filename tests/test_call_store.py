@@ -115,3 +115,84 @@ def test_format_1_files_answer_every_repeat_with_the_first_record(tmp_path):
         (0, "a"), (1, "b"), (2, None)
     ]  # fmt: skip
     assert read_records  # the keyed reader stays for tools that want one record per key
+
+
+# -- the eval journal is the same store ---------------------------------------------------------
+class Counting:
+    """A sampling backend in process: every call a new answer."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, spec, messages, context):
+        from orchenv.pool import Completion
+
+        self.calls += 1
+        return Completion(spec.name, f"answer {self.calls}", 3, 2, 0.0)
+
+
+def test_the_journal_gives_the_nth_repeat_the_nth_answer_and_repairs_its_file(tmp_path, caplog):
+    from orchenv.error import DataError
+    from orchenv.eval.journal import CallJournal
+    from orchenv.pool import AgentSpec
+
+    spec = AgentSpec(name="a", model="m", tier=0, backend="openai")
+    messages = [{"role": "user", "content": "Sample me."}]
+    backend, journal = Counting(), CallJournal(tmp_path)
+    journal.begin(0, 0)
+    live = [journal.complete(backend, spec, messages, CallContext()).text for _ in range(3)]
+    assert live == ["answer 1", "answer 2", "answer 3"]
+    journal.close()
+    path = journal.path_for(0, 0)
+    rows = read_records_all(path)
+    assert [r["occurrence"] for r in rows] == [0, 1, 2] and len({r["key"] for r in rows}) == 1
+    with path.open("ab") as fh:  # a kill mid-write
+        fh.write(b'{"v":1,"key":"' + rows[0]["key"].encode() + b'","occ')
+    # the retry: every repeat gets its own journaled answer, nothing is bought again
+    assert journal.begin(0, 0) == 3
+    again = [journal.complete(backend, spec, messages, CallContext()).text for _ in range(4)]
+    assert again == [*live, "answer 4"] and backend.calls == 4 and journal.served == 3
+    journal.close()
+    assert [r["occurrence"] for r in read_records_all(path)] == [0, 1, 2, 3]  # torn tail cut
+    # lines written before occurrences were stored count in file order
+    legacy = [{k: v for k, v in r.items() if k != "occurrence"} for r in read_records_all(path)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in legacy))
+    assert journal.begin(0, 0) == 4
+    assert journal.complete(backend, spec, messages, CallContext()).text == "answer 1"
+    journal.close()
+    # a line that breaks the schema in the middle of the file is an error naming it
+    path.write_text(json.dumps({**rows[0], "completion": {"text": 1}}) + "\n" + path.read_text())
+    with pytest.raises(DataError, match=r"s0-e0.jsonl:1"):
+        journal.begin(0, 0)
+
+
+def test_eval_retries_get_the_same_answers_with_and_without_recording_and_in_replay(tmp_path):
+    from orchenv.eval.harness import EvalConfig, evaluate
+    from orchenv.testing.fake_openai import Fault
+
+    def run(out, *, record=None, replay=None, fault=True):
+        with FakeOpenAIServer(reply=Sampler()) as server:
+            if fault:  # the third request fails once: its episode is retried from the journal
+                server.add_faults(Fault(), Fault(), Fault(status=500))
+            kwargs = {"base_url": server.url, "timeout_s": 10.0, "max_retries": 0}
+            pool = make_pool("system1", backend="openai", backend_kwargs=kwargs,
+                             record_to=record, replay_from=replay)  # fmt: skip
+            config = EvalConfig("orch/MathRoute-v0", controller="env-random", pool=pool,
+                                episodes=3, seeds=[0])  # fmt: skip
+            result = evaluate(config, tmp_path / out, progress=False, retries=1)
+            pool.close()
+            if fault:  # the failed request was made, and its episode played again
+                assert len(server.requests) == len(server.completions()) + 1
+            answers = [
+                (r.final_answer, r.correct, r.agent_calls, r.cached_calls)
+                for _, r in sorted(result.records.items())
+            ]
+            return answers, len(server.completions())
+
+    live, bought = run("live")
+    recorded, bought_recording = run("recorded", record=tmp_path / "rec.jsonl")
+    assert recorded == live and bought_recording == bought  # recording changes nothing
+    assert len({a for a, *_ in live}) > 1  # the sampler's answers really differ
+    replayed, requests = run("replayed", replay=tmp_path / "rec.jsonl", fault=False)
+    assert requests == 0
+    assert [a[:3] for a in replayed] == [a[:3] for a in live]  # each call its live answer

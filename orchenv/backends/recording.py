@@ -32,10 +32,7 @@ its last complete record, so nothing already recorded is lost or torn.
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
-import stat
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -44,17 +41,17 @@ from typing import Any
 
 from orchenv.backends.common import RebuiltOnCopy, require_task
 from orchenv.backends.replay import (
+    MAX_RECORD_BYTES,
     RECORDS_KEYED_ON,
     check_keying,
     completion_from_record,
-    describe_key,
     encode_record,
     key_from_fields,
     make_record,
     replay_key,
-    scan_jsonl,
+    validate_record,
 )
-from orchenv.backends.store import OccurrenceStore
+from orchenv.backends.store import CallLog, check_writable_target
 from orchenv.error import BackendError, ConfigError, OutputError
 from orchenv.pool import (
     AgentSpec,
@@ -70,55 +67,6 @@ from orchenv.pool import (
 logger = logging.getLogger(__name__)
 
 _PARQUET_SUFFIXES = (".parquet", ".pq")
-
-
-def check_writable_target(path: Path, who: str) -> None:
-    """Raise ``ConfigError`` unless ``path`` can be an appended-to JSON Lines file: a regular
-    file, or a name that can be created (its folder is made if missing). Proven by opening
-    it for appending; a file created only for that is removed again."""
-    fd, created = _open_for_append(path, who)
-    os.close(fd)
-    if created:
-        path.unlink()
-
-
-def _open_for_append(path: Path, who: str) -> tuple[int, bool]:
-    """A descriptor appending to the regular file ``path`` and whether it was created (with
-    its folder); ``ConfigError`` naming the fix for a directory, a device, a FIFO or an
-    unwritable place."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise _unwritable(path, who, exc) from exc
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise ConfigError(
-            f"{who}: cannot record to {str(path)!r}: it is {kind}. Name a .jsonl file "
-            "(new or one written by an earlier recording)"
-        )
-    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-    if info is None:  # create it, and never through a dangling link
-        flags |= os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        raise _unwritable(path, who, exc) from exc
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
-        os.close(fd)
-        raise ConfigError(f"{who}: cannot record to {str(path)!r}: it is not a regular file")
-    return fd, info is None
-
-
-def _unwritable(path: Path, who: str, exc: OSError) -> ConfigError:
-    why = exc.strerror or str(exc)
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        why += " (the folder is read-only for this user)"
-    return ConfigError(
-        f"{who}: cannot record to {str(path)!r}: {why}. Record to a file in a writable folder"
-    )
 
 
 class RecordingBackend(RebuiltOnCopy):
@@ -149,7 +97,7 @@ class RecordingBackend(RebuiltOnCopy):
     """
 
     # a copy (in another process) opens its own descriptor and rereads the file
-    _fresh_on_copy = {"_fd": None, "_store": None}
+    _fresh_on_copy = {"_calls": None}
 
     def __init__(
         self,
@@ -181,8 +129,7 @@ class RecordingBackend(RebuiltOnCopy):
         if callable(getattr(self.inner, "complete_batch", None)):
             # only then: AgentPool.call_many batches backends that have the attribute
             self.complete_batch = self._complete_batch
-        self._fd: int | None = None
-        self._store: OccurrenceStore | None = None
+        self._calls: CallLog | None = None
         self._closed = False
         self._lock = threading.Lock()
         self.recorded = 0  # records appended by this backend
@@ -205,49 +152,50 @@ class RecordingBackend(RebuiltOnCopy):
             self.complete_batch = self._complete_batch
 
     # -- the file -----------------------------------------------------------------------
-    def _open(self) -> None:
-        """Open the file for appending, load its records, and cut off a torn last line."""
-        if self._fd is not None:
-            return
-        with self._lock:
-            if self._closed:
-                raise BackendError(f"RecordingBackend for {str(self.path)!r} is closed")
-            if self._fd is not None:
-                return
-            fd, _ = _open_for_append(self.path, "RecordingBackend")
-            try:
-                with self.path.open("rb") as fh:
-                    if fh.read(4) == b"PAR1":
-                        raise ConfigError(
-                            f"{str(self.path)!r} is a parquet file; RecordingBackend appends "
-                            "JSON Lines"
-                        )
-                scan = scan_jsonl(self.path)
-                if scan.valid_end < scan.size:
-                    logger.warning(
-                        "%s: cutting off %d bytes of a torn last line before appending",
+    def _log(self) -> CallLog:
+        """The file's call log, opened and read at the first call (a torn last line is cut
+        off, a parquet file refused)."""
+        log = self._calls
+        if log is None:
+            with self._lock:
+                if self._closed:
+                    raise BackendError(f"RecordingBackend for {str(self.path)!r} is closed")
+                if self._calls is None:
+                    if self.path.is_file():
+                        with self.path.open("rb") as fh:
+                            if fh.read(4) == b"PAR1":
+                                raise ConfigError(
+                                    f"{str(self.path)!r} is a parquet file; RecordingBackend "
+                                    "appends JSON Lines"
+                                )
+                    calls = CallLog(
                         self.path,
-                        scan.size - scan.valid_end,
+                        key_of=self._key_of,
+                        validate=validate_record,
+                        who="RecordingBackend",
+                        fsync=self.fsync,
+                        write_error=self._write_error,
+                        max_line_bytes=MAX_RECORD_BYTES,
                     )
-                    os.ftruncate(fd, scan.valid_end)
-                if scan.newline_missing:
-                    self._write(fd, b"\n")
-                store = OccurrenceStore()
-                for record in scan.records:
-                    key = self._key_of(record)
-                    if not store.load(key, record):
-                        logger.debug("%s: duplicate key %s ignored", self.path, describe_key(key))
-            except BaseException:
-                os.close(fd)
-                raise
-            self._store = store
-            self._fd = fd
-            logger.info(
-                "recording to %s (%d records already there, resume=%s)",
-                self.path,
-                len(store),
-                self.resume,
-            )
+                    calls.load(create=True)
+                    logger.info(
+                        "recording to %s (%d records already there, resume=%s)",
+                        self.path,
+                        len(calls),
+                        self.resume,
+                    )
+                    self._calls = calls
+                log = self._calls
+        return log
+
+    def _write_error(self, exc: OSError) -> OutputError:
+        return OutputError(
+            exc.errno,
+            f"cannot append to the recording {str(self.path)!r}: {exc.strerror or exc}. "
+            "The records already there are intact; free space (or pick another --record "
+            "file) and rerun the same command: recorded calls are not made again",
+            str(self.path),
+        )
 
     def _key_of(self, record: Mapping[str, Any]) -> str:
         return key_from_fields(
@@ -258,44 +206,15 @@ class RecordingBackend(RebuiltOnCopy):
             self.keying,
         )
 
-    def _write(self, fd: int, data: bytes) -> None:
-        """Write all of ``data``: one ``os.write`` unless the OS accepts only part of it. On
-        failure the file is cut back to its size before, and ``OutputError`` says why."""
-        before = os.fstat(fd).st_size
-        view = memoryview(data)
-        try:
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if self.fsync:
-                os.fsync(fd)
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, before)
-            except OSError:
-                logger.warning("%s: could not cut off a partly written record", self.path)
-            raise OutputError(
-                exc.errno,
-                f"cannot append to the recording {str(self.path)!r}: {exc.strerror or exc}. "
-                "The records already there are intact; free space (or pick another --record "
-                "file) and rerun the same command: recorded calls are not made again",
-                str(self.path),
-            ) from exc
-
     def _append(self, key: str, occurrence: int, record: dict[str, Any]) -> None:
-        line = encode_record(record)
+        self._log().append(key, occurrence, record, encode_record(record))
         with self._lock:
-            if self._fd is None or self._store is None:
-                raise BackendError(f"RecordingBackend for {str(self.path)!r} is closed")
-            self._write(self._fd, line)
-            self._store.put(key, occurrence, record)
             self.recorded += 1
 
     def _take(self, key: str) -> tuple[int, Completion | None]:
         """Claim the next occurrence of ``key``: its number, and the recorded answer when
         resuming and one is there."""
-        assert self._store is not None
-        occurrence, record = self._store.take(key)
+        occurrence, record = self._log().take(key)
         if not self.resume or record is None:
             return occurrence, None
         with self._lock:
@@ -312,7 +231,6 @@ class RecordingBackend(RebuiltOnCopy):
     ) -> Completion:
         """The recorded answer when resuming, else the inner backend's answer, recorded."""
         task_id = self._task_id(spec, context)
-        self._open()
         key = replay_key(task_id, spec.name, messages, context.turn, self.keying)
         occurrence, hit = self._take(key)
         if hit is not None:
@@ -344,7 +262,6 @@ class RecordingBackend(RebuiltOnCopy):
 
     def _complete_batch(self, calls: Sequence[Call]) -> list[Completion]:
         """Batched calls: recorded ones from the file, the rest as one inner batch, recorded."""
-        self._open()
         results: list[Completion | None] = [None] * len(calls)
         todo: list[int] = []
         keys: list[str] = []
@@ -379,10 +296,10 @@ class RecordingBackend(RebuiltOnCopy):
     def close(self) -> None:
         """Close the file and the inner backend (idempotent)."""
         with self._lock:
-            fd, self._fd = self._fd, None
+            calls, self._calls = self._calls, None
             already, self._closed = self._closed, True
-        if fd is not None:
-            os.close(fd)
+        if calls is not None:
+            calls.close()
         if not already:
             close = getattr(self.inner, "close", None)
             if callable(close):

@@ -59,16 +59,16 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from orchenv.backends.common import RebuiltOnCopy, require_task
-from orchenv.backends.store import OccurrenceStore
+from orchenv.backends.store import JsonlScan, OccurrenceStore, encode_line
+from orchenv.backends.store import scan_jsonl as store_scan_jsonl
 from orchenv.error import BackendError, ConfigError, DataError, require
 from orchenv.pool import AgentSpec, Backend, CallContext, Completion, Message, make_backend
-from orchenv.schema import COMPLETION, REPLAY_RECORD, JSONLimitError, parse_json
+from orchenv.schema import COMPLETION, REPLAY_RECORD, parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -171,8 +171,7 @@ def _json_default(obj: Any) -> Any:
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
     """One record as a single UTF-8 JSON line ending in ``\\n`` (newlines in text are escaped)."""
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)
-    return (line + "\n").encode("utf-8")
+    return encode_line(record, _json_default)
 
 
 def completion_from_record(record: Mapping[str, Any]) -> Completion:
@@ -199,7 +198,7 @@ def completion_from_record(record: Mapping[str, Any]) -> Completion:
     )
 
 
-def _validate(record: Any, where: str) -> dict[str, Any]:
+def validate_record(record: Any, where: str) -> dict[str, Any]:
     """A parsed record checked by ``REPLAY_RECORD`` and its completion by ``COMPLETION``;
     ``where`` names the file and line for the ``SchemaError``."""
     if isinstance(record, dict):
@@ -233,64 +232,12 @@ def _validate(record: Any, where: str) -> dict[str, Any]:
 
 
 # -- reading --------------------------------------------------------------------------
-@dataclass
-class JsonlScan:
-    """What a scan of a JSON Lines replay file found.
-
-    ``valid_end`` is the byte offset just past the last well-formed line (blank
-    lines included); bytes beyond it are a torn last line a writer must cut off
-    before appending. ``newline_missing`` is True when the last well-formed
-    line lacks its ``\\n`` (a writer must add one before appending).
-    """
-
-    records: list[dict[str, Any]]
-    valid_end: int
-    size: int
-    newline_missing: bool
-
-
 def scan_jsonl(path: str | Path) -> JsonlScan:
-    """Parse a JSON Lines replay file, tolerating a torn last line (see the module docstring)."""
-    path = Path(path)
-    records: list[dict[str, Any]] = []
-    valid_end = 0
-    last_byte = b""
-    with path.open("rb") as fh:
-        lineno = 0
-        for raw in iter(lambda: fh.readline(MAX_RECORD_BYTES + 1), b""):
-            lineno += 1
-            where = f"{path}:{lineno}"
-            if len(raw) > MAX_RECORD_BYTES:
-                raise DataError(
-                    f"{where}: a line longer than {MAX_RECORD_BYTES} bytes is not a replay record"
-                )
-            if not raw.strip():
-                valid_end += len(raw)
-                continue
-            try:
-                parsed = parse_json(raw.decode("utf-8"), where)
-            except JSONLimitError:
-                raise
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                rest = fh.read()
-                if rest.strip():
-                    raise DataError(
-                        f"{where}: corrupt replay record ({exc}); only a torn last line is "
-                        "skipped, a corrupt line in the middle means the file was damaged"
-                    ) from exc
-                logger.warning(
-                    "%s: skipping a truncated or corrupt last line (%d bytes; a writer was "
-                    "probably killed mid-write): %r",
-                    where,
-                    len(raw) + len(rest),
-                    (raw + rest)[:80],
-                )
-                break
-            records.append(_validate(parsed, where))
-            valid_end += len(raw)
-            last_byte = raw[-1:]
-        size = fh.seek(0, 2)
-    return JsonlScan(records, valid_end, size, bool(records) and last_byte != b"\n")
+    """Parse a JSON Lines replay file, tolerating a torn last line (see the module docstring;
+    the reading is ``orchenv.backends.store.scan_jsonl``'s, with this format's checks)."""
+    return store_scan_jsonl(
+        path, validate_record, what="replay record", max_line_bytes=MAX_RECORD_BYTES
+    )
 
 
 def _is_parquet(path: Path) -> bool:
@@ -311,7 +258,7 @@ def _iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
             f"prompt_sha256, completion; missing {sorted(missing)}"
         )
     for i, row in enumerate(table.to_pylist()):
-        yield _validate(row, f"{path} row {i}")
+        yield validate_record(row, f"{path} row {i}")
 
 
 def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -447,18 +394,11 @@ class ReplayBackend(RebuiltOnCopy):
                         self._fallback_arg,
                     )
                 else:
-                    for record in iter_records(self.path):
-                        key = key_from_fields(
-                            record["task_id"],
-                            record["agent"],
-                            record.get("prompt_sha256"),
-                            record["turn"],
-                            self.keying,
+                    kept = loaded.load_all(iter_records(self.path), self._key_of)
+                    for record in kept:
+                        index.setdefault((record["task_id"], record["agent"]), []).append(
+                            record["turn"]
                         )
-                        if loaded.load(key, record):
-                            index.setdefault((record["task_id"], record["agent"]), []).append(
-                                record["turn"]
-                            )
                 self._by_task_agent = index
                 self._store = loaded
                 logger.info(
@@ -470,6 +410,15 @@ class ReplayBackend(RebuiltOnCopy):
                     self.mode,
                 )
             return self._store
+
+    def _key_of(self, record: Mapping[str, Any]) -> str:
+        return key_from_fields(
+            record["task_id"],
+            record["agent"],
+            record.get("prompt_sha256"),
+            record["turn"],
+            self.keying,
+        )
 
     def _fallback_backend(self) -> Backend:
         if self._fallback is None:

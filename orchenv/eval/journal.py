@@ -8,15 +8,20 @@ appended to the episode's journal file as it returns, and the retry is served fr
 file: the same request gets the same answer, so the retried episode's record is identical
 to an uninterrupted run's and only the calls that never succeeded reach the server.
 
-Files: ``OUT/journal/s{seed}-e{episode}.jsonl``, one JSON line per successful call (written
-in one ``write``, like ``episodes.jsonl``), deleted once the episode's line is in
-``episodes.jsonl``. A torn last line (a kill mid-write) is ignored. Calls to backends that
-are free and deterministic (``simulated``, ``replay``) are not journaled: repeating them
-costs nothing and gives the same answer.
+Files: ``OUT/journal/s{seed}-e{episode}.jsonl``, one JSON line per successful call
+(``{"v": 1, "key": sha256, "occurrence": n, "completion": {...}}``), deleted once the
+episode's line is in ``episodes.jsonl``. The file is the call store recording and replay use
+(``orchenv.backends.store.CallLog``): each line is appended in one ``write`` and fsynced, a
+torn last line (a kill mid-write) is cut off, a corrupt line elsewhere or one that breaks the
+schema is a ``DataError`` naming it. Calls to backends that are free and deterministic
+(``simulated``, ``replay``) are not journaled: repeating them costs nothing and gives the
+same answer.
 
 Matching: a call's key is its agent, model, messages and context (task, turn, draft,
 feedback); the n-th call with a key in the retry is served the n-th journaled answer for
-that key (self-consistency samples repeat a request and get different answers).
+that key (``occurrence``, as in recording and replay: self-consistency samples and forked
+branches repeat a request and get different answers). Lines written before ``occurrence``
+was stored count in file order.
 """
 
 from __future__ import annotations
@@ -29,17 +34,20 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchenv.error import DataError, OrchEnvError
+from orchenv.backends.store import CallLog, encode_line
+from orchenv.error import ConfigError, DataError, OrchEnvError, SchemaError
 from orchenv.pool import AgentPool, AgentSpec, Backend, Call, CallContext, Completion, Message
-from orchenv.schema import COMPLETION, parse_json
+from orchenv.schema import COMPLETION
 
 logger = logging.getLogger(__name__)
 
 JOURNAL_DIR = "journal"
+#: the journal line format's version
+JOURNAL_VERSION = 1
 #: backends whose calls cost nothing and repeat exactly: never journaled
 FREE_BACKENDS = frozenset({"simulated", "replay"})
 
@@ -60,10 +68,9 @@ def call_key(spec: AgentSpec, messages: Sequence[Message], context: CallContext)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _completion_from(raw: Any, where: str) -> Completion:
+def _completion_from(data: Mapping[str, Any]) -> Completion:
     """A journaled completion, exactly as it was returned (not marked cached: it was paid
     for once, in this episode, and the episode's record must say so)."""
-    data = COMPLETION.validate(raw, where, prefix="completion.")
     return Completion(
         agent=str(data.get("agent") or ""),
         text=str(data["text"]),
@@ -77,19 +84,59 @@ def _completion_from(raw: Any, where: str) -> Completion:
     )
 
 
+class _JournalRows:
+    """The schema check of journal lines (``{"v": 1, "key", "occurrence", "completion"}``).
+
+    A line without ``occurrence`` (written before it was stored) is the next occurrence of
+    its key in file order, which is what the journal always meant. One instance per file read.
+    """
+
+    def __init__(self) -> None:
+        self._seen: Counter[str] = Counter()
+
+    def __call__(self, row: Any, where: str) -> dict[str, Any]:
+        if not isinstance(row, dict):
+            raise SchemaError(f"{where}: a journal line must be an object")
+        unknown = set(row) - {"v", "key", "occurrence", "completion"}
+        if unknown:
+            raise SchemaError(f"{where}: unknown journal field(s) {sorted(unknown)}")
+        if row.get("v") != JOURNAL_VERSION:
+            raise SchemaError(f"{where}: journal version {row.get('v')!r} is not {JOURNAL_VERSION}")
+        key = row.get("key")
+        if not isinstance(key, str) or len(key) != 64:
+            raise SchemaError(f"{where}: field 'key' must be a sha256 hex digest")
+        occurrence = row.get("occurrence")
+        if occurrence is None:
+            occurrence = self._seen[key]
+        elif isinstance(occurrence, bool) or not isinstance(occurrence, int) or occurrence < 0:
+            raise SchemaError(f"{where}: field 'occurrence' must be an int >= 0")
+        self._seen[key] += 1
+        completion = COMPLETION.validate(row.get("completion"), where, prefix="completion.")
+        return {
+            "v": JOURNAL_VERSION,
+            "key": key,
+            "occurrence": occurrence,
+            "completion": completion,
+        }
+
+
+def _key_of(row: Mapping[str, Any]) -> str:
+    return str(row["key"])
+
+
 class CallJournal:
     """The journal of the episode being played (``begin`` / ``finish`` around each one).
 
-    Thread-safe: ``AgentPool.call_many`` calls from several threads at once.
+    Thread-safe: ``AgentPool.call_many`` calls from several threads at once. The file is an
+    ``orchenv.backends.store.CallLog`` (the store recording and replay use): atomic appends,
+    ``fsync``, torn-line repair and a schema check of every line read back.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.directory = Path(directory)
+        self.fsync = fsync
         self._lock = threading.Lock()
-        self._path: Path | None = None
-        self._fd: int | None = None
-        self._answers: dict[str, list[Completion]] = {}
-        self._seen: Counter[str] = Counter()
+        self._log: CallLog | None = None
         #: calls served from the journal / bought, in the current episode
         self.served = 0
         self.bought = 0
@@ -97,14 +144,30 @@ class CallJournal:
     def path_for(self, seed: int, episode: int) -> Path:
         return self.directory / f"s{seed}-e{episode}.jsonl"
 
+    @property
+    def _path(self) -> Path | None:
+        return None if self._log is None else self._log.path
+
     def begin(self, seed: int, episode: int) -> int:
         """Start (or restart) an episode: load what earlier attempts journaled; returns how
         many calls are on file."""
         self.close()
-        self._path = self.path_for(seed, episode)
-        self._answers, self._seen = self._load(self._path), Counter()
+        path = self.path_for(seed, episode)
+        log = CallLog(
+            path,
+            key_of=_key_of,
+            validate=_JournalRows(),
+            who="call journal",
+            fsync=self.fsync,
+            write_error=lambda exc: self._write_error(path, exc),
+        )
+        try:
+            log.load()
+        except ConfigError as exc:  # a directory or device where the journal goes
+            raise DataError(f"cannot open the call journal {path}: {exc}") from exc
+        self._log = log
         self.served = self.bought = 0
-        return sum(len(v) for v in self._answers.values())
+        return len(log)
 
     def finish(self) -> None:
         """The episode's line is safely logged: its journal is no longer needed."""
@@ -112,14 +175,13 @@ class CallJournal:
         self.close()
         if path is not None:
             path.unlink(missing_ok=True)
-        self._path = None
+        self._log = None
 
     def close(self) -> None:
         """Stop writing (the file stays, for the next attempt or resume)."""
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            if self._log is not None:
+                self._log.close()
 
     def discard(self, seed: int, episode: int) -> None:
         """Remove a journal left by an episode that is already logged."""
@@ -130,85 +192,60 @@ class CallJournal:
         self, backend: Backend, spec: AgentSpec, messages: Sequence[Message], context: CallContext
     ) -> Completion:
         key = call_key(spec, messages, context)
-        hit = self._take(key)
+        occurrence, hit = self._take(key)
         if hit is not None:
             return hit
         completion = backend.complete(spec, messages, context)
-        self._append(key, completion)
+        self._append(key, occurrence, completion)
         return completion
 
     def complete_batch(self, backend: Backend, calls: Sequence[Call]) -> list[Completion]:
         keys = [call_key(*call) for call in calls]
-        results: list[Completion | None] = [self._take(key) for key in keys]
+        taken = [self._take(key) for key in keys]
+        results: list[Completion | None] = [hit for _, hit in taken]
         missing = [i for i, r in enumerate(results) if r is None]
         if missing:
             fresh = backend.complete_batch([calls[i] for i in missing])  # type: ignore[attr-defined]
             for i, completion in zip(missing, fresh, strict=True):
-                self._append(keys[i], completion)
+                self._append(keys[i], taken[i][0], completion)
                 results[i] = completion
         return [r for r in results if r is not None]
 
-    def _take(self, key: str) -> Completion | None:
+    def _take(self, key: str) -> tuple[int, Completion | None]:
+        log = self._log
+        if log is None:  # no episode begun: nothing on file, nothing kept
+            return 0, None
+        occurrence, row = log.take(key)
+        if row is None:
+            return occurrence, None
         with self._lock:
-            n = self._seen[key]
-            self._seen[key] += 1
-            answers = self._answers.get(key, [])
-            if n < len(answers):
-                self.served += 1
-                return answers[n]
-            return None
+            self.served += 1
+        return occurrence, _completion_from(row["completion"])
 
-    def _append(self, key: str, completion: Completion) -> None:
-        line = json.dumps(
-            {"v": 1, "key": key, "completion": completion.to_dict()},
-            ensure_ascii=False,
-            separators=(",", ":"),
-            default=str,
-        )
-        data = (line + "\n").encode("utf-8", "surrogatepass")
+    def _append(self, key: str, occurrence: int, completion: Completion) -> None:
         with self._lock:
             self.bought += 1
-            if self._path is None:
-                return
-            try:
-                if self._fd is None:
-                    self.directory.mkdir(parents=True, exist_ok=True)
-                    self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                written = os.write(self._fd, data)
-                if written != len(data):
-                    raise OSError(f"short write ({written} of {len(data)} bytes)")
-            except OSError as exc:
-                raise DataError(
-                    f"cannot write the call journal {self._path} ({exc.strerror or exc}); the "
-                    "episode's paid calls could not be saved. Free disk space or choose a "
-                    "writable --out directory, then rerun the same command."
-                ) from exc
+        log = self._log
+        if log is None:
+            return
+        row = {"v": JOURNAL_VERSION, "key": key, "occurrence": occurrence,
+               "completion": completion.to_dict()}  # fmt: skip
+        try:
+            log.append(key, occurrence, row, encode_line(row, str))
+        except ConfigError as exc:  # the folder cannot be written
+            raise DataError(
+                f"cannot write the call journal {log.path} ({exc}); the episode's paid calls "
+                "could not be saved. Choose a writable --out directory, then rerun the same "
+                "command."
+            ) from exc
 
     @staticmethod
-    def _load(path: Path) -> dict[str, list[Completion]]:
-        answers: dict[str, list[Completion]] = {}
-        try:
-            lines = path.read_bytes().split(b"\n")
-        except FileNotFoundError:
-            return answers
-        except OSError as exc:
-            raise DataError(f"cannot read the call journal {path}: {exc}") from exc
-        for n, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            where = f"{path} line {n}"
-            try:
-                row = parse_json(raw, where)
-                key = row["key"]
-                if not isinstance(key, str):
-                    raise TypeError("key is not a string")
-                completion = _completion_from(row["completion"], where)
-            except (OrchEnvError, ValueError, KeyError, TypeError) as exc:
-                # a torn last line after a kill; anything else means the file was edited
-                logger.warning("%s line %d is unreadable (%s): ignored", path, n, exc)
-                continue
-            answers.setdefault(key, []).append(completion)
-        return answers
+    def _write_error(path: Path, exc: OSError) -> DataError:
+        return DataError(
+            f"cannot write the call journal {path} ({exc.strerror or exc}); the episode's "
+            "paid calls could not be saved. Free disk space or choose a writable --out "
+            "directory, then rerun the same command."
+        )
 
 
 _LANE_JOURNAL: contextvars.ContextVar[CallJournal | None] = contextvars.ContextVar(

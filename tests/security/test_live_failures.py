@@ -143,7 +143,7 @@ def test_journal_write_failure_is_a_data_error(tmp_path: Path) -> None:
         pytest.skip("no /dev/full on this system")
     journal = CallJournal(tmp_path)
     journal.begin(0, 0)
-    journal._path = Path("/dev/full")  # every write fails with ENOSPC
+    journal._log._fd = os.open("/dev/full", os.O_WRONLY)  # every write fails with ENOSPC
 
     class Backend:
         def complete(self, spec, messages, context):
