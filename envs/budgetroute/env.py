@@ -29,6 +29,7 @@ from orchenv.envs.budgetroute.protocol import (
     GENERIC_GUIDANCE,
     PROMPT_STYLES,
     answer_verdict,
+    example_replies,
     parse_action,
 )
 from orchenv.envs.budgetroute.strategies import budget_blind_plan, shortcuts
@@ -401,11 +402,14 @@ class BudgetRouteEnv(OrchestrationEnv):
             if expected is not None:
                 line += f"; about ${expected:.4f} per call"
             lines.append(line)
+        search, answer = example_replies(self.pool.names)
         return CONTROLLER_SYSTEM.format(
             mode=self.budget_mode,
             guidance=PROMPT_STYLES[self.prompt_style].get(self.budget_mode, GENERIC_GUIDANCE),
             experts="\n".join(lines),
             max_turns=self.max_turns,
+            search_example=search,
+            answer_example=answer,
         )
 
     def expected_call_cost(self, expert: str) -> float | None:
@@ -473,6 +477,11 @@ class BudgetRouteEnv(OrchestrationEnv):
         privileged: dict[str, Any] = {}
         info["privileged"] = privileged
         if parsed is None:
+            search, answer = example_replies(self.pool.names)
+            error = (
+                f"{(error or 'malformed reply').rstrip('.')}. A valid reply now, for example:\n"
+                f"{search}\nor\n{answer}\n"
+            )
             return Outcome(error=error, info=info)
         if parsed.kind == "answer":
             self.answer = parsed.text

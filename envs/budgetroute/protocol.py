@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchenv.grading import Verdict, extract_boxed, match_any, solution_verdict
-from orchenv.parsing import extract_tag, find_tag, match_agent, strip_reasoning, suggest_agent
+from orchenv.parsing import (
+    extract_tag,
+    find_tag,
+    is_placeholder,
+    match_agent,
+    strip_reasoning,
+    suggest_agent,
+)
 
 CONTROLLER_SYSTEM = """\
 You solve math problems and may consult paid expert models. Budget mode: {mode}.
@@ -24,13 +31,19 @@ on this problem), strongest first:
 {experts}
 
 Each round, do exactly one of the following:
-- Ask one expert a question: <search>EXPERT NAME: your question</search>
-  The expert's reply is shown to you in the next round. Experts answer what you ask: \
-naming the key step helps, and you may split the problem (ask for only the key step, then \
-pass that work to an expert to finish).
-- Give your final answer and stop: <answer>FINAL ANSWER</answer>
-You may think first inside <think>...</think>. You have {max_turns} rounds in total; \
-without an answer by then the problem counts as unsolved."""
+- Ask one expert a question: a <search> tag holding the expert's exact name, a colon and \
+your question. The expert's reply is shown to you in the next round. Experts answer what \
+you ask: naming the key step helps, and you may split the problem (ask for only the key \
+step, then pass that work to an expert to finish).
+- Give your final answer and stop: an <answer> tag holding only the final value.
+You may think first inside a <think> tag. You have {max_turns} rounds in total; without an \
+answer by then the problem counts as unsolved.
+
+Example reply asking an expert (use a name from the list and your own question):
+{search_example}
+
+Example reply giving the final answer (write your own value):
+{answer_example}"""
 
 MODE_GUIDANCE: dict[str, str] = {
     "low": "Money is tight: solve the problem yourself when you can, and if you need help, "
@@ -57,10 +70,33 @@ EXPERT_SYSTEM = (
     "answer as \\boxed{ANSWER}."
 )
 
-#: what the notice after an unusable action adds to the parse error
+#: what the notice after an unusable action adds to the parse error (after a filled-in
+#: example, ``example_replies``)
 FORMAT_REMINDER = (
-    "Reply with <search>EXPERT NAME: question</search> or <answer>FINAL ANSWER</answer>."
+    "Reply with one <search> tag (an expert's exact name, a colon, your question) or one "
+    "<answer> tag (your final value)."
 )
+#: the question and the answer of the filled-in example replies (issue 31: a small model
+#: copies a bare ``<answer>FINAL ANSWER</answer>``; a concrete reply it can adapt)
+EXAMPLE_QUESTION = "What is the key first step for this problem, and what does it give?"
+EXAMPLE_ANSWER = "\\frac{3}{4}"
+
+
+def search_text(expert: str, question: str) -> str:
+    """Canonical search action."""
+    return f"<search>{expert}: {question}</search>"
+
+
+def answer_text(answer: str) -> str:
+    """Canonical final-answer action."""
+    return f"<answer>{answer}</answer>"
+
+
+def example_replies(experts: Sequence[str]) -> tuple[str, str]:
+    """(a search naming a real expert, a final answer): filled-in replies for the prompt and
+    the notice. ``experts`` is weakest first; the example asks the cheapest one."""
+    search = search_text(experts[0], EXAMPLE_QUESTION) if experts else ""
+    return search, answer_text(EXAMPLE_ANSWER)
 
 
 @dataclass(frozen=True)
@@ -98,6 +134,8 @@ def parse_action(text: str, experts: Sequence[str]) -> tuple[Action | None, str 
     if kind == "answer":
         if not body:
             return None, "the <answer> is empty."
+        if is_placeholder(body):
+            return None, f"{body[:40]!r} is a placeholder; write your own final value."
         return Action("answer", body), None
     name, sep, query = body.partition(":")
     if not sep:
@@ -110,6 +148,8 @@ def parse_action(text: str, experts: Sequence[str]) -> tuple[Action | None, str 
         return None, f"unknown expert {name.strip()!r}; experts: {', '.join(experts)}.{hint}"
     if not query.strip():
         return None, f"the question to {expert} is empty."
+    if is_placeholder(query.strip()):
+        return None, f"{query.strip()[:40]!r} is a placeholder; ask {expert} a real question."
     return Action("search", query.strip(), expert), None
 
 
