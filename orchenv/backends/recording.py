@@ -46,8 +46,8 @@ from orchenv.backends.replay import (
     check_keying,
     completion_from_record,
     encode_record,
-    key_from_fields,
     make_record,
+    record_key,
     replay_key,
     validate_record,
 )
@@ -198,13 +198,7 @@ class RecordingBackend(RebuiltOnCopy):
         )
 
     def _key_of(self, record: Mapping[str, Any]) -> str:
-        return key_from_fields(
-            record["task_id"],
-            record["agent"],
-            record.get("prompt_sha256"),
-            record["turn"],
-            self.keying,
-        )
+        return record_key(record, self.keying)
 
     def _append(self, key: str, occurrence: int, record: dict[str, Any]) -> None:
         self._log().append(key, occurrence, record, encode_record(record))

@@ -113,6 +113,13 @@ def key_from_fields(
     return f"{task_id}{_SEP}{agent}{_SEP}{prompt_hash}"
 
 
+def record_key(record: Mapping[str, Any], keying: str = "prompt") -> str:
+    """The key a stored record answers under, derived from its fields for ``keying``."""
+    return key_from_fields(
+        record["task_id"], record["agent"], record.get("prompt_sha256"), record["turn"], keying
+    )
+
+
 def replay_key(
     task_id: str, agent: str, messages: Sequence[Message], turn: int, keying: str = "prompt"
 ) -> str:
@@ -280,16 +287,7 @@ def index_records(
         check_keying(keying)
     out: dict[str, dict[str, Any]] = {}
     for record in records:
-        if keying is None:
-            key = record["key"]
-        else:
-            key = key_from_fields(
-                record["task_id"],
-                record["agent"],
-                record.get("prompt_sha256"),
-                record["turn"],
-                keying,
-            )
+        key = record["key"] if keying is None else record_key(record, keying)
         if key in out:
             logger.debug(
                 "%s: duplicate key %s; keeping the first record", source, describe_key(key)
@@ -412,13 +410,7 @@ class ReplayBackend(RebuiltOnCopy):
             return self._store
 
     def _key_of(self, record: Mapping[str, Any]) -> str:
-        return key_from_fields(
-            record["task_id"],
-            record["agent"],
-            record.get("prompt_sha256"),
-            record["turn"],
-            self.keying,
-        )
+        return record_key(record, self.keying)
 
     def _fallback_backend(self) -> Backend:
         if self._fallback is None:
