@@ -1,0 +1,95 @@
+"""``orchenv submit RUN_DIR --out BUNDLE`` and ``orchenv verify BUNDLE``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_subcommands(sub: Any) -> None:
+    """Add ``submit`` and ``verify`` to the ``orchenv`` subparsers object ``sub``."""
+    p = sub.add_parser(
+        "submit",
+        help="write a submission bundle of an `orchenv eval` run (for `orchenv verify`)",
+        description=(
+            "Copy a finished run (run.json, episodes.jsonl, summary.json), its pool and every "
+            "recorded agent call into BUNDLE, with digests binding them. A run whose agents are "
+            "all simulated is re-recorded from the simulator; a live run needs its recording "
+            "(RUN_DIR/calls.jsonl or --calls)."
+        ),
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished `orchenv eval --out` directory")
+    p.add_argument("--out", required=True, metavar="BUNDLE", help="the bundle directory to write")
+    p.add_argument("--calls", metavar="FILE", help="the run's call recording (replay format)")
+    p.add_argument(
+        "--reference",
+        metavar="RUN_DIR",
+        help="the same controller's run on another split (for the outcome-alignment check)",
+    )
+    p.add_argument("--reference-calls", metavar="FILE", help="the reference run's recording")
+    p.add_argument("--pool-file", metavar="FILE", help="the pool file the run used")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty BUNDLE")
+    p.set_defaults(func=cmd_submit)
+
+    v = sub.add_parser(
+        "verify",
+        help="re-derive a submission bundle's score and cost from its recorded calls",
+        description=(
+            "Replay every episode of BUNDLE from the env, the submitted actions and the "
+            "recorded answers; check rewards, correctness, turns, order, split, prices, cost, "
+            "tokens, requests and privileged controllers; run the statistical integrity "
+            "checks; write BUNDLE/verified.json and BUNDLE/verification.md. Exit status 0 "
+            "when verified, 1 when a check failed."
+        ),
+    )
+    v.add_argument("bundle", metavar="BUNDLE", help="a directory written by `orchenv submit`")
+    v.add_argument("--audit", metavar="FILE", help="an `orchenv audit --json` report of the env")
+    v.add_argument(
+        "--oracle-episodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="episodes searched by the per-query oracle check (default 200; 0: skip)",
+    )
+    v.add_argument("--json", action="store_true", help="print verified.json")
+    v.set_defaults(func=cmd_verify)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from orchenv.verify.bundle import write_bundle
+
+    out = write_bundle(
+        args.run_dir,
+        args.out,
+        calls=args.calls,
+        reference=args.reference,
+        reference_calls=args.reference_calls,
+        pool_file=args.pool_file,
+        overwrite=args.overwrite,
+    )
+    print(f"bundle written to {out}; check it with `orchenv verify {out}`")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    from orchenv.verify.checks import VERIFIED_FILE, verify_bundle
+
+    report = verify_bundle(args.bundle, audit_file=args.audit, oracle_episodes=args.oracle_episodes)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        for c in report.checks:
+            print(f"{c.verdict:<12} {c.name:<18} {c.reason}")
+        s = report.score
+        if s:
+            lo, hi = s["accuracy_ci95"]
+            print(
+                f"\n{report.verdict.upper()}: accuracy {s['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] "
+                f"over {s['episodes']} episodes, ${s['mean_cost_usd']:.6g} per episode "
+                f"({report.seconds:.1f} s); report in {args.bundle}/{VERIFIED_FILE}"
+            )
+        else:
+            print(f"\n{report.verdict.upper()}; report in {args.bundle}/{VERIFIED_FILE}")
+    return 0 if report.verified else 1

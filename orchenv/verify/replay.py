@@ -1,0 +1,327 @@
+"""Replay a submitted run from the env, its submitted actions and its recorded agent calls.
+
+Written by hand: no library replays a Gymnasium env against a call recording while checking
+each answer. The replay trusts nothing the run computed: the env is made from the bundle's
+declared id, kwargs, pool and split and reset with each episode's seed
+(``orchenv.eval.harness.episode_seed``); the controller's actions are the submitted ones; each
+agent call is answered from the recording (``orchenv.backends.store.OccurrenceStore``: the
+n-th identical request gets the n-th recorded answer) by ``CheckingBackend``, which also
+
+* refuses a call the recording does not hold (the request differs from the recorded one:
+  a different prompt hash, agent or turn);
+* checks the recorded answer against its request (agent name, and the model when the record
+  names one);
+* for agents whose backend is free and deterministic (``simulated``), asks that backend the
+  same request and compares text and token counts, so an answer replaced by a better one,
+  or shrunk token counts, are caught;
+* prices the call from orchenv's price table (``orchenv/pricing.json``), not from the
+  recorded ``cost_usd``.
+
+What the env then reports (task, correctness, reward, turns, cost, tokens, calls) is the
+re-derived episode; ``orchenv.verify.checks`` compares it with the submitted line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from orchenv.backends.replay import replay_key
+from orchenv.backends.store import OccurrenceStore
+from orchenv.error import BackendError, ConfigError, OrchEnvError
+from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message, make_pool
+
+#: backends whose answers are a pure function of the request: re-asked during verification
+DETERMINISTIC_BACKENDS = frozenset({"simulated"})
+#: how many problems of one kind are kept verbatim (the rest are counted)
+KEEP = 20
+
+
+@dataclass
+class Problems:
+    """Problems found, by kind: the first ``KEEP`` messages and a count."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, kind: str, message: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        kept = self.examples.setdefault(kind, [])
+        if len(kept) < KEEP:
+            kept.append(message[:2000])
+
+    def total(self, *kinds: str) -> int:
+        return sum(self.counts.get(k, 0) for k in kinds)
+
+    def first(self, *kinds: str) -> list[str]:
+        return [m for k in kinds for m in self.examples.get(k, [])]
+
+
+@dataclass
+class CallStats:
+    """What the replay learned about the recorded calls."""
+
+    used: set[tuple[str, int]] = field(default_factory=set)
+    checked_against_backend: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    recomputed_cost: float = 0.0
+    recorded_cost: float = 0.0
+
+
+class CheckingBackend:
+    """Answers agent calls from a recording, checking each answer (module docstring).
+
+    ``prices``: agent name -> (USD per 1M prompt tokens, per 1M completion tokens) from the
+    price table, or None where the table does not price the agent's model (the recorded cost
+    is then used and the agent is named by the cost check). ``simulators``: backend name ->
+    a fresh instance of that deterministic backend.
+    """
+
+    def __init__(
+        self,
+        store: OccurrenceStore,
+        prices: Mapping[str, tuple[float, float] | None],
+        simulators: Mapping[str, Any],
+        problems: Problems,
+        stats: CallStats,
+    ) -> None:
+        self.store = store
+        self.prices = dict(prices)
+        self.simulators = dict(simulators)
+        self.problems = problems
+        self.stats = stats
+        self.where = ""  # "seed S episode I", set by the replay loop
+
+    def complete(
+        self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
+    ) -> Completion:
+        task = context.task
+        if task is None:
+            raise BackendError("verification replays calls keyed on their task; this one has none")
+        key = replay_key(task.id, spec.name, messages, context.turn)
+        occurrence, record = self.store.take(key)
+        if record is None:
+            self.problems.add(
+                "missing_call",
+                f"{self.where}: the env asks agent {spec.name!r} (turn {context.turn}) a request "
+                "that the recording does not hold (no record with this task, agent and prompt "
+                f"hash, occurrence {occurrence}): the submitted actions or recording do not "
+                "belong together",
+            )
+            raise BackendError(f"no recorded answer for {spec.name!r} at {self.where}")
+        self.stats.used.add((key, occurrence))
+        c = record["completion"]
+        recorded_agent = c.get("agent")
+        if recorded_agent not in (None, spec.name) or record.get("agent") != spec.name:
+            self.problems.add(
+                "inconsistent_request",
+                f"{self.where}: the record for agent {spec.name!r} names agent "
+                f"{recorded_agent or record.get('agent')!r}",
+            )
+        meta = c.get("meta") or {}
+        model = meta.get("model") if isinstance(meta, Mapping) else None
+        if isinstance(model, str) and model and model != spec.model:
+            self.problems.add(
+                "inconsistent_request",
+                f"{self.where}: agent {spec.name!r} is model {spec.model!r} in the pool, but its "
+                f"recorded answer says model {model!r}",
+            )
+        text = c["text"]
+        pt, ct = int(c["prompt_tokens"]), int(c["completion_tokens"])
+        sim = self.simulators.get(spec.backend)
+        if sim is not None:
+            fresh = sim.complete(spec, messages, context)
+            self.stats.checked_against_backend += 1
+            if fresh.text != text:
+                self.problems.add(
+                    "answer_replaced",
+                    f"{self.where}: agent {spec.name!r} turn {context.turn}: the recorded answer "
+                    f"{_clip(text)!r} is not what the pool's deterministic {spec.backend!r} "
+                    f"backend answers to this request ({_clip(fresh.text)!r})",
+                )
+            if (fresh.prompt_tokens, fresh.completion_tokens) != (pt, ct):
+                self.problems.add(
+                    "tokens_changed",
+                    f"{self.where}: agent {spec.name!r} turn {context.turn}: recorded tokens "
+                    f"{pt} prompt + {ct} completion, but the {spec.backend!r} backend meters "
+                    f"{fresh.prompt_tokens} + {fresh.completion_tokens} for this request",
+                )
+        price = self.prices.get(spec.name)
+        recorded_cost = float(c["cost_usd"])
+        cost = (pt * price[0] + ct * price[1]) / 1e6 if price is not None else recorded_cost
+        if price is not None and not _close(cost, recorded_cost):
+            self.problems.add(
+                "call_cost",
+                f"{self.where}: agent {spec.name!r}: recorded cost ${recorded_cost:.10g}, but "
+                f"{pt} + {ct} tokens at the table's ${price[0]:g} / ${price[1]:g} per 1M cost "
+                f"${cost:.10g}",
+            )
+        self.stats.calls += 1
+        self.stats.prompt_tokens += pt
+        self.stats.completion_tokens += ct
+        self.stats.recomputed_cost += cost
+        self.stats.recorded_cost += recorded_cost
+        source = c.get("token_source")
+        return Completion(
+            agent=spec.name,
+            text=text,
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            cost_usd=cost,
+            latency_s=float(c.get("latency_s") or 0.0),
+            cached=True,
+            token_source=source if source in ("server", "tokenizer", "estimate") else "record",
+            meta=dict(meta) if isinstance(meta, Mapping) else {},
+        )
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+@dataclass
+class ReplayedEpisode:
+    """One episode as the replay derived it."""
+
+    seed: int
+    episode: int
+    task_id: str
+    correct: bool
+    score: float
+    reward: float
+    turns: int
+    cost_usd: float
+    prompt_tokens: int
+    completion_tokens: int
+    agent_calls: dict[str, int]
+    invalid_actions: int
+    final_answer: Any
+    decisions: int = 0  # verdicts given on a draft whose correctness the env knows
+    agreed: int = 0  # of those, verdicts that match the draft's correctness (the key)
+    error: str | None = None  # the replay could not finish the episode (why)
+
+
+def build_pool(
+    pool_data: Mapping[str, Any], backend: CheckingBackend, where: str
+) -> tuple[AgentPool, list[AgentSpec]]:
+    """A pool from the bundle's pool document whose every backend is ``backend``; also the
+    specs as the document declares them (their original backend names)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from orchenv.pool import check_pool_data
+
+    data = check_pool_data(dict(pool_data), where)
+    names = {str(a.get("backend", "simulated")) for a in data["agents"]}
+    with tempfile.TemporaryDirectory() as tmp:  # make_pool reads pool files by path
+        path = Path(tmp) / "pool.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        declared = make_pool(path, backends=dict.fromkeys(names, _Null()))  # type: ignore[arg-type]
+        pool = make_pool(path, backends=dict.fromkeys(names, backend))  # type: ignore[arg-type]
+    return pool, list(declared.agents)
+
+
+class _Null:
+    def complete(self, *args: Any, **kwargs: Any) -> Completion:  # pragma: no cover
+        raise BackendError("not used")
+
+
+def make_replay_env(
+    env_id: str, env_kwargs: Mapping[str, Any], pool: AgentPool, split: str | None
+) -> gym.Env:
+    kwargs = {k: v for k, v in env_kwargs.items() if k not in ("backend", "backend_kwargs")}
+    kwargs["pool"] = pool
+    if split is not None:
+        kwargs["split"] = split
+    try:
+        return gym.make(env_id, **kwargs)
+    except (gym.error.Error, TypeError, OrchEnvError) as exc:
+        raise ConfigError(f"cannot make {env_id!r} as the bundle declares it: {exc}") from exc
+
+
+def replay_episodes(
+    env: gym.Env,
+    rows: Sequence[Mapping[str, Any]],
+    backend: CheckingBackend | None,
+    *,
+    episode_seed: Any,
+) -> list[ReplayedEpisode]:
+    """Replay ``rows`` (episode lines, in the order to play them) on ``env``.
+
+    Env state carried across episodes starts empty at each seed's first episode, as the
+    harness does."""
+    base = env.unwrapped
+    loader = getattr(base, "load_lifetime_state", None)
+    out: list[ReplayedEpisode] = []
+    last_seed: int | None = None
+    for row in rows:
+        seed, index = int(row["seed"]), int(row["episode"])
+        if seed != last_seed and callable(loader):
+            loader(None)
+        last_seed = seed
+        if backend is not None:
+            backend.where = f"seed {seed} episode {index}"
+        out.append(_replay_one(env, base, row, seed, index, episode_seed(seed, index)))
+    return out
+
+
+def _replay_one(
+    env: gym.Env, base: Any, row: Mapping[str, Any], seed: int, index: int, ep_seed: int
+) -> ReplayedEpisode:
+    total, invalid, decisions, agreed = 0.0, 0, 0, 0
+    info: dict[str, Any] = {}
+    error: str | None = None
+    done = False
+    try:
+        _, info = env.reset(seed=ep_seed)
+        actions = row.get("actions") or []
+        for n, action in enumerate(actions):
+            if done:
+                error = f"the episode ended after {n} actions but {len(actions)} were submitted"
+                break
+            draft_known = getattr(base, "draft_agent", None) is not None
+            truth = getattr(base, "draft_correct", None) if draft_known else None
+            _, reward, terminated, truncated, info = env.step(action)
+            total += float(reward)
+            invalid += int(bool(info.get("invalid_action")))
+            verdict = info.get("verdict")
+            if isinstance(verdict, bool) and isinstance(truth, bool):
+                decisions += 1
+                agreed += int(verdict == truth)
+            done = bool(terminated or truncated)
+        if not done and error is None:
+            error = f"the submitted {len(actions)} actions do not finish the episode"
+    except (OrchEnvError, ValueError, TypeError, KeyError) as exc:
+        error = f"the replay failed: {type(exc).__name__}: {str(exc)[:300]}"
+    meter = getattr(base, "meter", None)
+    task = getattr(base, "task", None)
+    correct = bool(info.get("correct", False))
+    return ReplayedEpisode(
+        seed=seed,
+        episode=index,
+        task_id=str(info.get("task_id", getattr(task, "id", ""))),
+        correct=correct,
+        score=float(info.get("score", float(correct))),
+        reward=total,
+        turns=int(info.get("turns", 0) or 0),
+        cost_usd=float(info.get("episode_cost_usd", getattr(meter, "cost_usd", 0.0))),
+        prompt_tokens=int(getattr(meter, "prompt_tokens", 0)),
+        completion_tokens=int(getattr(meter, "completion_tokens", 0)),
+        agent_calls=dict(info.get("agent_calls", {})),
+        invalid_actions=invalid,
+        final_answer=info.get("final_answer"),
+        decisions=decisions,
+        agreed=agreed,
+        error=error,
+    )
