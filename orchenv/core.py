@@ -347,6 +347,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     def task_source(self) -> TaskSource:
         if self._task_source is None:
             source = self._build_task_source()
+            self.split = source.resolve_split(self.split)  # "train" on a test-only source
             source.check_split(self.split)
             self._task_source = source
         return self._task_source

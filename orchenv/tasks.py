@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,9 +78,33 @@ class TaskSource(ABC):
     def by_id(self, task_id: str) -> Task:
         """The task with this id; ``UnknownNameError`` if there is none."""
 
+    #: the split an env uses when it asks for ``"train"`` (every env's default) and the source
+    #: has none, e.g. ``"test"`` for CHAMP; ``None``: ``"test"`` if present, else the first split
+    default_split: str | None = None
+
     def check_split(self, split: str) -> None:
         if split not in self.splits:
             raise UnknownNameError(f"split of task source {self.name!r}", split, self.splits)
+
+    def resolve_split(self, split: str) -> str:
+        """``split`` if the source has it; for ``"train"`` (every env's default split) on a
+        source without one, the split it does have (``default_split``, else ``"test"``, else
+        its first), with a warning that says so (issue 31: ``task_source="champ"`` has only
+        ``test``). Any other missing split is returned unchanged for ``check_split`` to refuse.
+        """
+        splits = self.splits
+        if split in splits or split != "train" or not splits:
+            return split
+        chosen = self.default_split or ("test" if "test" in splits else splits[0])
+        if chosen not in splits:
+            return split
+        warnings.warn(
+            f"task source {self.name!r} has no 'train' split; using {chosen!r} (its splits: "
+            f"{', '.join(splits)}). Pass split={chosen!r} to choose it explicitly; a policy "
+            f"trained on it has seen these tasks, so evaluate it elsewhere.",
+            stacklevel=3,
+        )
+        return chosen
 
     def sample(self, split: str, rng: np.random.Generator) -> Task:
         """A task drawn uniformly from ``split`` with the caller's RNG."""
