@@ -27,6 +27,7 @@ from orchenv.discrete import MaskedPolicyController
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce import llamacpp
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
+from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
     Finding,
@@ -45,25 +46,9 @@ MODES = ("low", "medium", "high")
 #: the corl pool's experts, weakest first
 EXPERTS = ("GPT-4.1-nano", "GPT-4.1", "o3")
 #: Table 2, MATH500: pass@1 and the dollar cost of the 500 queries (the paper's units)
-PAPER_ACCURACY = {
-    "controller alone": 0.708,
-    "GPT-4.1": 0.872,
-    "GPT-4.1-nano": 0.816,
-    "o3": 0.938,
-    "random assign": 0.880,
-    "low": 0.900,
-    "medium": 0.940,
-    "high": 0.958,
-}
-PAPER_COST_500 = {
-    "GPT-4.1": 3.581,
-    "GPT-4.1-nano": 0.192,
-    "o3": 5.642,
-    "random assign": 3.138,
-    "low": 4.650,
-    "medium": 6.250,
-    "high": 5.870,
-}
+_PAPER = load_paper_numbers(__package__, ("accuracy", "cost_500"))  # paper_numbers.json
+PAPER_ACCURACY: dict[str, float] = _PAPER["accuracy"]
+PAPER_COST_500: dict[str, float] = _PAPER["cost_500"]
 MATH500_QUERIES = 500
 #: the accuracy rows' tolerance: two accuracy points, a stated reading of "matches" (a row whose
 #: interval is wider than this stays undecided, with the sample size that would decide it)

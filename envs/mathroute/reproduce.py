@@ -28,6 +28,7 @@ import numpy as np
 from orchenv.error import ConfigError
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command
+from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
     Finding,
@@ -67,44 +68,20 @@ INTRO = (
 SYSTEMS: dict[str, str] = {"System 1": "orch/MathRoute-v0", "System 2": "orch/MathRouteSystem2-v0"}
 
 #: seed 000 Table 1, column M-LEval (accuracy)
-PAPER_TABLE1: dict[str, dict[str, float]] = {
-    "System 1": {
-        "Agent 1": 0.956,
-        "Agent 2": 0.757,
-        "Agent 3": 0.554,
-        "Controller V1": 0.626,
-        "Controller V2": 0.749,
-        "Random Router": 0.756,
-        "RoBERTa Router": 0.763,
-        "RouterDC": 0.784,
-        "Router-R1": 0.776,
-        "Ours": 0.901,
-    },
-    "System 2": {
-        "Agent 1": 0.956,
-        "Agent 2": 0.724,
-        "Agent 3": 0.275,
-        "Controller V1": 0.761,
-        "Controller V2": 0.883,
-        "Random Router": 0.670,
-        "RoBERTa Router": 0.659,
-        "RouterDC": 0.681,
-        "Router-R1": 0.686,
-        "Ours": 0.915,
-    },
-}
+_PAPER = load_paper_numbers(
+    __package__, ("table1", "table2", "verification", "strongest_share")
+)  # paper_numbers.json beside this module
+PAPER_TABLE1: dict[str, dict[str, float]] = _PAPER["table1"]
 #: seed 000 Table 2, column M-LEval (accuracy under the usage constraints 0.25 / 0.5)
-PAPER_TABLE2: dict[str, dict[str, float]] = {
-    "System 1": {"W/O Lagrangian": 0.756, "W Lagrangian": 0.901},
-    "System 2": {"W/O Lagrangian": 0.670, "W Lagrangian": 0.915},
-}
+PAPER_TABLE2: dict[str, dict[str, float]] = _PAPER["table2"]
 #: seed 000 Tables 6 and 7 (turn-2 verification; drafts of the strongest agent excluded):
 #: (false rejections, all verified drafts)
 PAPER_VERIFICATION: dict[str, tuple[int, int]] = {
-    "System 1": (216, 892 + 271 + 216 + 2805),
-    "System 2": (199, 1247 + 298 + 199 + 2563),
+    system: (cells["false_rejections"], sum(cells["verified_drafts"]))
+    for system, cells in _PAPER["verification"].items()
 }
-PAPER_STRONGEST_SHARE = 0.25  # the usage constraint of the strongest agent (eq. 2, Table 9)
+#: the usage constraint of the strongest agent (eq. 2, Table 9)
+PAPER_STRONGEST_SHARE: float = _PAPER["strongest_share"]
 #: how far above a share counts as "near" / "modest" in the usage claims (a reading, stated)
 USAGE_SLACK = 0.10
 #: equivalence margin of the "saturates" / "comparable level" claims: the 0.02 accuracy

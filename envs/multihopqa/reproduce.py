@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from orchenv.reproduce.context import Reproduction
+from orchenv.reproduce.papers import int_keys, load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
     Finding,
@@ -69,66 +70,25 @@ INTRO = (
 )
 
 #: the paper's numbers (Tables 2-6, 8, 10), as fractions where the paper gives percentages
-PAPER_TABLE2 = {
-    "HotpotQA": {
-        "full": {"runtime": 150.65, "tokens": 5.10, "quality": 4.17, "f1": 0.737},
-        "static": {"runtime": 128.29, "tokens": 3.85, "quality": 4.35, "f1": 0.761},
-        "rcr": {"runtime": 93.52, "tokens": 3.77, "quality": 4.91, "f1": 0.824},
-    },
-    "MuSiQue": {
-        "full": {"runtime": 57.46, "tokens": 13.41, "quality": 4.16, "f1": 0.701},
-        "static": {"runtime": 47.17, "tokens": 12.93, "quality": 4.32, "f1": 0.732},
-        "rcr": {"runtime": 45.09, "tokens": 11.89, "quality": 4.61, "f1": 0.790},
-    },
-    "2WikiMultihopQA": {
-        "full": {"runtime": 96.40, "tokens": 2.34, "quality": 4.07, "f1": 0.713},
-        "static": {"runtime": 90.20, "tokens": 1.42, "quality": 4.28, "f1": 0.740},
-        "rcr": {"runtime": 82.50, "tokens": 1.24, "quality": 4.83, "f1": 0.808},
-    },
-}
+_PAPER = load_paper_numbers(
+    __package__, ("table2", "budgets", "rounds", "teams", "setting_min_b")
+)  # paper_numbers.json beside this module
+PAPER_TABLE2: dict[str, dict[str, dict[str, float]]] = _PAPER["table2"]
 #: Tables 3 (HotpotQA) and 4 (MuSiQue): per-agent budget -> tokens (K), score, F1
-PAPER_BUDGETS = {
-    "HotpotQA": {
-        512: {"tokens": 1.43, "quality": 4.35, "f1": 0.754},
-        1024: {"tokens": 2.72, "quality": 4.66, "f1": 0.793},
-        2048: {"tokens": 3.77, "quality": 4.91, "f1": 0.824},
-        4096: {"tokens": 4.52, "quality": 4.93, "f1": 0.827},
-    },
-    "MuSiQue": {
-        512: {"tokens": 9.63, "quality": 4.29, "f1": 0.739},
-        1024: {"tokens": 10.72, "quality": 4.43, "f1": 0.766},
-        2048: {"tokens": 11.89, "quality": 4.61, "f1": 0.790},
-        4096: {"tokens": 13.02, "quality": 4.63, "f1": 0.794},
-    },
+PAPER_BUDGETS: dict[str, dict[int, dict[str, float]]] = {
+    dataset: int_keys(table) for dataset, table in _PAPER["budgets"].items()
 }
 #: Table 5 (HotpotQA, RCR): rounds T -> tokens (K), F1, score (the paper measured T = 3 only)
-PAPER_ROUNDS = {
-    1: {"tokens": 3.85, "f1": 0.696, "quality": 4.35},
-    2: {"tokens": 3.81, "f1": 0.726, "quality": 4.68},
-    3: {"tokens": 3.77, "f1": 0.748, "quality": 4.91},
-    4: {"tokens": 3.85, "f1": 0.738, "quality": 4.80},
-    5: {"tokens": 4.10, "f1": 0.714, "quality": 4.55},
-}
+PAPER_ROUNDS: dict[int, dict[str, float]] = int_keys(_PAPER["rounds"])
 #: Tables 8 (ALFWorld) and 10 (WebShop): runtime (s), tokens (K), F1
-PAPER_TEAMS = {
-    "ALFWorld": {
-        "full": {"runtime": 145.3, "tokens": 6.82, "f1": 0.591},
-        "static": {"runtime": 122.8, "tokens": 5.12, "f1": 0.622},
-        "rcr": {"runtime": 96.4, "tokens": 4.39, "f1": 0.673},
-    },
-    "WebShop": {
-        "full": {"runtime": 180.2, "tokens": 9.78, "f1": 0.565},
-        "static": {"runtime": 142.6, "tokens": 7.12, "f1": 0.616},
-        "rcr": {"runtime": 110.9, "tokens": 6.03, "f1": 0.653},
-    },
-}
+PAPER_TEAMS: dict[str, dict[str, dict[str, float]]] = _PAPER["teams"]
 
 ROUTERS = ("full", "static", "rcr")
 ROUTER_NAMES = {"full": "Full-Context", "static": "Static Routing", "rcr": "RCR-router"}
 QA_ROLES = ("planner", "searcher", "recommender")
 #: orchenv's default B_i stand for the paper's 2048: budgets scale by this factor
 BUDGET_SCALE = 384 / 2048
-PAPER_B = (512, 1024, 2048, 4096)
+PAPER_B = tuple(sorted(PAPER_BUDGETS["HotpotQA"]))
 UNIFORM = {"planner": 0, "searcher": 0, "recommender": 0}
 #: the synthetic question sets: generator arguments (the run seed is added)
 SYNTH = {
@@ -1038,7 +998,7 @@ SCALED_BUDGETS: dict[str, dict[str, Any]] = {
     "WebShop": {"beta_base": 384, "budget_offsets": {"planner": -192, "searcher": -192}},
 }
 #: the smallest B_i of each team game at the paper's setting
-PAPER_SETTING_MIN_B = {"ALFWorld": 2048, "WebShop": 1024}
+PAPER_SETTING_MIN_B: dict[str, int] = _PAPER["setting_min_b"]
 
 
 def _team_router(router: str, name: str) -> tuple[str, dict[str, Any]]:

@@ -44,6 +44,7 @@ from orchenv.envs.orchmas.paraphrase import STUFFED_ROLE
 from orchenv.envs.orchmas.scripted import decompose_orchestrator, single_executor
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce.context import Reproduction, eval_command
+from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
     Finding,
@@ -160,8 +161,10 @@ DROP_TERMS: dict[tuple[str, str], tuple[str, ...]] = {
 #: is a stated constant below the paper's own sampling noise (``paper_half_width``), and the
 #: strict check leaves a row undecided when orchenv's interval is wider than it
 TOLERANCE = 0.05
+#: the paper's numbers: paper_numbers.json beside this module
+_PAPER = load_paper_numbers(__package__, ("table3", "table5", "n_per_dataset"))
 #: questions per dataset in the paper's tables: every EM it reports is a multiple of 1/96
-PAPER_N_PER_DATASET = 96
+PAPER_N_PER_DATASET: int = _PAPER["n_per_dataset"]
 
 INTRO = (
     "orchenv simulates OrchMAS's two tiers: the orchestrator is the policy under test and the "
@@ -221,44 +224,15 @@ SETTING_WHAT = {
 # -- the paper's numbers (F1, EM in %) --------------------------------------------------------
 #: Table 3: GPT-4o-mini direct prompting (the strongest single-model baseline) and OrchMAS
 PAPER_T3: dict[str, dict[str, tuple[float, float]]] = {
-    "single": {
-        "2Wiki": (35.44, 33.33),
-        "HotpotQA": (41.21, 32.29),
-        "GSM8K": (86.61, 83.33),
-        "DAPO": (19.79, 19.79),
-        "MuSiQue": (23.59, 14.58),
-    },
-    "OrchMAS": {
-        "2Wiki": (67.25, 60.42),
-        "HotpotQA": (61.99, 53.13),
-        "GSM8K": (97.92, 97.92),
-        "DAPO": (56.64, 56.64),
-        "MuSiQue": (33.33, 21.88),
-    },
+    row: {dataset: (f1, em) for dataset, (f1, em) in cells.items()}
+    for row, cells in _PAPER["table3"].items()
 }
 #: Table 5: the full framework and each ablation
 PAPER_T5: dict[str, dict[str, tuple[float, float]]] = {
     "full": PAPER_T3["OrchMAS"],
-    "- Agent Roles": {
-        "2Wiki": (50.87, 50.00),
-        "HotpotQA": (32.55, 25.00),
-        "GSM8K": (86.67, 86.46),
-        "DAPO": (16.67, 16.67),
-        "MuSiQue": (11.24, 4.17),
-    },
-    "- Multi Turns": {
-        "2Wiki": (38.43, 37.5),
-        "HotpotQA": (53.30, 44.79),
-        "GSM8K": (78.13, 78.13),
-        "DAPO": (42.71, 42.71),
-        "MuSiQue": (9.50, 5.21),
-    },
-    "- Environment": {
-        "2Wiki": (45.00, 43.75),
-        "HotpotQA": (36.36, 28.13),
-        "GSM8K": (96.88, 96.88),
-        "DAPO": (16.67, 16.67),
-        "MuSiQue": (13.59, 6.25),
+    **{
+        row: {dataset: (f1, em) for dataset, (f1, em) in cells.items()}
+        for row, cells in _PAPER["table5"].items()
     },
 }
 

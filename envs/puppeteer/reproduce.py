@@ -33,6 +33,7 @@ import numpy as np
 
 from orchenv.eval.harness import EvalConfig
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
+from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
     Finding,
@@ -77,25 +78,20 @@ FAMILIES = {  # env task kind -> Table 1 column
 }
 #: task kinds scored 1/0 (Wilson intervals); the others are graded in [0, 1]
 BINARY = ("gsm-hard", "multiple-choice")
-PAPER_PURE = {  # (preset, model) -> Table 1 row, FAMILIES order
-    ("mimas", "llama-3.1-8b"): ("Llama-3.1-8B", (0.0000, 0.5250, 0.4615, 0.6992)),
-    ("mimas", "mistral-nemo-12b"): ("Mistral-Nemo-12B", (0.0350, 0.4500, 0.2097, 0.7146)),
-    ("mimas", "qwen-2.5-14b"): ("Qwen-2.5-14B", (0.0450, 0.3800, 0.5891, 0.5747)),
-    ("titan", "llama-3.1-405b"): ("Llama-3.1-405B", (0.1350, 0.7600, 0.6061, 0.8116)),
-    ("titan", "gpt-4o-mini"): ("GPT-4o-Mini", (0.1050, 0.5950, 0.6822, 0.6691)),
-    ("titan", "gpt-4-turbo"): ("GPT-4-Turbo", (0.2750, 0.6800, 0.6244, 0.7632)),
+_PAPER = load_paper_numbers(__package__, ("pure", "self_refine", "puppeteer"))
+PAPER_PURE: dict[tuple[str, str], tuple[str, tuple[float, ...]]] = {  # FAMILIES order
+    (key.split("/", 1)[0], key.split("/", 1)[1]): (row["name"], tuple(row["scores"]))
+    for key, row in _PAPER["pure"].items()
 }
-PAPER_SELF_REFINE = {
-    ("mimas", "llama-3.1-8b"): (0.4750, 0.2600, 0.5412, 0.6018),
-    ("titan", "llama-3.1-405b"): (0.5250, 0.6000, 0.6345, 0.7033),
+PAPER_SELF_REFINE: dict[tuple[str, str], tuple[float, ...]] = {
+    (key.split("/", 1)[0], key.split("/", 1)[1]): tuple(scores)
+    for key, scores in _PAPER["self_refine"].items()
 }
 #: Self-Refine as a fixed workflow: answer, critique the answer, revise with the critique
 SELF_REFINE = ("reasoning", "critique", "modify")
 #: Table 1's Puppeteer rows (Titan subspace): setting key -> (initialized, evolved)
-PAPER_PUPPETEER = {
-    "titan-mono/multiple-choice": (0.6910, 0.7600),
-    "titan/multiple-choice": (0.7400, 0.8300),
-    "titan/gsm-hard": (0.6600, 0.7000),
+PAPER_PUPPETEER: dict[str, tuple[float, float]] = {
+    key: (init, evolved) for key, (init, evolved) in _PAPER["puppeteer"].items()
 }
 #: the paper's default lambda
 MAIN_LAMBDA = 0.1
