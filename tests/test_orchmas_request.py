@@ -154,18 +154,18 @@ def test_gate_cap_is_the_literal_reading():
     assert info["gate"]
 
 
-def test_the_copied_notice_is_not_a_valid_action():
+def test_the_notice_shows_a_valid_call_for_this_question():
+    # issue 31: the notice shows a filled-in valid action (a call handing this question to an
+    # expert), not a placeholder template; copying it is a real call, never an answer
     env = scripted()
     obs, *_, info = env.step("hello there")
     assert info["invalid_action"]
     notice = obs[obs.index("Your previous reply could not be used") :]
-    # (the system prompt shows Table 2's template, so copying the whole observation is a
-    # call the executor reads as irrelevant; the notice itself must not be an action)
-    for copied in (info["parse_error"], notice, notice + notice):
-        fork = env.fork()
-        *_, term, _, again = fork.step(copied)
-        assert again["invalid_action"] and not term, copied[:200]
-        assert fork.executor_calls() == 0
+    assert "<answer>" not in notice and "..." not in notice.split("for example")[1]
+    fork = env.fork()
+    *_, term, _, again = fork.step(notice)
+    assert not again["invalid_action"] and not term
+    assert fork.executor_calls() == 1
 
 
 def test_policy_turns_stay_verbatim_in_the_context():

@@ -33,11 +33,13 @@ from orchenv.envs.orchmas.protocol import (
     EXECUTOR_SYSTEM,
     answer_format,
     call_action,
+    example_answer,
+    example_call,
     parse_call,
 )
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import exact_match, extract_boxed, f1_score, match_any
-from orchenv.parsing import extract_tag
+from orchenv.parsing import extract_tag, is_placeholder
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import TaskSource
 
@@ -466,7 +468,12 @@ class OrchMASEnv(OrchestrationEnv):
         ``assistant`` message, verbatim) and what came back (a ``user`` message: the
         executor's reply in ``<interaction_response>``, or why the turn was unusable)."""
         assert self.task is not None
-        system = CONTROLLER_SYSTEM.format(max_turns=self.max_turns, max_calls=self.max_calls)
+        system = CONTROLLER_SYSTEM.format(
+            max_turns=self.max_turns,
+            max_calls=self.max_calls,
+            call_example=example_call(self.task.prompt),
+            answer_example=example_answer(),
+        )
         messages: list[Message] = [
             {"role": "system", "content": system},
             {"role": "user", "content": f"Question:\n{self.task.prompt}"},
@@ -537,7 +544,11 @@ class OrchMASEnv(OrchestrationEnv):
         info: dict[str, Any] = {}
         privileged: dict[str, Any] = {"domain": task_domain(self.task)}
         error = None
-        if answer is not None:
+        if answer is not None and is_placeholder(answer):
+            error = f"the answer {answer[:40]!r} is a placeholder; write the final answer itself."
+            self.history.append({"kind": "invalid", "error": error, "action": action})
+            answer = None
+        elif answer is not None:
             b_m, b_v, i_c = answer_format(action)
             self.final_checks = (b_m, b_v, i_c)
             self.format_sum += self.beta * b_m + self.gamma * b_v + self.delta * i_c
@@ -549,7 +560,7 @@ class OrchMASEnv(OrchestrationEnv):
             self.answer, self.grade = answer, (em, f1)
             if grading != "ok":  # refused or timed out: counted wrong, and said so
                 info["grading"] = grading
-        else:
+        elif error is None:
             call, error = parse_call(action)
             if call is None:
                 self.history.append({"kind": "invalid", "error": error, "action": action})
@@ -567,6 +578,10 @@ class OrchMASEnv(OrchestrationEnv):
             components.update(base=base + rest, precision=precision)
         info["reward_components"] = components
         info["privileged"] = privileged
+        if error is not None:  # the notice shows a filled-in valid turn (issue 31)
+            last = self.turn + 1 >= self.max_turns  # the next turn can only answer
+            example = example_answer() if last else example_call(self.task.prompt)
+            error = f"{error.rstrip('.')}. A valid reply now, for example:\n{example}\n"
         return Outcome(reward=reward, done=answer is not None, error=error, info=info)
 
     def _call_executor(

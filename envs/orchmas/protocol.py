@@ -12,7 +12,7 @@ import re
 import reprlib
 
 from orchenv.envs.orchmas.executor import ROLE_PREFIX
-from orchenv.parsing import extract_tag, has_open_tag, loads_json, remove_blocks
+from orchenv.parsing import extract_tag, has_open_tag, is_placeholder, loads_json, remove_blocks
 
 CONTROLLER_SYSTEM = """\
 You orchestrate an external language model (the executor) to answer a question. You never \
@@ -20,22 +20,25 @@ talk to the user; you talk to the executor, giving it a role and a request each 
 finally you give the answer yourself.
 
 How to proceed:
-1. First turn: explain the question briefly (no deep reasoning) and hand it to the executor:
-   <think>short note, at most 80 words</think>
-   <interaction_prompt>{{"name": "prompt_dynamic", "arguments": {{"prompt": "...", \
-"agent_role": "..."}}}}</interaction_prompt>
-   "agent_role" is any role you choose for the executor (e.g. a domain expert, a planner, \
-a verifier); "prompt" is your request. The executor does not see the question unless you \
-put it in the prompt; it does see your earlier requests and its earlier replies.
-2. Later turns: reflect on the executor's last reply and send a new request that builds on \
-it (outline -> details -> refine -> check); do not repeat yourself:
-   <think>your reasoning about the reply and the question</think>
-   <interaction_prompt>{{"name": "prompt_dynamic", "arguments": {{...}}}}</interaction_prompt>
-3. When the answer is ready:
-   <think>final reasoning</think>
-   <answer>the final answer only</answer>
+1. First turn: explain the question briefly (no deep reasoning, at most 80 words) inside a \
+<think> tag, then hand the question to the executor inside an <interaction_prompt> tag \
+holding the JSON object {{"name": "prompt_dynamic", "arguments": {{"prompt": REQUEST, \
+"agent_role": ROLE}}}}, where ROLE is a JSON string naming any role you choose for the \
+executor (e.g. a domain expert, a planner, a verifier) and REQUEST is a JSON string with \
+your request. The executor does not see the question unless you put it in the request; it \
+does see your earlier requests and its earlier replies.
+2. Later turns: reflect on the executor's last reply inside a <think> tag and send a new \
+request that builds on it (outline -> details -> refine -> check); do not repeat yourself.
+3. When the answer is ready: your final reasoning inside a <think> tag, then the final \
+answer only inside an <answer> tag.
 You may call the executor at most {max_calls} times; the answer takes one more turn \
-({max_turns} turns in all). An episode without an <answer> scores nothing."""
+({max_turns} turns in all). An episode without an <answer> scores nothing.
+
+Example first reply (write your own note, role and request for the question you are given):
+{call_example}
+
+Example final reply (with the answer the executor's replies support):
+{answer_example}"""
 
 EXECUTOR_SYSTEM = (
     ROLE_PREFIX + "{role}\n"
@@ -60,6 +63,30 @@ _BLOCK_OPEN = re.compile(r"<(?P<tag>think|answer)\s*>", re.IGNORECASE)
 _BLOCK_CLOSE = {tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in ("think", "answer")}
 _short_repr = reprlib.Repr()
 _short_repr.maxstring = _short_repr.maxother = 60
+
+
+#: the filled-in example replies of the prompt and the notice (issue 31: a small model
+#: copies a bare ``{"prompt": "...", "agent_role": "..."}``; a concrete call it can adapt)
+EXAMPLE_ROLE = "a domain expert who answers precisely"
+EXAMPLE_THINK = "The question needs one fact looked up and checked; ask an expert for it."
+EXAMPLE_ANSWER_THINK = "The executor's last reply answers the question and checks out."
+EXAMPLE_ANSWER = "1947"
+#: the longest question quoted in an example request
+EXAMPLE_QUESTION_CHARS = 300
+
+
+def example_call(question: str) -> str:
+    """A filled-in first call that hands ``question`` (shortened) to an expert executor."""
+    quoted = " ".join(question.split())
+    if len(quoted) > EXAMPLE_QUESTION_CHARS:
+        quoted = quoted[: EXAMPLE_QUESTION_CHARS - 3] + "..."
+    request = f"Answer this question step by step and give the final answer: {quoted}"
+    return call_action(EXAMPLE_ROLE, request, EXAMPLE_THINK)
+
+
+def example_answer() -> str:
+    """A filled-in final turn: ``<think>`` then ``<answer>``."""
+    return f"<think>{EXAMPLE_ANSWER_THINK}</think>\n<answer>{EXAMPLE_ANSWER}</answer>"
 
 
 def call_action(role: str, prompt: str, think: str = "Ask the executor.") -> str:
@@ -98,6 +125,12 @@ def parse_call(text: str) -> tuple[dict[str, str] | None, str | None]:
         return None, f'"arguments.prompt" must be a non-empty string. Expected {CALL_FORMAT}.'
     if not isinstance(role, str):
         return None, f'"arguments.agent_role" must be a string. Expected {CALL_FORMAT}.'
+    for field, value in (("prompt", prompt), ("agent_role", role)):
+        if value.strip() and is_placeholder(value.strip()):
+            return None, (
+                f'"arguments.{field}" is a placeholder ({value.strip()[:40]!r}); write your own. '
+                f"Expected {CALL_FORMAT}."
+            )
     return {"prompt": prompt.strip(), "agent_role": " ".join(role.split())}, None
 
 
