@@ -40,6 +40,7 @@ from orchenv.envs.puppeteer.presets import PRESETS
 from orchenv.envs.puppeteer.protocol import (
     agent_names,
     controller_prompt,
+    example_reply,
     parse_action,
     random_action,
 )
@@ -484,7 +485,11 @@ class PuppeteerEnv(OrchestrationEnv):
             if grading != "ok":  # refused or timed out: scored 0, and said so
                 info["grading"] = grading
         info.update(step_tokens=tokens, step_cost=cost, privileged={"reference": self.task.answer})
-        return Outcome(reward=reward, done=done, error=parsed.error, info=info)
+        error = parsed.error
+        if error is not None:  # the notice shows a filled-in valid action (issue 31)
+            example = example_reply(self.pool.names)
+            error = f"{error.rstrip('.')}. A valid reply now, for example: {example}"
+        return Outcome(reward=reward, done=done, error=error, info=info)
 
     def _context(self, b: int, branch: Branch, **kwargs: Any) -> CallContext:
         return CallContext(task=self.task, turn=self.turn + 1000 * b, draft=branch.draft, **kwargs)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from orchenv.envs.puppeteer.agents import PATTERNS, TOOLS
-from orchenv.parsing import match_agent
+from orchenv.parsing import is_placeholder, match_agent
 
 TERMINATE = "terminate"
 #: the argument tags of the old action format (the controller wrote the tool call)
@@ -36,10 +36,9 @@ its own tool call), with MODEL in {models}, PATTERN in {patterns} and TOOL in {t
 search queries an offline encyclopedia). terminate stops; the team's current answer (the \
 latest FINAL ANSWER an agent gave) is graded.{width_note}
 
-Reply with exactly one of:
-<agent>MODEL:PATTERN</agent>
-<agent>MODEL:TOOL</agent>
-<agent>terminate</agent>
+Reply with exactly one <agent> tag holding a model's name, a colon and a pattern or a \
+tool, or holding the word terminate. Example replies (choose your own model, pattern or tool):
+{examples}
 
 Task:
 {problem}
@@ -81,9 +80,28 @@ def controller_prompt(
         patterns=", ".join(PATTERNS),
         tools=", ".join(TOOLS),
         width_note=note,
+        examples=example_replies(models),
         problem=problem,
         trajectories="\n\n".join(parts),
     )
+
+
+def example_replies(models: Sequence[str]) -> str:
+    """Filled-in actions naming real agents of ``models`` (issue 31: a small model copies a
+    bare ``<agent>MODEL:PATTERN</agent>``): a reasoning agent, a tool agent, terminate."""
+    model = models[0] if models else "MODEL"
+    return "\n".join(
+        (
+            f"<agent>{model}:{PATTERNS[0]}</agent>",
+            f"<agent>{model}:{TOOLS[0]}</agent>",
+            f"<agent>{TERMINATE}</agent>",
+        )
+    )
+
+
+def example_reply(models: Sequence[str]) -> str:
+    """One valid action for the notice after an unusable one (a reasoning agent)."""
+    return f"<agent>{models[0]}:{PATTERNS[1]}</agent>" if models else f"<agent>{TERMINATE}</agent>"
 
 
 def agent_names(models: Sequence[str]) -> list[str]:
@@ -114,6 +132,8 @@ def _old_format(text: str) -> str | None:
 
 
 def _one_agent(name: str, models: Sequence[str]) -> tuple[str, str] | str:
+    if is_placeholder(name):
+        return f"{name[:80]!r} is a placeholder; name a real agent (models: {', '.join(models)})."
     head, sep, tail = name.partition(":")
     if not sep:
         return f"{name[:80]!r} is not MODEL:PATTERN, MODEL:TOOL or terminate."
@@ -143,7 +163,7 @@ def parse_action(text: str, models: Sequence[str], width: int = 1) -> Action:
     if old is not None:
         return Action(error=old)
     if not names:
-        return Action(error="no <agent>...</agent> tag found.")
+        return Action(error="no complete <agent> tag found.")
     if len(names) > width:
         return Action(error=f"at most {width} <agent> tag(s) (one per branch), got more.")
     if any(n.lower() == TERMINATE for n in names):
