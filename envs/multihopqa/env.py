@@ -39,7 +39,7 @@ from orchenv.memory import (
     TokenCounter,
     render_context,
 )
-from orchenv.parsing import extract_tag
+from orchenv.parsing import extract_tag, is_placeholder
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
 from orchenv.teams import (
@@ -55,6 +55,27 @@ _NOT_NAMES = frozenset(
     {"which", "what", "who", "where", "when", "in which", "first", "next", "resolved", "look"}
 )
 _FINISH_RE = re.compile(r"<finish\s*/?>", re.IGNORECASE)
+
+
+#: the Planner's filled-in example replies (issue 31: a small model copies bare placeholders
+#: such as ``<query>...</query>``; an illustrative question it can adapt)
+PLANNER_EXAMPLES = (
+    'Example reply for the question "In which year was the director of Jaws born?":\n'
+    "<plan>Two hops: who directed Jaws, then that person's birth year. First the director."
+    "</plan>\n<query>Who directed Jaws?</query>\n\n"
+    "Example reply once the evidence names Steven Spielberg, for the second hop:\n"
+    "<plan>Jaws was directed by Steven Spielberg; now his birth year.</plan>\n"
+    "<query>In which year was Steven Spielberg born?</query>\n\n"
+    "Example reply once the evidence answers every hop and the Recommender has answered:\n"
+    "<finish/>"
+)
+
+
+def planner_example(question: str) -> str:
+    """A filled-in Planner reply for ``question`` (the notice after an unusable reply): look
+    up the first name in it, else the question itself."""
+    names = names_in(question)
+    return query_action(names[0] if names else question)
 
 
 def names_in(text: str) -> list[str]:
@@ -151,22 +172,27 @@ class MultihopQAGame(RoleGame):
     role_prompts: ClassVar[Mapping[str, str]] = {
         "planner": (
             "You are the Planner of a team answering a multihop question. Decompose it into single-hop "
-            "sub-questions and direct the Searcher. Reply with <plan>your reasoning</plan> and one "
-            "<query>the next sub-question, with entities already found filled in</query>. When the "
-            "evidence answers every hop and the Recommender has answered, reply <finish/>. You may "
-            "also give the final answer yourself with <answer>...</answer>."
+            "sub-questions and direct the Searcher: write your reasoning inside a <plan> tag and the "
+            "next sub-question, with the entities already found filled in, inside a <query> tag. "
+            "When the evidence answers every hop and the Recommender has answered, reply <finish/>. "
+            "You may also give the final answer yourself inside an <answer> tag.\n\n"
+            + PLANNER_EXAMPLES
         ),
         "searcher": (
             "You are the Searcher. Turn the newest sub-question in the shared memory into a search "
-            "query for the paragraph index. Reply with <query>search terms</query>."
+            "query for the paragraph index. Reply with the search terms inside a <query> tag, for "
+            "example: <query>Jaws film director</query>"
         ),
         "recommender": (
             "You are the Recommender. Answer the question from the evidence in the shared memory. "
-            "Reply with <answer>a short answer (an entity, a date, yes or no)</answer>."
+            "Reply with a short answer (an entity, a date, yes or no) inside an <answer> tag, for "
+            "example: <answer>Steven Spielberg</answer>"
         ),
         "verifier": (
             "You are the Verifier. Check whether the latest answer follows from the evidence. Reply "
-            "with <feedback>supported: why</feedback> or <feedback>unsupported: what is missing</feedback>."
+            "inside a <feedback> tag with supported or unsupported, a colon and the reason, for "
+            "example: <feedback>supported: the evidence says Spielberg directed Jaws.</feedback> or "
+            "<feedback>unsupported: no evidence gives his birth year.</feedback>"
         ),
     }
     #: preferred item types per stage (the sets T_t of appendix E): the question and the
@@ -342,9 +368,12 @@ class MultihopQAGame(RoleGame):
         return len(self.memory.update([AgentOutput(role, body, type=default_type)], self.round + 1))
 
     def _act_planner(self, text: str) -> dict[str, Any]:
-        answer = extract_tag(text, "answer")
-        query = extract_tag(text, "query")
-        plan = extract_tag(text, "plan")
+        assert self.task is not None
+        # a tag holding a stand-in copied from a format line (``...``) is no action (issue 31)
+        answer, query, plan = (
+            None if is_placeholder(body) else body
+            for body in (extract_tag(text, tag) for tag in ("answer", "query", "plan"))
+        )
         finish = bool(_FINISH_RE.search(text))
         if answer is not None and answer.strip():
             self.answer = answer.strip()[:500]
@@ -353,8 +382,9 @@ class MultihopQAGame(RoleGame):
             self.memory.dropped = []
             return {
                 "invalid_action": True,
-                "parse_error": "expected <plan>...</plan> with a <query>...</query>, <answer>...</answer> "
-                "or <finish/>; got none of them",
+                "parse_error": "expected a <plan> tag with a <query> tag, an <answer> tag or "
+                "<finish/>; got none of them (a tag holding only a placeholder does not count). "
+                f"A valid reply now, for example: {planner_example(self.task.prompt)}",
             }
         self.finish_requested = self.finish_requested or finish
         stored = self._store("planner", text, "plan")
@@ -406,7 +436,8 @@ class MultihopQAGame(RoleGame):
         if feedback is None or not feedback.strip():
             return {
                 "invalid_action": True,
-                "parse_error": "expected <feedback>supported|unsupported: ...</feedback>",
+                "parse_error": "expected a <feedback> tag: supported or unsupported, a colon and "
+                "the reason",
             }
         self.memory.write(
             "verifier", "feedback", feedback.strip(), round=self.round + 1, key="verifier:feedback"
