@@ -46,7 +46,7 @@ from orchenv.envs.alfworld.choices import role_choices, role_shortcuts
 from orchenv.envs.alfworld.env import NOTHING_HAPPENS, ALFWorldEnv, normalize_command
 from orchenv.error import ConfigError
 from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter, render_context
-from orchenv.parsing import extract_tag, strip_reasoning
+from orchenv.parsing import extract_tag, is_placeholder, strip_reasoning
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.tasks import Task, TaskSource
 from orchenv.teams import (
@@ -118,9 +118,11 @@ class ALFWorldRoleGame(RoleGame):
     role_prompts: ClassVar[Mapping[str, str]] = {
         "planner": (
             "You are the Planner of a household robot team in ALFWorld, a text world. Decompose the "
-            "task into symbolic sub-goals in order and reply <plan>1. GoTo(place) 2. Open(place) "
-            "3. PickUp(object, place) ...</plan> (sub-goals: GoTo, Open, Close, PickUp, Put, Heat, "
-            "Cool, Clean, Toggle, Examine). Revise the plan when the memory shows it went wrong."
+            "task into symbolic sub-goals in order, numbered, inside a <plan> tag (sub-goals: "
+            "GoTo, Open, Close, PickUp, Put, Heat, Cool, Clean, Toggle, Examine). Revise the plan "
+            "when the memory shows it went wrong. Example reply for the task 'put an apple from the "
+            "fridge on the countertop': <plan>1. GoTo(fridge 1) 2. Open(fridge 1) 3. PickUp(apple 1, fridge "
+            "1) 4. GoTo(countertop 1) 5. Put(apple 1, countertop 1)</plan>"
         ),
         "navigator": (
             "You are the Navigator of a household robot team in ALFWorld. You move the robot and "
@@ -234,7 +236,10 @@ class ALFWorldRoleGame(RoleGame):
             body = strip_reasoning(text).strip()
         if not body:
             example = (
-                "<plan>1. GoTo(...) ...</plan>" if kind == "plan" else "<feedback>...</feedback>"
+                "a numbered plan such as <plan>1. GoTo(fridge 1) 2. Open(fridge 1)</plan>"
+                if kind == "plan"
+                else "a progress report such as <feedback>the apple is in hand; next: go to the "
+                "countertop</feedback>"
             )
             return {
                 "invalid_action": True,
@@ -330,7 +335,14 @@ You coordinate a household robot team in ALFWorld. Each step, pick the one role 
 - navigator: moves the robot and looks around (go to, look, examine, inventory);
 - interactor: handles objects (take, move, open, close, heat, cool, clean, use);
 - evaluator: checks whether the task is done and what comes next.
-Reply <role>NAME</role>. The team has {max_turns} steps; every call costs tokens."""
+Reply with the chosen role's name inside a <role> tag. The team has {max_turns} steps; every \
+call costs tokens.
+
+Example reply (choose the role that should act now):
+<role>navigator</role>"""
+
+#: the notice's filled-in reply (issue 31: a small model copies a bare ``<role>NAME</role>``)
+EXAMPLE_ROLE_REPLY = "<role>planner</role>"
 
 ROLE_ALIASES = {"searcher": "navigator", "executor": "interactor", "verifier": "evaluator"}
 
@@ -339,11 +351,22 @@ def parse_role(text: str) -> tuple[str | None, str | None]:
     """(role, None) from ``<role>NAME</role>``, or (None, what was wrong). Never raises."""
     name = extract_tag(text, "role")
     if name is None:
-        return None, f"no <role>NAME</role> tag found; NAME is one of {', '.join(ROLES)}"
+        return None, (
+            f"no <role> tag found; it holds one of {', '.join(ROLES)}, for example "
+            f"{EXAMPLE_ROLE_REPLY}"
+        )
+    if is_placeholder(name):
+        return None, (
+            f"{name[:40]!r} is a placeholder; name one of {', '.join(ROLES)}, for example "
+            f"{EXAMPLE_ROLE_REPLY}"
+        )
     key = re.sub(r"[^a-z]", "", name.lower())
     role = ROLE_ALIASES.get(key, key)
     if role not in ROLES:
-        return None, f"unknown role {name[:40]!r}; expected one of {', '.join(ROLES)}"
+        return None, (
+            f"unknown role {name[:40]!r}; expected one of {', '.join(ROLES)}, for example "
+            f"{EXAMPLE_ROLE_REPLY}"
+        )
     return role, None
 
 

@@ -107,8 +107,12 @@ class WebShopRoleGame(RoleGame):
         "planner": (
             "You are the Planner of a shopping team on WebShop, a simulated online store. Turn the "
             "customer's instruction into the constraints the product must meet and a search query: "
-            "reply <plan>type: ...; attributes: ...; options: ...; max price: ...</plan> and "
-            "<query>search terms</query>. Revise them when the evidence shows the search went wrong."
+            "reply with the product type, attributes, options and maximum price inside a <plan> "
+            "tag and the search terms inside a <query> tag. Revise them when the evidence shows the "
+            "search went wrong. Example reply (for your own instruction, your own values): "
+            "<plan>type: running shoes; attributes: lightweight, breathable; options: size 9, "
+            "black; max price: 60 dollars</plan> <query>lightweight breathable running shoes men "
+            "black</query>"
         ),
         "searcher": (
             "You are the Searcher of a shopping team on WebShop. You operate the search and results "
