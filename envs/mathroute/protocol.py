@@ -146,8 +146,11 @@ def _agent_error(raw: str | None, text: str, allowed: Sequence[str], what: str) 
         )
     if raw is None:
         if has_open_tag(text, "model"):
-            return f"found <model> without a closing </model>; expected <model>NAME</model> with NAME one of {', '.join(allowed)}"
-        return f"no <model>NAME</model> tag found; {what} must name one of: {', '.join(allowed)}"
+            return (
+                f"found <model> without a closing </model>; expected a <model> tag holding one "
+                f"of {', '.join(allowed)}"
+            )
+        return f"no <model> tag found; {what} must name one of: {', '.join(allowed)}"
     return f"{raw[:80]!r} is not an agent that can be called now; expected one of: {', '.join(allowed)}.{suggest_agent(raw, allowed)}"
 
 

@@ -51,10 +51,10 @@ EXECUTOR_SYSTEM = (
 #: notice is not itself a usable action: it holds no ``<interaction_prompt>`` or ``<answer>``
 #: tag and its JSON has placeholders, not strings (a policy that copies it back is invalid)
 CALL_FORMAT = (
-    "<think>your reasoning</think> followed by an interaction_prompt tag pair around the JSON "
+    "a <think> tag with your reasoning followed by an interaction_prompt tag pair around the JSON "
     'object {"name": "prompt_dynamic", "arguments": {"prompt": YOUR_REQUEST, "agent_role": '
     "YOUR_ROLE}} with YOUR_REQUEST and YOUR_ROLE as JSON strings; or, to finish, "
-    "<think>your reasoning</think> followed by the final answer inside an answer tag pair"
+    "a <think> tag with your reasoning followed by the final answer inside an answer tag pair"
 )
 
 _TAG_RE = re.compile(r"<(/?)(think|interaction_prompt|answer)\s*>", re.IGNORECASE)
