@@ -28,6 +28,7 @@ def register_task_sources() -> None:
         "reasoning-gym": "orchenv.envs.mathroute.loaders:ReasoningGymSource",
         "multihop-synth": "orchenv.envs.multihopqa.synth:SyntheticMultihopSource",
         "multihop-file": "orchenv.envs.multihopqa.loaders:load_multihop",
+        "fanoutqa": "orchenv.envs.multihopqa.loaders:load_fanoutqa",
         "orchmas-qa": "orchenv.envs.orchmas.qa:orchmas_qa_source",
     }.items():
         register_task_source(name, factory)

@@ -78,8 +78,9 @@ class TaskSource(ABC):
     def by_id(self, task_id: str) -> Task:
         """The task with this id; ``UnknownNameError`` if there is none."""
 
-    #: the split an env uses when it asks for ``"train"`` (every env's default) and the source
-    #: has none, e.g. ``"test"`` for CHAMP; ``None``: ``"test"`` if present, else the first split
+    #: the split an env uses when it asks for a default split (``"train"``, ``"test"``) the
+    #: source lacks, e.g. ``"test"`` for CHAMP; ``None``: ``"test"``, else ``"validation"``,
+    #: else the first split
     default_split: str | None = None
 
     def check_split(self, split: str) -> None:
@@ -87,21 +88,27 @@ class TaskSource(ABC):
             raise UnknownNameError(f"split of task source {self.name!r}", split, self.splits)
 
     def resolve_split(self, split: str) -> str:
-        """``split`` if the source has it; for ``"train"`` (every env's default split) on a
-        source without one, the split it does have (``default_split``, else ``"test"``, else
-        its first), with a warning that says so (issue 31: ``task_source="champ"`` has only
-        ``test``). Any other missing split is returned unchanged for ``check_split`` to refuse.
-        """
+        """``split`` if the source has it; for ``"train"`` or ``"test"`` (the envs' default
+        splits) on a source without it, the split the source does have (``default_split``,
+        else ``"test"``, else ``"validation"``, else its first), with a warning that says so
+        (issue 31: ``task_source="champ"`` has only ``test``, FanOutQA only ``validation``).
+        Any other missing split is returned unchanged for ``check_split`` to refuse."""
         splits = self.splits
-        if split in splits or split != "train" or not splits:
+        if split in splits or split not in ("train", "test") or not splits:
             return split
-        chosen = self.default_split or ("test" if "test" in splits else splits[0])
+        chosen = self.default_split or next(
+            (s for s in ("test", "validation") if s in splits), splits[0]
+        )
         if chosen not in splits:
             return split
+        caveat = (
+            "; a policy trained on it has seen these tasks, so evaluate it elsewhere"
+            if split == "train"
+            else ""
+        )
         warnings.warn(
-            f"task source {self.name!r} has no 'train' split; using {chosen!r} (its splits: "
-            f"{', '.join(splits)}). Pass split={chosen!r} to choose it explicitly; a policy "
-            f"trained on it has seen these tasks, so evaluate it elsewhere.",
+            f"task source {self.name!r} has no {split!r} split; using {chosen!r} (its splits: "
+            f"{', '.join(splits)}). Pass split={chosen!r} to choose it explicitly{caveat}.",
             stacklevel=3,
         )
         return chosen

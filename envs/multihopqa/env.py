@@ -270,6 +270,7 @@ class MultihopQAGame(RoleGame):
                     "this MultihopQAGame has no task_source: pass reset(options={'task': task})"
                 )
             source = make_task_source(self._task_source_arg, **self._task_source_kwargs)
+            self.split = source.resolve_split(self.split)  # a default split it lacks
             source.check_split(self.split)
             self._task_source = source
         return self._task_source

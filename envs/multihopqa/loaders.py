@@ -677,3 +677,113 @@ def to_hotpot_record(task: Task) -> dict[str, Any]:
         "supporting_facts": [[str(t), int(s)] for t, s in meta["supporting_facts"]],
         "context": [[str(t), [str(s) for s in sents]] for t, sents in meta["context"]],
     }
+
+
+# -- FanOutQA (oracle evidence) --------------------------------------------------------------
+
+#: what ``meta["evidence"]`` says about a FanOutQA task's paragraphs
+FANOUTQA_EVIDENCE = "oracle-subanswers"
+#: the longest answer text built from a FanOutQA answer (dict answers list every entity)
+_FANOUT_ANSWER_CHARS = 2_000
+
+
+def _fanout_text(value: Any) -> str:
+    """A FanOutQA answer (str, number, bool, list or ``{entity: answer}``) as one string:
+    lists joined by ``", "``, dicts as ``"key: value; ..."``."""
+    if isinstance(value, Mapping):
+        text = "; ".join(f"{k}: {_fanout_text(v)}" for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        text = ", ".join(_fanout_text(v) for v in value)
+    elif isinstance(value, bool):
+        text = "yes" if value else "no"
+    else:
+        text = str(value)
+    return text[:_FANOUT_ANSWER_CHARS]
+
+
+def _fanout_hops(subquestions: Sequence[Any]) -> Iterable[Any]:
+    """Every sub-question of a decomposition that has evidence or no further decomposition,
+    depth first (an intermediate node without a page of its own is covered by its leaves)."""
+    for sub in subquestions:
+        if sub.evidence is not None or not sub.decomposition:
+            yield sub
+        yield from _fanout_hops(sub.decomposition)
+
+
+def _fanout_task(question: Any) -> Task:
+    """One FanOutQA dev question as a task whose context is its oracle evidence: one
+    paragraph per Wikipedia page its decomposition cites, each sentence a sub-question with
+    its gold sub-answer ("Q? A.")."""
+    context: dict[str, list[str]] = {}
+    chain: list[dict[str, Any]] = []
+    urls: list[str] = []
+    for sub in _fanout_hops(question.decomposition):
+        title = sub.evidence.title if sub.evidence is not None else f"FanOutQA note {sub.id}"
+        if sub.evidence is not None and sub.evidence.url not in urls:
+            urls.append(sub.evidence.url)
+        answer = _fanout_text(sub.answer)
+        sentences = context.setdefault(title, [])
+        sentences.append(f"{' '.join(str(sub.question).split())} {answer}.")
+        chain.append(
+            {
+                "question": str(sub.question),
+                "entity": title,
+                "answer": answer,
+                "title": title,
+                "sent": len(sentences) - 1,
+            }
+        )
+    hops = len(chain)
+    meta: dict[str, Any] = {
+        "type": "bridge",
+        "subtype": "fanout",
+        "hops": hops,
+        "context": [[title, sentences] for title, sentences in context.items()],
+        "supporting_facts": [[h["title"], h["sent"]] for h in chain],
+        "chain": chain,
+        "dataset": "fanoutqa",
+        "evidence": FANOUTQA_EVIDENCE,
+        "wikipedia_urls": urls,
+        "categories": list(question.categories or []),
+    }
+    meta["level"] = 2 if hops <= 2 else 3 if hops <= 4 else 4 if hops <= 8 else 5
+    task = Task(str(question.id), str(question.question), (_fanout_text(question.answer),), meta)
+    meta["difficulty"] = difficulty_of(task)
+    return Task(task.id, task.prompt, task.answers, meta)
+
+
+def load_fanoutqa(*, split: str = "validation", limit: int | None = None) -> ListTaskSource:
+    """FanOutQA's 310 dev questions (the ``fanoutqa`` package ships them; ``pip install
+    "orchenv[data]"``) as the ``validation`` split, in an **oracle-evidence** setting.
+
+    FanOutQA's evidence is live English Wikipedia (each sub-question cites a page revision),
+    which orchenv does not fetch. What stands in for it: each cited page becomes a paragraph
+    whose sentences are the decomposition's own sub-questions with their gold sub-answers
+    (``meta["evidence"] == "oracle-subanswers"``; the page URLs are in
+    ``meta["wikipedia_urls"]``). There are no distractor paragraphs, so the search finds
+    gold facts easily: scores on this source measure whether a team follows the chain and
+    assembles the answer, not retrieval from Wikipedia, and are not comparable with the
+    FanOutQA leaderboard. Answers with several entities (``{entity: value}``) become one
+    string ``"entity: value; ..."``, graded by token F1 like the other multihop sources.
+    The test questions ship without answers and are not loaded.
+    """
+    _check_limit(limit)
+    split = _SPLIT_ALIASES.get(split, split)
+    if split != "validation":
+        raise UnknownNameError(
+            "split of fanoutqa (the test questions ship without answers)", split, ["validation"]
+        )
+    try:
+        import fanoutqa
+    except ImportError:
+        raise DataError(
+            'the fanoutqa package is missing; pip install "orchenv[data]" (or fanoutqa)'
+        ) from None
+    try:
+        questions = fanoutqa.load_dev()
+    except Exception as exc:  # a broken install: say which package
+        raise DataError(
+            f"could not load FanOutQA's dev set from the fanoutqa package ({exc})"
+        ) from exc
+    tasks = [_fanout_task(q) for q in questions[:limit]]
+    return _source("fanoutqa", split, tasks, "fanoutqa (package data)")
