@@ -136,7 +136,7 @@ def write_bundle(
     run = found["run"]
     pool_doc = _pool_document(run, Path(pool_file) if pool_file else None)
     (dst / POOL).write_text(json.dumps(pool_doc, indent=2) + "\n", encoding="utf-8")
-    calls_source = _place_run(src, dst, found, pool_doc, Path(calls) if calls else None)
+    calls_source = _place_run(src, dst, found, pool_doc, Path(calls) if calls else None, dst / POOL)
     names = [*RUN_FILES, POOL, CALLS]
     has_reference = reference is not None
     if has_reference:
@@ -161,6 +161,7 @@ def write_bundle(
             ref_found,
             pool_doc,
             Path(reference_calls) if reference_calls else None,
+            dst / POOL,
         )
         names += [f"{REFERENCE}/{n}" for n in (*RUN_FILES, CALLS)]
     files = file_digests(dst, names)
@@ -218,7 +219,12 @@ def _run_date(calls: Path, run_json: Path) -> str:
 
 
 def _place_run(
-    src: Path, dst: Path, found: Mapping[str, Any], pool_doc: Mapping[str, Any], calls: Path | None
+    src: Path,
+    dst: Path,
+    found: Mapping[str, Any],
+    pool_doc: Mapping[str, Any],
+    calls: Path | None,
+    pool_path: Path,
 ) -> str:
     """Copy the run files and the call recording into ``dst``; returns where the calls came
     from (module docstring)."""
@@ -246,11 +252,11 @@ def _place_run(
             "are not deterministic: their answers cannot be re-derived. Record the run (build "
             f"its pool with make_pool(..., record_to='{src}/{CALLS}')) or pass --calls FILE"
         )
-    _rerecord(dst, found, pool_doc)
+    _rerecord(dst, found, pool_path)
     return "re-recorded at submission from the deterministic simulated backend"
 
 
-def _rerecord(dst: Path, found: Mapping[str, Any], pool_doc: Mapping[str, Any]) -> None:
+def _rerecord(dst: Path, found: Mapping[str, Any], pool_path: Path) -> None:
     """Record a simulated run's calls by replaying its actions through a RecordingBackend."""
     from orchenv.eval.harness import episode_seed
     from orchenv.pool import make_pool
@@ -260,7 +266,7 @@ def _rerecord(dst: Path, found: Mapping[str, Any], pool_doc: Mapping[str, Any]) 
     run = found["run"]
     env_kwargs = dict(run.get("env_kwargs") or {})
     backend_kwargs = env_kwargs.get("backend_kwargs") or {}
-    pool = make_pool(dst / POOL, backend_kwargs=backend_kwargs, record_to=dst / CALLS)
+    pool = make_pool(pool_path, backend_kwargs=backend_kwargs, record_to=dst / CALLS)
     env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
     try:
         rows = plan_order(found["rows"], run.get("seeds"))

@@ -193,8 +193,6 @@ def _close(a: float, b: float, rel: float = 1e-6) -> bool:
 
 def _episode_diffs(row: Mapping[str, Any], ep: ReplayedEpisode) -> list[tuple[str, str]]:
     where = f"seed {ep.seed} episode {ep.episode}"
-    if ep.error is not None:
-        return [("replay", f"{where}: {ep.error}")]
     out: list[tuple[str, str]] = []
 
     def differ(kind: str, name: str, claimed: Any, derived: Any) -> None:
@@ -214,6 +212,8 @@ def _episode_diffs(row: Mapping[str, Any], ep: ReplayedEpisode) -> list[tuple[st
                 + _other_split_hint(str(row.get("task_id")), ep.task_id),
             )
         )
+    if ep.error is not None:
+        return [*out, ("replay", f"{where}: {ep.error}")]
     if bool(row.get("correct")) != ep.correct:
         differ("replay", "correct", row.get("correct"), ep.correct)
     for name in ("score", "reward"):
@@ -303,8 +303,8 @@ def _check_prices(
 
     table = price_table()
     by_model: dict[str, Any] = {}
-    for entry in table.values():
-        by_model.setdefault(entry.model, entry)
+    for known in table.values():
+        by_model.setdefault(known.model, known)
     prices: dict[str, tuple[float, float] | None] = {}
     fails, warns, used = [], [], {}
     try:
@@ -625,13 +625,21 @@ def _tokenizer(records: Sequence[Mapping[str, Any]], specs: Sequence[Any]) -> Ch
         return Check(
             "tokenizer", NOT_CHECKED, "no call has server-reported token counts to re-count"
         )
+    model_of = {s.name: s.model for s in specs}
+    cached = {m for m in set(model_of.values()) if _tokenizer_cached(m)}
+    if not cached:
+        names = ", ".join(sorted(set(model_of.values())))
+        return Check(
+            "tokenizer",
+            NOT_CHECKED,
+            f"no tokenizer in the local Hugging Face cache for {names}: not checked",
+        )
     try:
         from transformers import AutoTokenizer
     except ImportError:
         return Check(
             "tokenizer", NOT_CHECKED, "transformers is not installed (pip install 'orchenv[hf]')"
         )
-    model_of = {s.name: s.model for s in specs}
     tokenizers: dict[str, Any] = {}
     missing: set[str] = set()
     checked = disagree = 0
@@ -639,7 +647,7 @@ def _tokenizer(records: Sequence[Mapping[str, Any]], specs: Sequence[Any]) -> Ch
     tol = float(THRESHOLDS["tokenizer_tolerance"][0])
     for r in server:
         model = model_of.get(r["agent"])
-        if model is None or model in missing:
+        if model is None or model in missing or model not in cached:
             continue
         if model not in tokenizers:
             try:
@@ -677,6 +685,20 @@ def _tokenizer(records: Sequence[Mapping[str, Any]], specs: Sequence[Any]) -> Ch
     return Check(
         "tokenizer", PASS, f"{checked - disagree} of {checked} counts agree{extra}", details
     )
+
+
+def _tokenizer_cached(model: str) -> bool:
+    """Whether ``model``'s tokenizer is in the local Hugging Face cache (checked without
+    importing transformers, which takes seconds)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        found = try_to_load_from_cache(model, "tokenizer_config.json")
+    except Exception:  # noqa: BLE001 - a malformed repo id is simply not cached
+        return False
+    return isinstance(found, str)
 
 
 # -- the verifier -------------------------------------------------------------------------------
@@ -939,7 +961,7 @@ def verify_bundle(
     # summary vs re-derived
     correct = sum(e.correct for e in replayed)
     lo, hi = wilson_interval(correct, n)
-    score = {
+    score: dict[str, Any] = {
         "episodes": n,
         "accuracy": correct / n if n else 0.0,
         "accuracy_ci95": [lo, hi],
