@@ -8,7 +8,9 @@ own:
   (``action_masks()``, sb3-contrib ``MaskablePPO``'s convention, and ``info["action_mask"]``);
 * :class:`ObservationFeatures`: a fixed-size float32 vector of the text observation (hashed
   n-grams, the turn fraction, the action mask and the env's ``observation_features()``);
-* :func:`make_discrete_env`: ``gym.make`` with both, what stable-baselines3 trains on.
+* :func:`make_discrete_env`: ``gym.make`` with both, what stable-baselines3 trains on;
+* :class:`MaskedPolicyController`: a policy trained on that view played on the text env, and
+  :class:`SavedPolicy`: one saved by a reproduction (``{seed}`` in its path), by name.
 
 :func:`hashed_ngrams` is the one text hasher of orchenv's core (stable across processes);
 env-specific feature wrappers may reuse it.
@@ -19,11 +21,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
+import operator
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, SupportsFloat
+from importlib import import_module
+from pathlib import Path
+from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -38,11 +43,13 @@ __all__ = [
     "ChoiceActions",
     "MaskedPolicyController",
     "ObservationFeatures",
+    "SavedPolicy",
     "available",
     "current_choices",
     "hashed_ngrams",
     "make_discrete_env",
     "orch_base",
+    "resolve_policy_path",
 ]
 
 #: absolute bound of every feature (the observation ``Box``); values are clipped to it
@@ -402,3 +409,95 @@ def make_discrete_env(
     if record_episode_statistics:
         env = gym.wrappers.RecordEpisodeStatistics(env)
     return env
+
+
+# -- policies saved by a reproduction, played by name ---------------------------------------------
+#: the longest model path a saved-policy controller accepts (a path, not a payload)
+MAX_POLICY_PATH_CHARS = 4096
+
+
+def resolve_policy_path(model: object, seed: int, *, name: str, made_by: str = "") -> Path:
+    """The policy file for run ``seed``: ``model`` with ``{seed}`` replaced (nothing else is
+    formatted), which must be an existing file. ``name`` (the controller's) and ``made_by``
+    (what writes such files) go into the ``ConfigError`` raised otherwise."""
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"{name} needs model=PATH (a saved .zip), got {model!r}")
+    if len(model) > MAX_POLICY_PATH_CHARS or "\x00" in model:
+        raise ConfigError(f"{name}: the model path is not a usable path")
+    path = Path(model.replace("{seed}", str(seed))).expanduser()
+    try:
+        found = path.is_file()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{name}: cannot read {str(path)!r}: {exc}") from exc
+    if not found:
+        where = f"; {made_by}" if made_by else ""
+        raise ConfigError(f"{name}: no saved policy at {str(path)!r} (run seed {seed}){where}")
+    return path
+
+
+class SavedPolicy:
+    """A policy saved by a reproduction, played greedily as an ordinary controller.
+
+    The one class behind the registered ``*-ppo-policy`` controllers: ``model`` is the path
+    of the saved ``.zip``, where ``{seed}`` is replaced by the run seed (the harness passes
+    ``--seeds``), so ``--seeds 0 1 2`` plays each run seed's own policy, as the reproduction
+    pages do. A subclass names itself and its policy's kind and view in class attributes:
+
+    - ``name``: the registered controller name (for error messages);
+    - ``made_by``: what trains and saves such files (said when the file is missing);
+    - ``algorithm``: ``"module:Class"`` of the saved policy (``sb3_contrib:MaskablePPO``,
+      ``stable_baselines3:PPO``), loaded on the CPU;
+    - ``feature_kwargs()``: the :class:`ObservationFeatures` options it was trained with;
+      or ``player(policy)`` for a policy trained on another view.
+
+    A missing, unreadable or foreign file, a hostile path or a non-integer seed is a
+    ``ConfigError`` that names the controller and the file.
+
+    Args:
+        model: path of the policy's ``.zip``; ``{seed}`` is replaced by the run seed.
+        seed: the run seed (set by the harness from ``--seeds``); it only picks the file.
+    """
+
+    privileged = False
+    name: ClassVar[str] = "saved-policy"
+    made_by: ClassVar[str] = ""
+    algorithm: ClassVar[str] = "sb3_contrib:MaskablePPO"
+
+    def __init__(self, model: str = "", seed: int = 0) -> None:
+        try:
+            if isinstance(seed, bool):
+                raise TypeError
+            run_seed = operator.index(seed)
+        except TypeError:
+            raise ConfigError(f"{self.name}: seed must be an integer, got {seed!r}") from None
+        path = resolve_policy_path(model, run_seed, name=self.name, made_by=self.made_by)
+        module, _, attr = self.algorithm.partition(":")
+        loader = getattr(import_module(module), attr)
+        try:
+            policy = loader.load(str(path), device="cpu")
+        except Exception as exc:  # a corrupt or foreign zip: say which file, do not crash
+            raise ConfigError(
+                f"{self.name}: {str(path)!r} is not a saved {attr} policy: {exc}"
+            ) from exc
+        self.model_path = str(path)
+        self.policy = policy
+        self._player = self.player(policy)
+
+    def feature_kwargs(self) -> dict[str, Any]:
+        """The :class:`ObservationFeatures` options the saved policy was trained with."""
+        return {}
+
+    def player(self, policy: Any) -> Any:
+        """The controller that plays ``policy`` (default: :class:`MaskedPolicyController` on
+        :func:`make_discrete_env`'s view with ``feature_kwargs()``)."""
+        return MaskedPolicyController(policy, **self.feature_kwargs())
+
+    def reset(self, seed: int | None = None) -> None:
+        """The greedy policy is deterministic: nothing to reseed."""
+        self._player.reset(seed)
+
+    def bind(self, env: gym.Env) -> None:
+        self._player.bind(env)
+
+    def act(self, obs: Any, info: dict[str, Any]) -> str:
+        return str(self._player.act(obs, info))

@@ -4,43 +4,19 @@
 ``model`` is the path of the policy's ``.zip``; a ``{seed}`` in it is replaced by the run seed,
 so ``--seeds 0 1 2`` plays each run seed's own policy on that seed's episodes, as the page does
 (one policy per run seed, greedy). The policy reads the discrete view's hashed features it was
-trained on (``reproduce.N_FEATURES``).
+trained on (``reproduce.N_FEATURES``). Loading and checks: ``orchenv.discrete.SavedPolicy``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
-from orchenv.discrete import MaskedPolicyController
-from orchenv.error import ConfigError
+from orchenv.discrete import SavedPolicy
 
-#: the longest model path accepted (a path, not a payload)
-MAX_PATH_CHARS = 4096
 NAME = "budgetroute-ppo-policy"
 
 
-def resolve_policy_path(model: object, seed: int) -> Path:
-    """The policy file for run ``seed``: ``model`` with ``{seed}`` replaced (nothing else is
-    formatted); it must be an existing file."""
-    if not isinstance(model, str) or not model.strip():
-        raise ConfigError(f"{NAME} needs model=PATH (a saved .zip), got {model!r}")
-    if len(model) > MAX_PATH_CHARS or "\x00" in model:
-        raise ConfigError(f"{NAME}: the model path is not a usable path")
-    path = Path(model.replace("{seed}", str(seed))).expanduser()
-    try:
-        found = path.is_file()
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{NAME}: cannot read {str(path)!r}: {exc}") from exc
-    if not found:
-        raise ConfigError(
-            f"{NAME}: no saved policy at {str(path)!r} (run seed {seed}); "
-            "`orchenv reproduce 001` trains and saves the page's policies under "
-            "runs/reproduce/001/"
-        )
-    return path
-
-
-class SavedBudgetPolicy(MaskedPolicyController):
+class SavedBudgetPolicy(SavedPolicy):
     """A MaskablePPO policy saved by seed 001's page, played greedily (deterministic).
 
     Args:
@@ -48,21 +24,12 @@ class SavedBudgetPolicy(MaskedPolicyController):
         seed: the run seed (set by the harness from ``--seeds``); it only picks the file.
     """
 
-    privileged = False
+    name = NAME
+    made_by = (
+        "`orchenv reproduce 001` trains and saves the page's policies under runs/reproduce/001/"
+    )
 
-    def __init__(self, model: str = "", seed: int = 0) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ConfigError(f"{NAME}: seed must be an integer, got {seed!r}")
-        path = resolve_policy_path(model, seed)
-        from sb3_contrib import MaskablePPO
-
+    def feature_kwargs(self) -> dict[str, Any]:
         from orchenv.envs.budgetroute.reproduce import N_FEATURES
 
-        try:
-            policy = MaskablePPO.load(str(path), device="cpu")
-        except Exception as exc:  # a corrupt or foreign zip: say which file, do not crash
-            raise ConfigError(
-                f"{NAME}: {str(path)!r} is not a saved MaskablePPO policy: {exc}"
-            ) from exc
-        super().__init__(policy, n_features=N_FEATURES)
-        self.model_path = str(path)
+        return {"n_features": N_FEATURES}
