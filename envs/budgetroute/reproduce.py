@@ -27,6 +27,7 @@ from orchenv.discrete import MaskedPolicyController
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce import llamacpp
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
+from orchenv.reproduce.figures import curves_with_band, new_figure, points_with_intervals, save
 from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
@@ -40,6 +41,7 @@ from orchenv.reproduce.report import (
     check_order,
     chosen,
 )
+from orchenv.reproduce.stats import bins_by_position, over_seeds, unpaired_difference
 
 ENV_ID = "orch/BudgetRoute-v0"
 MODES = ("low", "medium", "high")
@@ -184,18 +186,13 @@ def _train(seed: int, steps: int, model_path: Path) -> dict[str, Any]:
     model.save(str(model_path))
     env.close()
     curve: dict[str, list[dict[str, float]]] = {}
-    width = max(1, math.ceil(steps / CURVE_BINS))
     for mode in MODES:
         rows = []
-        for b in range(CURVE_BINS):
-            eps = [
-                e for e in episodes if e["mode"] == mode and b * width < e["t"] <= (b + 1) * width
-            ]
-            if not eps:
-                continue
+        in_mode = [e for e in episodes if e["mode"] == mode]
+        for end, eps in bins_by_position(in_mode, lambda e: e["t"], steps, CURVE_BINS):
             rows.append(
                 {
-                    "step": (b + 1) * width,
+                    "step": end,
                     "episodes": len(eps),
                     "calls": float(np.mean([e["calls"] for e in eps])),
                     "called": float(np.mean([e["calls"] > 0 for e in eps])),
@@ -246,10 +243,6 @@ def _calls(result: EvalResult) -> Estimate:
 
 def _reward(result: EvalResult) -> Estimate:
     return metric(result, lambda r: r.reward)
-
-
-def _over_seeds(per_seed: list[float]) -> Estimate:
-    return Estimate.of_values(per_seed, over="seeds")
 
 
 def _mean(result: EvalResult, read: Callable[[Any], float]) -> float:
@@ -468,9 +461,8 @@ def _no_worse(
     combined in quadrature) must lie above ``-margin``; entirely below it: decided against;
     straddling it: undecided. (An equivalence test would count a trained policy far *above*
     the baseline against the claim.)"""
-    diff = trained.mean - best.mean
-    half = math.hypot(trained.half, best.half)
-    lo, hi = diff - half, diff + half
+    difference = unpaired_difference(trained, best)
+    diff, lo, hi = difference.mean, difference.lo, difference.hi
     passed, against = lo >= -margin, hi < -margin
     observed = (
         f"trained {trained.mean:.3f} vs {best_label} {best.mean:.3f}: difference {diff:+.3f} "
@@ -533,7 +525,7 @@ def build(rep: Reproduction) -> list[Section]:
             )
 
     def trained_est(mode: str, read: Callable[[Any], float]) -> Estimate:
-        return _over_seeds([_mean(trained[s, mode], read) for s in rep.seeds])
+        return over_seeds([_mean(trained[s, mode], read) for s in rep.seeds])
 
     t_acc = {m: trained_est(m, lambda r: float(r.correct)) for m in MODES}
     t_cost = {m: trained_est(m, lambda r: 1000 * r.cost_usd) for m in MODES}
@@ -878,8 +870,7 @@ def _curve_point(curves: dict[int, dict[str, Any]], mode: str, index: int) -> di
     """A training-curve bin (first: 0, last: -1) of ``mode``, each number over run seeds."""
     points = [curves[s]["curve"][mode][index] for s in curves if curves[s]["curve"].get(mode)]
     return {
-        key: _over_seeds([p[key] for p in points])
-        for key in ("called", "calls", "cost_k", "reward")
+        key: over_seeds([p[key] for p in points]) for key in ("called", "calls", "cost_k", "reward")
     }
 
 
@@ -889,52 +880,24 @@ def _scatter_figure(
     t_acc: dict[str, Estimate],
     t_cost: dict[str, Estimate],
 ) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("accuracy_vs_cost")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = new_figure(size=(7, 4.5))
+    floor = 1e-3  # the controller alone costs nothing: drawn at $0.001 on the log axis
     for label in BASELINES:
         acc, cost = accuracy(base[label, "high"]), _cost_k(base[label, "high"])
-        ax.errorbar(
-            max(cost.mean, 1e-3),
-            acc.mean,
-            yerr=[[acc.mean - acc.lo], [acc.hi - acc.mean]],
-            fmt="o",
-            color="tab:blue",
+        points_with_intervals(
+            ax, [max(cost.mean, floor)], [acc], labels=[label], color="tab:blue", capsize=0
         )
-        ax.annotate(label, (max(cost.mean, 1e-3), acc.mean), fontsize=8, xytext=(4, 3),
-                    textcoords="offset points")  # fmt: skip
-        ax.plot(
-            _paper_cost_k(label) if label in PAPER_COST_500 else 1e-3,
-            PAPER_ACCURACY[label],
-            "s",
-            mfc="none",
-            color="tab:gray",
-        )
+        paper_x = _paper_cost_k(label) if label in PAPER_COST_500 else floor
+        ax.plot(paper_x, PAPER_ACCURACY[label], "s", mfc="none", color="tab:gray")
     for mode in MODES:
         acc, cost = t_acc[mode], t_cost[mode]
-        ax.errorbar(
-            max(cost.mean, 1e-3),
-            acc.mean,
-            xerr=[[cost.mean - cost.lo], [cost.hi - cost.mean]],
-            yerr=[[acc.mean - acc.lo], [acc.hi - acc.mean]],
-            fmt="*",
-            ms=12,
-            color="tab:red",
-        )
-        ax.annotate(f"trained, {mode}", (max(cost.mean, 1e-3), acc.mean), fontsize=8, xytext=(4, -10),
-                    textcoords="offset points")  # fmt: skip
-        ax.plot(
-            _paper_cost_k(mode),
-            PAPER_ACCURACY[mode],
-            "*",
-            ms=12,
-            mfc="none",
-            color="tab:gray",
-        )
+        shown = cost if cost.mean >= floor else max(cost.mean, floor)
+        points_with_intervals(
+            ax, [shown], [acc], labels=[f"trained, {mode}"], fmt="*", ms=12, color="tab:red",
+            capsize=0,
+        )  # fmt: skip
+        ax.plot(_paper_cost_k(mode), PAPER_ACCURACY[mode], "*", ms=12, mfc="none", color="tab:gray")
     for usd, mode in ((1.0, "low"), (6.0, "medium")):
         ax.axvline(usd, ls=":", color="k", lw=0.8)
         ax.text(usd, 0.70, f" {mode} budget", fontsize=7, rotation=90, va="bottom")
@@ -942,20 +905,13 @@ def _scatter_figure(
     ax.set_xlabel("cost, $ per 1,000 queries (log; controller alone drawn at 0.001)")
     ax.set_ylabel("accuracy")
     ax.set_title("Seed 001, Table 2 (MATH500): orchenv (filled) vs paper (hollow, gray)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
     return link
 
 
 def _curve_figure(rep: Reproduction, curves: dict[int, dict[str, Any]], steps: int) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("training")
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    fig, axes = new_figure(1, 3, size=(12, 3.6))
     colors = {"low": "tab:green", "medium": "tab:orange", "high": "tab:red"}
     for mode in MODES:
         per_seed = [curves[s]["curve"].get(mode, []) for s in curves]
@@ -969,11 +925,8 @@ def _curve_figure(rep: Reproduction, curves: dict[int, dict[str, Any]], steps: i
             ("episodes calling an expert", "cost, $ per 1k queries", "reward (eq. 7)"),
             strict=True,
         ):
-            ys = np.array([[c[i][key] for i in range(n)] for c in per_seed])
-            mean = ys.mean(axis=0)
-            ax.plot(x, mean, color=colors[mode], label=mode)
-            if ys.shape[0] > 1:
-                ax.fill_between(x, ys.min(axis=0), ys.max(axis=0), color=colors[mode], alpha=0.2)
+            ys = [[c[i][key] for i in range(n)] for c in per_seed]
+            curves_with_band(ax, x, ys, band="minmax", color=colors[mode], label=mode)
             ax.set_title(label, fontsize=10)
             ax.set_xlabel("training steps")
     axes[1].set_yscale("log")
@@ -983,9 +936,7 @@ def _curve_figure(rep: Reproduction, curves: dict[int, dict[str, Any]], steps: i
         "min-max over run seeds)",
         fontsize=10,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
     return link
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from orchenv.error import ConfigError
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command
+from orchenv.reproduce.figures import new_figure, points_with_intervals, save
 from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
@@ -41,6 +42,7 @@ from orchenv.reproduce.report import (
     check_equivalence,
     check_order,
 )
+from orchenv.reproduce.stats import mean_band, over_seeds, seed_difference, unpaired_difference
 
 INTRO = (
     "What is simulated: a controller routes a math problem to one of three solvers (System 1: "
@@ -267,10 +269,6 @@ def _command(config: EvalConfig, name: str) -> str:
     if "--out" in parts:
         parts[parts.index("--out") + 1] = f"runs/eval/000-{name}"
     return shlex.join(parts)
-
-
-def _over_seeds(values: Sequence[float]) -> Estimate:
-    return Estimate.of_values(values, over="seeds")
 
 
 # -- where a number comes from (read from the env each page is made with) ---------------------
@@ -741,38 +739,36 @@ def build(rep: Reproduction) -> list[Section]:
 def _trained_stats(result: EvalResult, agents: list[str]) -> dict[str, Estimate]:
     strongest, middle, weakest = agents[-1], agents[len(agents) // 2], agents[0]
     return {
-        "accuracy": _over_seeds(
+        "accuracy": over_seeds(
             _seed_values(result, lambda r: float(np.mean([x.correct for x in r])))
         ),
-        "strongest share": _over_seeds(_seed_values(result, lambda r: _share(r, strongest))),
-        "strongest calls/ep": _over_seeds(
+        "strongest share": over_seeds(_seed_values(result, lambda r: _share(r, strongest))),
+        "strongest calls/ep": over_seeds(
             _seed_values(result, lambda r: _per_episode(r, strongest))
         ),
-        "strongest share asked": _over_seeds(
+        "strongest share asked": over_seeds(
             _seed_values(result, lambda r: _requested_share(r, strongest, agents))
         ),
-        "middle share": _over_seeds(_seed_values(result, lambda r: _share(r, middle))),
-        "calls/ep": _over_seeds(
+        "middle share": over_seeds(_seed_values(result, lambda r: _share(r, middle))),
+        "calls/ep": over_seeds(
             _seed_values(
                 result, lambda r: float(np.mean([x.metrics.get("calls/total", 0.0) for x in r]))
             )
         ),
-        "false rejections/ep": _over_seeds(
+        "false rejections/ep": over_seeds(
             _seed_values(
                 result,
                 lambda r: float(np.mean([x.metrics.get("false_rejections", 0.0) for x in r])),
             )
         ),
-        "false rejections/verdict": _over_seeds(
-            _seed_values(result, _false_rejections_per_verdict)
-        ),
-        "false acceptances/ep": _over_seeds(
+        "false rejections/verdict": over_seeds(_seed_values(result, _false_rejections_per_verdict)),
+        "false acceptances/ep": over_seeds(
             _seed_values(
                 result,
                 lambda r: float(np.mean([x.metrics.get("false_acceptances", 0.0) for x in r])),
             )
         ),
-        "first route weakest": _over_seeds(
+        "first route weakest": over_seeds(
             _seed_values(result, lambda r: _first_route(r, weakest, agents))
         ),
     }
@@ -1252,12 +1248,12 @@ def reward_variants(
                 Row(
                     f"{system}: exact best response, reward='{reward}'",
                     ours={
-                        "accuracy": _over_seeds(b["accuracy"]),
-                        "false rejections/verdict": _over_seeds(per_verdict),
-                        "false rejections/ep": _over_seeds(b["false rejections/ep"]),
-                        "false acceptances/ep": _over_seeds(b["false acceptances/ep"]),
-                        "first route weakest": _over_seeds(b["first route weakest"]),
-                        "calls/ep": _over_seeds(b["calls/ep"]),
+                        "accuracy": over_seeds(b["accuracy"]),
+                        "false rejections/verdict": over_seeds(per_verdict),
+                        "false rejections/ep": over_seeds(b["false rejections/ep"]),
+                        "false acceptances/ep": over_seeds(b["false acceptances/ep"]),
+                        "first route weakest": over_seeds(b["first route weakest"]),
+                        "calls/ep": over_seeds(b["calls/ep"]),
                     },
                     command=f"for s in {' '.join(map(str, ex.rep.seeds))}; do orchenv audit "
                     f"{SYSTEMS[system]} --tasks {ex.audit_tasks} --method exact --no-blind "
@@ -1272,8 +1268,8 @@ def reward_variants(
             check_direction(
                 f"{system}: under eq. 3 the best response rejects right drafts; under the outcome "
                 "reward it never does",
-                _over_seeds(best["paper"]["false rejections/ep"]),
-                _over_seeds(best["outcome"]["false rejections/ep"]),
+                over_seeds(best["paper"]["false rejections/ep"]),
+                over_seeds(best["outcome"]["false rejections/ep"]),
                 up=False,
                 why="Exact best responses on the test tasks, intervals over run seeds (task "
                 "samples). Not the paper's claim: the outcome reward is orchenv's (issue 14).",
@@ -1346,8 +1342,8 @@ def turn_ablation(
                 )[1]
             seed_acc = _seed_values(result, lambda r: float(np.mean([x.correct for x in r])))
             per_seed[system][turns] = seed_acc
-            acc = _over_seeds(seed_acc)
-            exhausted = _over_seeds(_seed_values(result, _exhausted(turns)))
+            acc = over_seeds(seed_acc)
+            exhausted = over_seeds(_seed_values(result, _exhausted(turns)))
             curves[system][turns] = (acc, exhausted)
             rows.append(
                 Row(
@@ -1372,14 +1368,7 @@ def turn_ablation(
         )
         last, before = c[TURNS[-1]][0], c[TURNS[-2]][0]
         # the same policies on the same test episodes at two horizons: paired by run seed
-        paired = _over_seeds(
-            [
-                b - a
-                for a, b in zip(
-                    per_seed[system][TURNS[-2]], per_seed[system][TURNS[-1]], strict=True
-                )
-            ]
-        )
+        paired = seed_difference(per_seed[system][TURNS[-1]], per_seed[system][TURNS[-2]])
         findings.append(
             check_equivalence(
                 f"{system}: the gain saturates (the last extra turn, {TURNS[-2]} -> "
@@ -1446,8 +1435,8 @@ def lambda_sensitivity(
         setting = "outcome-lag" if lam == 0.25 else f"lambda-{lam}"
         stats = _trained_stats(evals[(system, setting)][1], agents[system])
         curves[lam] = [r["curve"] for r in runs[(system, setting)].values()]
-        final_share = _over_seeds([c[-1][f"share/{strongest}"] for c in curves[lam] if c])
-        final_routing = _over_seeds([c[-1]["routing_accuracy"] for c in curves[lam] if c])
+        final_share = over_seeds([c[-1][f"share/{strongest}"] for c in curves[lam] if c])
+        final_routing = over_seeds([c[-1]["routing_accuracy"] for c in curves[lam] if c])
         accs[lam], asked[lam] = stats["accuracy"], stats["strongest share asked"]
         train_share[lam] = final_share
         rows.append(
@@ -1555,9 +1544,9 @@ def training_dynamics(
         ):
             curves = [r["curve"] for r in runs[(system, setting)].values() if r["curve"]]
             final[setting] = {
-                "training accuracy": _over_seeds([c[-1]["accuracy"] for c in curves]),
-                "routing accuracy": _over_seeds([c[-1]["routing_accuracy"] for c in curves]),
-                "strongest share": _over_seeds([c[-1][f"share/{strongest}"] for c in curves]),
+                "training accuracy": over_seeds([c[-1]["accuracy"] for c in curves]),
+                "routing accuracy": over_seeds([c[-1]["routing_accuracy"] for c in curves]),
+                "strongest share": over_seeds([c[-1][f"share/{strongest}"] for c in curves]),
             }
             rows.append(
                 Row(
@@ -1580,9 +1569,9 @@ def training_dynamics(
             ).with_(sources=(_pool_source(system), _nested_source(system), _refine_source(system)))
         )
         before, after = final["oneshot"]["strongest share"], final["outcome-lag"]["strongest share"]
-        increase = after.mean - before.mean
         # separate training runs: unpaired, the half-widths combined in quadrature
-        half = math.hypot(before.half, after.half)
+        change = unpaired_difference(after, before)
+        increase, half = change.mean, change.half
         modest = increase + half <= USAGE_SLACK
         findings.append(
             Finding(
@@ -1661,31 +1650,14 @@ def grpo_smoke(ex: Experiments) -> Section:
 
 
 # -- figures ---------------------------------------------------------------------------------------
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _plot_turns(curves: dict[str, dict[int, tuple[Estimate, Estimate]]], path: Path) -> None:
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, axes = new_figure(1, 2, size=(9, 3.6))
     for system, by_turn in curves.items():
         turns = sorted(by_turn)
-        acc = [by_turn[t][0] for t in turns]
-        used = [by_turn[t][1] for t in turns]
-        axes[0].errorbar(
-            turns,
-            [a.mean for a in acc],
-            yerr=[[a.mean - a.lo for a in acc], [a.hi - a.mean for a in acc]],
-            marker="o",
-            capsize=3,
-            label=system,
+        points_with_intervals(
+            axes[0], turns, [by_turn[t][0] for t in turns], fmt="-o", label=system
         )
-        axes[1].plot(turns, [u.mean for u in used], marker="o", label=system)
+        axes[1].plot(turns, [by_turn[t][1].mean for t in turns], marker="o", label=system)
     axes[0].set(xlabel="maximum turns at inference", ylabel="accuracy (test)")
     axes[1].set(xlabel="maximum turns at inference", ylabel="episodes using every turn")
     for ax in axes:
@@ -1693,24 +1665,22 @@ def _plot_turns(curves: dict[str, dict[int, tuple[Estimate, Estimate]]], path: P
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle("orchenv: turn ablation (PPO, reward='outcome', 95% CI over run seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def _mean_curve(curves: list[list[dict[str, float]]], key: str) -> tuple[list[float], list[float]]:
-    curves = [c for c in curves if c]
-    n = min(len(c) for c in curves)
-    xs = [float(np.mean([c[i]["fraction"] for c in curves])) for i in range(n)]
-    ys = [float(np.mean([c[i][key] for c in curves])) for i in range(n)]
-    return xs, ys
+    """The mean over run seeds of each seed's binned curve (``learning_curve``), by the
+    fraction of training."""
+    kept = [c for c in curves if c]
+    fractions = mean_band([[p["fraction"] for p in c] for c in kept], "none")[0]
+    values = mean_band([[p[key] for p in c] for c in kept], "none")[0]
+    return [float(x) for x in fractions], [float(y) for y in values]
 
 
 def _plot_lambda(
     curves: dict[float, list[list[dict[str, float]]]], strongest: str, path: Path
 ) -> None:
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, axes = new_figure(1, 2, size=(9, 3.6))
     for lam, runs in curves.items():
         xs, share = _mean_curve(runs, f"share/{strongest}")
         axes[0].plot(xs, share, marker=".", label=f"lambda_1 = {lam:g}")
@@ -1723,9 +1693,7 @@ def _plot_lambda(
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("orchenv: multiplier sensitivity, System 1 (PPO, mean over run seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def _plot_training(
@@ -1733,8 +1701,7 @@ def _plot_training(
     agents: dict[str, list[str]],
     path: Path,
 ) -> None:
-    plt = _plt()
-    fig, axes = plt.subplots(2, 3, figsize=(12, 6.4))
+    fig, axes = new_figure(2, 3, size=(12, 6.4))
     for row, system in enumerate(SYSTEMS):
         strongest = agents[system][-1]
         for setting, label in (("oneshot", "one-shot"), ("outcome-lag", "multi-turn")):
@@ -1747,6 +1714,4 @@ def _plot_training(
             axes[row][col].grid(alpha=0.3)
             axes[row][col].legend(fontsize=8)
     fig.suptitle("orchenv: training dynamics (PPO, reward='outcome', mean over run seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)

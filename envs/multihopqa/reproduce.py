@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shlex
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from orchenv.reproduce.context import Reproduction
+from orchenv.reproduce.figures import bars_with_intervals, new_figure, points_with_intervals, save
 from orchenv.reproduce.papers import int_keys, load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
@@ -41,6 +41,7 @@ from orchenv.reproduce.report import (
     check_order,
     chosen,
 )
+from orchenv.reproduce.stats import divided, paired_difference, relative_change, scaled
 
 INTRO = (
     "Teams of simulated role agents (Planner, Searcher, Recommender; in ALFWorld Planner, "
@@ -323,19 +324,17 @@ def _values(rows: Sequence[Mapping[str, Any]], key: str) -> list[float]:
 
 
 def _mean(rows: Sequence[Mapping[str, Any]], key: str, scale: float = 1.0) -> Estimate:
-    est = Estimate.of_values(_values(rows, key))
-    return Estimate(est.mean * scale, est.lo * scale, est.hi * scale, est.n, est.over)
+    return scaled(Estimate.of_values(_values(rows, key)), scale)
 
 
 def _role_tokens(rows: Sequence[Mapping[str, Any]], role: str) -> Estimate:
-    est = Estimate.of_values([r["tokens_by_role"].get(role, 0) for r in rows])
-    return Estimate(est.mean / 1000, est.lo / 1000, est.hi / 1000, est.n)
+    return divided(Estimate.of_values([r["tokens_by_role"].get(role, 0) for r in rows]), 1000)
 
 
 def _paired(
     rows: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]], key: str
 ) -> Estimate:
-    return Estimate.of_differences(_values(rows, key), _values(ref, key))
+    return paired_difference(_values(rows, key), _values(ref, key))
 
 
 def _relative(
@@ -343,15 +342,12 @@ def _relative(
 ) -> Estimate:
     """The paired change of ``key`` as a fraction of the reference's mean (the interval is
     the paired difference's, divided by that mean)."""
-    diff = _paired(rows, ref, key)
-    base = statistics.fmean(_values(ref, key))
-    return Estimate(diff.mean / base, diff.lo / base, diff.hi / base, diff.n)
+    return relative_change(_paired(rows, ref, key), statistics.fmean(_values(ref, key)))
 
 
 def _saving(rows: Sequence[Mapping[str, Any]], ref: Sequence[Mapping[str, Any]]) -> Estimate:
     """The paired token saving against ``ref`` as a fraction of its tokens (positive: fewer)."""
-    change = _relative(rows, ref, "tokens_total")
-    return Estimate(-change.mean, -change.hi, -change.lo, change.n)
+    return scaled(_relative(rows, ref, "tokens_total"), -1.0)
 
 
 def _separated(est: Estimate, up: bool) -> bool:
@@ -1437,21 +1433,14 @@ def _planner_section(rep: Reproduction, runs: Runs) -> Section:
 
 # -- figures ----------------------------------------------------------------------------------
 def _plot_rounds(rep: Reproduction, got: Mapping[int, Mapping[str, list[dict[str, Any]]]]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("rounds")
     ts = sorted(got)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = new_figure(1, 2, size=(10, 4))
     for router, style in (("rcr", "o-"), ("full", "s--")):
         f1 = [_mean(got[t][router], "f1") for t in ts]
         tok = [_mean(got[t][router], "tokens_total", 1 / 1000) for t in ts]
-        ax1.errorbar(ts, [e.mean for e in f1], yerr=[e.half for e in f1], fmt=style,
-                     label=f"orchenv {ROUTER_NAMES[router]}", capsize=3)  # fmt: skip
-        ax2.errorbar(ts, [e.mean for e in tok], yerr=[e.half for e in tok], fmt=style,
-                     label=f"orchenv {ROUTER_NAMES[router]}", capsize=3)  # fmt: skip
+        for ax, est in ((ax1, f1), (ax2, tok)):
+            points_with_intervals(ax, ts, est, fmt=style, label=f"orchenv {ROUTER_NAMES[router]}")
     ax1.plot(ts, [PAPER_ROUNDS[t]["f1"] for t in ts], "k:", marker="x", label="paper RCR (Table 5)")
     ax2.plot(
         ts, [PAPER_ROUNDS[t]["tokens"] for t in ts], "k:", marker="x", label="paper RCR (Table 5)"
@@ -1462,27 +1451,18 @@ def _plot_rounds(rep: Reproduction, got: Mapping[int, Mapping[str, list[dict[str
         ax.set_xticks(ts)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return link
 
 
 def _plot_budgets(rep: Reproduction, got: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("budgets")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = new_figure(1, 2, size=(10, 4))
     for dataset, style in (("HotpotQA", "o-"), ("MuSiQue", "s-")):
         f1 = [_mean(got[dataset][b], "f1") for b in PAPER_B]
         tok = [_mean(got[dataset][b], "tokens_total", 1 / 1000) for b in PAPER_B]
-        ax1.errorbar(PAPER_B, [e.mean for e in f1], yerr=[e.half for e in f1], fmt=style,
-                     label=f"orchenv, {dataset}-shaped", capsize=3)  # fmt: skip
-        ax2.errorbar(PAPER_B, [e.mean for e in tok], yerr=[e.half for e in tok], fmt=style,
-                     label=f"orchenv, {dataset}-shaped", capsize=3)  # fmt: skip
+        for ax, est in ((ax1, f1), (ax2, tok)):
+            points_with_intervals(ax, PAPER_B, est, fmt=style, label=f"orchenv, {dataset}-shaped")
         paper = PAPER_BUDGETS[dataset]
         ax1.plot(PAPER_B, [paper[b]["f1"] for b in PAPER_B], ":", marker="x",
                  label=f"paper, {dataset}")  # fmt: skip
@@ -1496,20 +1476,13 @@ def _plot_budgets(rep: Reproduction, got: Mapping[str, Mapping[int, list[dict[st
         ax.set_xticks(PAPER_B, [str(b) for b in PAPER_B])
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return link
 
 
 def _plot_runtime(rep: Reproduction, table2: Section) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("runtime")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = new_figure(1, 2, size=(10, 4))
     datasets = list(PAPER_TABLE2)
     width = 0.25
     for k, router in enumerate(ROUTERS):
@@ -1520,23 +1493,20 @@ def _plot_runtime(rep: Reproduction, table2: Section) -> str:
     ax1.set(ylabel="avg runtime (s)", title="Paper (Figure 3)")
     labels = sorted({r.label.split(": ")[0] for r in table2.rows}, key=lambda s: s)
     for k, router in enumerate(ROUTERS):
-        xs, ys, errs = [], [], []
+        xs, ests = [], []
         for i, label in enumerate(labels):
             row = next(r for r in table2.rows if r.label == f"{label}: {ROUTER_NAMES[router]}")
             est = row.ours["runtime (s)"]
             assert isinstance(est, Estimate)
             xs.append(i + (k - 1) * width)
-            ys.append(est.mean)
-            errs.append(0.0 if math.isnan(est.half) else est.half)
-        ax2.bar(xs, ys, width, yerr=errs, capsize=3, label=ROUTER_NAMES[router])
+            ests.append(est)
+        bars_with_intervals(ax2, xs, ests, width, label=ROUTER_NAMES[router])
     ax2.set_xticks(range(len(labels)), [lb.replace("synthetic, ", "") for lb in labels])
     ax2.set(ylabel="simulated runtime per episode (s)", title="orchenv (eq. 7, 60 tokens/s)")
     for ax in (ax1, ax2):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return link
 
 

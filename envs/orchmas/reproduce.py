@@ -44,6 +44,7 @@ from orchenv.envs.orchmas.paraphrase import STUFFED_ROLE
 from orchenv.envs.orchmas.scripted import decompose_orchestrator, single_executor
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce.context import Reproduction, eval_command
+from orchenv.reproduce.figures import bars_with_intervals, curves_with_band, new_figure, save
 from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
@@ -55,6 +56,7 @@ from orchenv.reproduce.report import (
     check_order,
     chosen,
 )
+from orchenv.reproduce.stats import bin_means, over_seeds, paired_difference, seed_difference
 
 ENV_ID = "orch/OrchMAS-v0"
 #: the default executor's calibration: one generic call's accuracy on a one-hop question
@@ -297,10 +299,7 @@ def train_ppo(setting: Mapping[str, Any], seed: int, steps: int, path: Path) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     model.save(str(path))
     env.close()
-    bins = min(10, len(scores))
-    curve = (
-        [float(np.mean(chunk)) for chunk in np.array_split(np.array(scores), bins)] if bins else []
-    )
+    curve = bin_means(scores, 10)
     return {"model": str(path), "episodes": len(scores), "curve": curve}
 
 
@@ -525,7 +524,7 @@ def _pooled(runs: list[EvalResult], key: str) -> Estimate:
 
 def _over_seeds(runs: list[EvalResult], key: str) -> Estimate:
     """Over run seeds: one mean per seed (each seed trained its own policy)."""
-    return Estimate.of_values([statistics.fmean(_values(r, key)) for r in runs], over="seeds")
+    return over_seeds(statistics.fmean(_values(r, key)) for r in runs)
 
 
 def _estimate(controller: str, runs: list[EvalResult], key: str) -> Estimate:
@@ -536,12 +535,11 @@ def _difference(controller: str, a: list[EvalResult], b: list[EvalResult], key: 
     """``a - b``: paired by episode for scripted controllers (same tasks, same seeds), by
     seed for trained ones."""
     if controller == "ppo":
-        return Estimate.of_values(
-            [statistics.fmean(_values(x, key)) - statistics.fmean(_values(y, key))
-             for x, y in zip(a, b, strict=True)],
-            over="seeds",
-        )  # fmt: skip
-    return Estimate.of_differences(
+        return seed_difference(
+            [statistics.fmean(_values(x, key)) for x in a],
+            [statistics.fmean(_values(y, key)) for y in b],
+        )
+    return paired_difference(
         [v for r in a for v in _values(r, key)], [v for r in b for v in _values(r, key)]
     )
 
@@ -902,17 +900,13 @@ def _direction_why(type_name: str, setting: str) -> str:
 
 # -- figures --------------------------------------------------------------------------------------
 def _ablation_figure(rep: Reproduction, plot: Mapping[tuple[str, str, str], Estimate]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("table5_ablations")
-    fig, axes = plt.subplots(1, len(TYPES), figsize=(10, 3.8), sharey=True)
+    fig, axes = new_figure(1, len(TYPES), size=(10, 3.8), sharey=True, squeeze=False)
+    axes = axes[0]
     settings = list(SETTINGS)
     x = np.arange(len(settings))
     width = 0.27
-    for ax, (type_name, (_, datasets)) in zip(np.atleast_1d(axes), TYPES.items(), strict=True):
+    for ax, (type_name, (_, datasets)) in zip(axes, TYPES.items(), strict=True):
         paper = [_paper_mean(PAPER_T5[s], datasets)[0] * 100 for s in settings]
         ax.bar(
             x - width, paper, width, label="paper (mean of the type's datasets)", color="#bbbbbb"
@@ -923,52 +917,38 @@ def _ablation_figure(rep: Reproduction, plot: Mapping[tuple[str, str, str], Esti
             strict=True,
         ):
             est = [plot[type_name, controller, s] for s in settings]
-            means = [e.mean * 100 for e in est]
-            err = np.array(
-                [[(e.mean - e.lo) * 100 for e in est], [(e.hi - e.mean) * 100 for e in est]]
-            )
-            err = np.nan_to_num(err)
-            ax.bar(x + offset, means, width, yerr=err, capsize=3, label=name, color=colour)
+            bars_with_intervals(ax, x + offset, est, width, scale=100, label=name, color=colour)
         ax.set_xticks(x, [s.replace("- ", "-") for s in settings])
         ax.set_title(f"{type_name} (paper: {', '.join(datasets)})")
         ax.set_ylim(0, 100)
         ax.grid(axis="y", alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel("F1 (%)")
-    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    axes[0].set_ylabel("F1 (%)")
+    handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8)
     fig.suptitle("Table 5 in simulation: F1 with each component removed (95% intervals)")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120, rect=(0, 0.07, 1, 1))
     return link
 
 
 def _training_figure(
     rep: Reproduction, trained: Mapping[tuple[str, int], dict[str, Any]], section: Section
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("ppo_training")
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = new_figure(size=(6, 3.6))
     for setting in SETTINGS:
         curves = [trained[s, seed]["curve"] for s, seed in trained if s == setting]
-        curves = [c for c in curves if c]
+        curves = [[100 * v for v in c] for c in curves if c]
         if not curves:
             continue
         n = min(len(c) for c in curves)
-        mean = np.mean([c[:n] for c in curves], axis=0) * 100
-        ax.plot(np.linspace(0, 1, n) if n > 1 else [0.0], mean, marker="o", label=setting)
+        x = np.linspace(0, 1, n) if n > 1 else [0.0]
+        curves_with_band(ax, x, curves, band="none", marker="o", label=setting)
     ax.set_xlabel("fraction of training (episodes in tenths; the policy samples)")
     ax.set_ylabel("F1 of training episodes (%)")
     ax.set_title("MaskablePPO on the mixed train split (mean over seeds)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
     section.figures.append(link)
     episodes = [v["episodes"] for v in trained.values()]
     if episodes and not math.isnan(statistics.fmean(episodes)):

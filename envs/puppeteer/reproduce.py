@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import numpy as np
 
 from orchenv.eval.harness import EvalConfig
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
+from orchenv.reproduce.figures import curves_with_band, new_figure, points_with_intervals, save
 from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.report import (
     Estimate,
@@ -47,6 +47,7 @@ from orchenv.reproduce.report import (
     check_order,
     chosen,
 )
+from orchenv.reproduce.stats import moving_average, over_seeds
 
 INTRO = (
     "The puppeteer names one agent per step (a model with a reasoning pattern such as "
@@ -279,7 +280,7 @@ def _phase(logs: Sequence[Mapping[str, list[float]]], key: str, n: int, last: bo
     per run seed, with the interval over seeds."""
     w = _window(n)
     values = [statistics.fmean(log[key][n - w : n] if last else log[key][:w]) for log in logs]
-    return Estimate.of_values(values, over="seeds")
+    return over_seeds(values)
 
 
 def _eval_pure(
@@ -398,14 +399,6 @@ def _table1_fixed(rep: Reproduction) -> Section:
     )
 
 
-def _curve(values: Sequence[float], width: int) -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    if width <= 1 or len(arr) < width:
-        return arr
-    kernel = np.ones(width) / width
-    return np.convolve(arr, kernel, mode="valid")
-
-
 def _plot_curves(
     rep: Reproduction,
     name: str,
@@ -415,33 +408,21 @@ def _plot_curves(
 ) -> str:
     """Learning curves of ``groups`` (label -> (logs, episodes)): moving average over a
     tenth of the run, band: 95% over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from orchenv.reproduce.report import t975
-
     path, link = rep.figure(name)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4))
-    for ax, (key, label) in zip(np.atleast_1d(axes), keys, strict=True):
+    fig, axes = new_figure(1, len(keys), size=(4.2 * len(keys), 3.4), squeeze=False)
+    axes = axes[0]
+    for ax, (key, label) in zip(axes, keys, strict=True):
         for group, (logs, episodes) in groups.items():
             width = _window(episodes)
-            curves = np.array([_curve(log[key][:episodes], width) for log in logs])
-            x = np.arange(curves.shape[1]) + width
-            mean = curves.mean(axis=0)
-            (line,) = ax.plot(x, mean, label=group, lw=1.4)
-            if len(logs) > 1:
-                half = t975(len(logs) - 1) * curves.std(axis=0, ddof=1) / math.sqrt(len(logs))
-                ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.2)
+            curves = [moving_average(log[key][:episodes], width) for log in logs]
+            x = np.arange(min(len(c) for c in curves)) + width
+            curves_with_band(ax, x, curves, band="ci", label=group, lw=1.4)
         ax.set_xlabel("training episode")
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return link
 
 
@@ -690,23 +671,17 @@ def _plot_lambda(
     n: int,
     final: Mapping[str, Mapping[float, Estimate]],
 ) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("fig3_lambda")
-    fig, axes = plt.subplots(1, 3, figsize=(12.6, 3.4))
+    fig, axes = new_figure(1, 3, size=(12.6, 3.4))
     width = _window(n)
     for lam, runs in logs.items():
         for ax, key in zip(axes[:2], ("tokens", "agents"), strict=True):
-            curve = np.mean([_curve(log[key][:n], width) for log in runs], axis=0)
-            ax.plot(np.arange(len(curve)) + width, curve, label=f"lambda {lam:g}")
-        tok, sc = final["tokens"][lam], final["score"][lam]
-        axes[2].errorbar(
-            tok.mean, sc.mean, xerr=tok.half, yerr=sc.half, fmt="o", capsize=3,
-            label=f"lambda {lam:g}",
-        )  # fmt: skip
+            curves = [moving_average(log[key][:n], width) for log in runs]
+            x = np.arange(min(len(c) for c in curves)) + width
+            curves_with_band(ax, x, curves, band="none", label=f"lambda {lam:g}")
+        points_with_intervals(
+            axes[2], [final["tokens"][lam]], [final["score"][lam]], label=f"lambda {lam:g}"
+        )
     for ax, label in zip(axes, ("tokens per episode", "agents per episode"), strict=False):
         ax.set_xlabel("training episode")
         ax.set_title(label, fontsize=10)
@@ -716,9 +691,7 @@ def _plot_lambda(
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return link
 
 
@@ -822,24 +795,21 @@ def _fig7(
 
 
 def _plot_grid(rep: Reproduction, final: Mapping[str, Mapping[str, Estimate]]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("fig7_width_depth")
-    fig, ax = plt.subplots(figsize=(5.2, 3.8))
-    for name, tok in final["tokens"].items():
-        sc = final["score"][name]
-        ax.errorbar(tok.mean, sc.mean, xerr=tok.half, yerr=sc.half, fmt="o", capsize=3)
-        ax.annotate(name, (tok.mean, sc.mean), textcoords="offset points", xytext=(5, 5))
+    fig, ax = new_figure(size=(5.2, 3.8))
+    names = list(final["tokens"])
+    points_with_intervals(
+        ax,
+        [final["tokens"][k] for k in names],
+        [final["score"][k] for k in names],
+        labels=names,
+        linestyle="none",
+    )
     ax.set_xlabel("tokens per episode (evolved)")
     ax.set_ylabel("score (evolved)")
     ax.set_title("width x depth, 95% over seeds", fontsize=10)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return link
 
 
@@ -924,13 +894,8 @@ def _plot_topology(
     runs: Mapping[Setting, list[dict[str, list[float]]]],
     sizes: Mapping[Setting, int],
 ) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     path, link = rep.figure("fig6_topology")
-    fig, axes = plt.subplots(len(runs), 2, figsize=(9, 2.8 * len(runs)), squeeze=False)
+    fig, axes = new_figure(len(runs), 2, size=(9, 2.8 * len(runs)), squeeze=False)
     for row, (setting, logs) in enumerate(runs.items()):
         n = sizes[setting]
         w = _window(n)
@@ -946,9 +911,7 @@ def _plot_topology(
             ax.set_title(f"{setting.label}: {key}", fontsize=9)
             ax.set_ylabel("share of episodes", fontsize=8)
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return link
 
 

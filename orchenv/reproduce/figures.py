@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from orchenv.error import require
 from orchenv.reproduce.report import Estimate
@@ -88,8 +89,8 @@ def errors(estimates: Sequence[Estimate], scale: float = 1.0) -> np.ndarray:
 
 def curves_with_band(
     ax: Any,
-    x: Sequence[float],
-    curves: Sequence[Sequence[float]],
+    x: ArrayLike,
+    curves: Sequence[Sequence[float] | np.ndarray],
     *,
     band: str = "ci",
     alpha: float = 0.2,
@@ -141,7 +142,7 @@ def points_with_intervals(
 
 def bars_with_intervals(
     ax: Any,
-    x: Sequence[float],
+    x: ArrayLike,
     values: Sequence[Estimate | float],
     width: float,
     *,

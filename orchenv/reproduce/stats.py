@@ -36,6 +36,7 @@ __all__ = [
     "bin_means",
     "bins_by_position",
     "chunk_bounds",
+    "divided",
     "mean_band",
     "moving_average",
     "over_seeds",
@@ -84,10 +85,18 @@ def scaled(est: Estimate, factor: float) -> Estimate:
     return Estimate(est.mean * factor, lo, hi, est.n, est.over)
 
 
+def divided(est: Estimate, divisor: float) -> Estimate:
+    """``est`` divided by ``divisor`` > 0 (tokens in thousands, ...; divided, not multiplied
+    by the reciprocal, so the numbers are exactly the quotients)."""
+    if not divisor > 0:
+        raise ValueError(f"divisor must be > 0, got {divisor!r}")
+    return Estimate(est.mean / divisor, est.lo / divisor, est.hi / divisor, est.n, est.over)
+
+
 def relative_change(diff: Estimate, base: float) -> Estimate:
-    """A difference as a fraction of the reference mean ``base`` (the interval is the
+    """A difference as a fraction of the reference mean ``base`` > 0 (the interval is the
     difference's, divided by ``base``)."""
-    return scaled(diff, 1.0 / base)
+    return divided(diff, base)
 
 
 # -- curves ------------------------------------------------------------------------------------
@@ -130,7 +139,7 @@ def moving_average(values: Sequence[float], width: int) -> np.ndarray:
 
 
 def mean_band(
-    curves: Sequence[Sequence[float]], band: str = "ci"
+    curves: Sequence[Sequence[float] | np.ndarray], band: str = "ci"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The mean of per-seed curves (cut to the shortest) and a band around it: ``"ci"`` (95%
     Student-t over seeds), ``"minmax"`` (the seeds' range) or ``"none"`` (the mean twice).
