@@ -14,16 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import pytest
 
 import orchenv  # noqa: F401 - registers the env ids
 from orchenv.backends.openai_compat import OpenAICompatBackend
 from orchenv.cli import main
-from orchenv.controllers import make_controller
 from orchenv.eval import read_episode_log
 from orchenv.pool import AgentPool, AgentSpec
-from orchenv.runner import run_episode
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(1800)]
 
@@ -193,46 +190,3 @@ def test_hf_backend_runs_the_same_gguf_in_process(live_server: Any, live_report:
     assert mine.text.strip() and mine.token_source == "tokenizer"
     assert mine.prompt_tokens == theirs.prompt_tokens
     live_report("hf backend on the GGUF", prompt_tokens=mine.prompt_tokens, text=mine.text[:80])
-
-
-@pytest.mark.parametrize(
-    "env_id, names",
-    [
-        ("orch/OrchMAS-v0", ("executor",)),
-        ("orch/Puppeteer-v0", ("smol-a", "smol-b", "smol-c")),
-        ("orch/BudgetRoute-v0", ("smol-a", "smol-b", "smol-c")),
-        ("orch/MultihopQA-v0", None),  # its own pool (searcher, recommender, judge) over HTTP
-    ],
-)
-def test_one_live_episode_of_each_env_with_a_pool(
-    live_server: Any, live_report: Any, env_id: str, names: Any, tmp_path: Path
-) -> None:
-    """Each env that takes a pool plays on the served model until an episode calls an agent
-    (a random controller may first answer alone), at most 4 episodes."""
-    if names is None:
-        kwargs: dict[str, Any] = {
-            "backend": "openai",
-            "backend_kwargs": {
-                "base_url": live_server.url,
-                "timeout_s": 300,
-                "default_params": {"max_tokens": 48, "temperature": 0.0},
-            },
-        }
-    else:
-        kwargs = {"pool": str(live_server.pool_file(tmp_path / "pool.json", names=names))}
-    for seed in range(4):
-        env = gym.make(env_id, **kwargs)
-        start = time.perf_counter()
-        try:
-            record = run_episode(env, make_controller("env-random", seed=seed), seed=seed)
-        finally:
-            env.close()
-        seconds = time.perf_counter() - start
-        calls = sum(record.agent_calls.values())
-        if calls:
-            break
-    assert calls >= 1, "no episode of four called an agent"
-    assert record.prompt_tokens > 0 and record.estimated_calls == 0  # the server's counts
-    live_report(env_id, seed=seed, agent_calls=calls, turns=record.turns,
-                tokens=record.prompt_tokens + record.completion_tokens,
-                s_per_episode=seconds, correct=record.correct)  # fmt: skip
