@@ -20,12 +20,14 @@ import gymnasium as gym
 import numpy as np
 
 import orchenv  # noqa: F401  (registers the envs)
+from orchenv.core import OrchestrationEnv
 from orchenv.parsing import find_placeholders
 
 
 def count(env_id: str, episodes: int) -> dict[str, object]:
     env = gym.make(env_id)
     base = env.unwrapped
+    assert isinstance(base, OrchestrationEnv)
     rng = np.random.default_rng(0)
     seen = with_any = total = 0
     examples: set[str] = set()

@@ -37,7 +37,9 @@ search queries an offline encyclopedia). terminate stops; the team's current ans
 latest FINAL ANSWER an agent gave) is graded.{width_note}
 
 Reply with exactly one <agent> tag holding a model's name, a colon and a pattern or a \
-tool, or holding the word terminate. Example replies (choose your own model, pattern or tool):
+tool, or holding the word terminate.
+
+Example replies (choose your own model, pattern or tool):
 {examples}
 
 Task:
