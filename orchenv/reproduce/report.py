@@ -393,6 +393,51 @@ def check_direction(
     return Finding(claim, observed, moved and separated, why, decided=separated)
 
 
+def check_difference(
+    claim: str, diff: Estimate, *, up: bool, why: str = "", digits: int = 3
+) -> Finding:
+    """Is the difference ``diff`` (paired, e.g. by run seed) above zero (``up``) or below it,
+    beyond its interval? An interval that holds zero is undecided; one entirely on the other
+    side decides against."""
+    passed = diff.lo > 0 if up else diff.hi < 0
+    against = diff.hi < 0 if up else diff.lo > 0
+    observed = f"{diff.fmt(digits)}" + ("" if passed or against else " (holds zero: undecided)")
+    return Finding(claim, observed, passed, why, decided=passed or against)
+
+
+def check_sweep(
+    claim: str, points: Mapping[str, Finding], *, why: str = "", paper: bool = False
+) -> Finding:
+    """A headline checked at every point of a sweep of a free parameter (``points``: the
+    point's name -> the headline's check there). It holds only when it holds at every point;
+    it is decided against when it fails decidedly at some point; otherwise undecided. The
+    observation names the points where it holds, fails and cannot be decided, so a headline
+    that holds in part of the sweep says so. ``paper`` False by default: whether a headline
+    survives orchenv's sweep is orchenv's claim, not the paper's."""
+    held = [k for k, f in points.items() if f.reproduced]
+    against = [k for k, f in points.items() if f.decided and not f.reproduced]
+    open_ = [k for k, f in points.items() if not f.decided]
+    if points and len(held) == len(points):
+        head = f"holds at every point of the sweep ({', '.join(held)})"
+    else:
+        parts = [f"holds at {', '.join(held) or 'no point'}"]
+        if against:
+            parts.append(f"fails at {', '.join(against)}")
+        if open_:
+            parts.append(f"undecided at {', '.join(open_)}")
+        head = "holds only in part of the sweep: " + "; ".join(parts)
+    detail = "; ".join(f"{k}: {f.observed}" for k, f in points.items())
+    reproduced = bool(points) and len(held) == len(points)
+    return Finding(
+        claim,
+        f"{head} ({detail})",
+        reproduced,
+        why,
+        decided=reproduced or bool(against),
+        paper=paper,
+    )
+
+
 def check_equivalence(
     claim: str,
     a: Estimate | float,
