@@ -25,7 +25,7 @@ from orchenv.envs.webshop.search import search_engine_for
 from orchenv.envs.webshop.site import DONE, SEARCH_BUTTON, Site, SiteState
 from orchenv.envs.webshop.text import page_nodes, render_text, render_text_rich
 from orchenv.error import ConfigError, UnknownNameError
-from orchenv.parsing import strip_reasoning
+from orchenv.parsing import is_placeholder, strip_reasoning
 from orchenv.pool import Message
 from orchenv.tasks import Task, TaskSource
 
@@ -49,6 +49,55 @@ attributes, the chosen options and its price fit the instruction. You have {max_
 _ACTION = re.compile(r"\A\s*(?:action\s*:\s*)?(search|click)\s*\[(.*)\]\s*\Z", re.I | re.S)
 
 
+#: bracket contents copied from the format lines (``search[your query]``, ``click[button]``)
+PLACEHOLDER_ARGUMENTS = frozenset(
+    {"query", "your query", "<your query>", "search terms", "button", "<button>", "product id"}
+)
+#: words left out of the example query built from an instruction
+_FILLER = frozenset(
+    [
+        "i",
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "to",
+        "for",
+        "with",
+        "it",
+        "is",
+        "that",
+        "be",
+        "should",
+        "want",
+        "need",
+        "would",
+        "like",
+        "looking",
+        "buy",
+        "find",
+        "me",
+        "my",
+        "of",
+        "in",
+        "on",
+        "than",
+        "less",
+        "lower",
+        "price",
+        "dollars",
+    ]
+)
+
+
+def example_search(instruction: str) -> str:
+    """A filled-in search for the notice: the first content words of the instruction."""
+    words = [w.strip(",.;:!?") for w in instruction.lower().split()]
+    kept = [w for w in words if w and w not in _FILLER][:6]
+    return f"search[{' '.join(kept) or 'product'}]"
+
+
 def parse_action(text: str) -> tuple[str | None, str | None, str | None]:
     """``(kind, argument, error)``: ``("search", "red shoes", None)`` or ``(None, None, why)``.
 
@@ -68,6 +117,13 @@ def parse_action(text: str) -> tuple[str | None, str | None, str | None]:
         shown = repr(shown if len(shown) <= 80 else shown[:80] + "...")
         return None, None, f"expected search[query] or click[button], got {shown}."
     kind, arg = match.group(1).lower(), match.group(2).strip().lower()
+    if arg in PLACEHOLDER_ARGUMENTS or (arg and is_placeholder(arg)):
+        what = "your own search terms" if kind == "search" else "a button's exact text"
+        return (
+            None,
+            None,
+            f"{kind}[{arg[:40]}] holds a placeholder; put {what} inside the brackets.",
+        )
     if not arg:
         return (
             None,
@@ -336,8 +392,15 @@ class WebShopEnv(OrchestrationEnv):
     def _apply(self, action: str) -> Outcome:
         assert self.goal is not None
         kind, arg, error = parse_action(action)
-        if error is not None:
-            return Outcome(error=error)
+        if error is not None:  # the notice shows a valid action for this page (issue 31)
+            available = self.available_actions()
+            clicks = [c for c in available["clickables"] if c != SEARCH_BUTTON]
+            example = (
+                example_search(self.goal.instruction)
+                if available["has_search_bar"] or not clicks
+                else f"click[{clicks[0]}]"
+            )
+            return Outcome(error=f"{error.rstrip('.')}. A valid action now, for example: {example}")
         assert arg is not None
         move = (
             self.site.search(self.state, arg)
