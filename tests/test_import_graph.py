@@ -31,11 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: import prefix -> folder (the mapping of setup.py's PACKAGE_DIR)
 PACKAGES = {"orchenv": "orchenv", "orchenv.envs": "envs", "orchenv.agents": "agents"}
 
-#: lazy-only circles another change is removing (issue 27 item 2b: the leaderboard's row model
-#: moves below its renderers; WebShop's catalog lazily imports its generator and loaders,
-#: which import the catalog). Remove an entry when its circle is cut.
+#: lazy-only circles another change is removing (WebShop's catalog lazily imports its generator
+#: and loaders, which import the catalog; the leaderboard's was cut by issue 27 item 2b:
+#: orchenv.eval.rows). Remove an entry when its circle is cut.
 KNOWN_LAZY_CIRCLES = {
-    frozenset({"orchenv.eval.html_report", "orchenv.eval.leaderboard"}),
     frozenset(
         {
             "orchenv.envs.webshop.catalog",

@@ -1,6 +1,9 @@
 """The leaderboard as one self-contained HTML page (inline CSS, JS and images; no network).
 
-Each group's table has two bodies: the ranked runs, then the privileged ones (marked †).
+Each group's table has three bodies: the ranked runs, the privileged ones (marked †), and the
+unverified ones (listed apart when any run on the board is verified; each row's "verified"
+cell links to its verification report). Runs the board could not read are listed under
+"Rejected runs" with the reason.
 Clicking a column header sorts both bodies by that column, ascending first, then toggling;
 cells carry their raw number in ``data-value`` so sorting is numeric where it should be.
 """
@@ -10,10 +13,9 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from html import escape
-from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-if TYPE_CHECKING:
-    from orchenv.eval.leaderboard import Group, Row
+from orchenv.eval.rows import VERIFIED_RULE, Group, Rejected, Row, cell, columns
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem; color: #1b1f24; }
@@ -28,6 +30,9 @@ table.board th[aria-sort="descending"]::after { content: " \\25BC"; font-size: 0
 table.board td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.board tbody.privileged tr { background: #fff4f2; color: #6e3b33; }
 table.board tbody.privileged tr:first-child td { border-top: 3px double #c9a39d; }
+table.board tbody.unverified tr { background: #f4f4f4; color: #57606a; }
+table.board tbody.unverified tr:first-child td { border-top: 3px double #afb8c1; }
+table.board td[data-col="verification"].verified { color: #1a7f37; font-weight: 600; }
 figure { display: inline-block; margin: 0 1rem 1rem 0; }
 figure img { max-width: 42rem; border: 1px solid #d0d7de; }
 .note { font-size: 0.8rem; color: #666; }
@@ -73,8 +78,6 @@ JS = """
 
 
 def _row_html(group: Group, row: Row) -> str:
-    from orchenv.eval.leaderboard import cell, columns
-
     cells = []
     for key, _ in columns(group):
         text, value = cell(row, key)
@@ -83,7 +86,13 @@ def _row_html(group: Group, row: Row) -> str:
         title = ""
         if key == "controller" and row.privileged:
             title = ' title="privileged: reads ground truth"'
-        cells.append(f'<td data-col="{escape(key)}"{cls}{data}{title}>{escape(text)}</td>')
+        body = escape(text)
+        if key == "verification":
+            cls = ' class="verified"' if row.verified else ""
+            title = f' title="{escape(row.verification_reason)}"' if row.verification_reason else ""
+            if row.report:
+                body = f'<a href="{escape(quote(row.report))}">{body}</a>'
+        cells.append(f'<td data-col="{escape(key)}"{cls}{data}{title}>{body}</td>')
     cls = ' class="privileged"' if row.privileged else ""
     return f'<tr{cls} data-run="{escape(row.run)}">' + "".join(cells) + "</tr>"
 
@@ -96,9 +105,9 @@ def _img(path_name: str, data: bytes, alt: str) -> str:
     )
 
 
-def render_html(groups: Sequence[Group], title: str, rule: str) -> str:
-    from orchenv.eval.leaderboard import columns
-
+def render_html(
+    groups: Sequence[Group], title: str, rule: str, rejected: Sequence[Rejected] = ()
+) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -107,24 +116,41 @@ def render_html(groups: Sequence[Group], title: str, rule: str) -> str:
         f"<h1>{escape(title)}</h1>",
         f'<p class="rule">{escape(rule)}</p>',
         '<p class="note">Click a column header to sort (again to reverse). '
-        "Privileged runs (†) stay in their own section below the ranked runs.</p>",
+        "Privileged runs (†) stay in their own section below the ranked runs; unverified "
+        "runs below them.</p>",
     ]
+    if VERIFIED_RULE not in rule:
+        parts.append(f'<p class="rule">{escape(VERIFIED_RULE)}</p>')
+    if groups and not groups[0].verified_board:
+        parts.append(
+            '<p class="rule"><strong>No run on this board is verified</strong>: its '
+            "ranks are of unverified runs.</p>"
+        )
     for n, group in enumerate(groups):
         head = "".join(
             f'<th data-col="{escape(key)}" scope="col">{escape(label)}</th>'
             for key, label in columns(group)
         )
-        ranked = "".join(_row_html(group, r) for r in group.rows if not r.privileged)
-        privileged = "".join(_row_html(group, r) for r in group.rows if r.privileged)
+        ranked = "".join(_row_html(group, r) for r in group.rows_in("ranked"))
+        privileged = "".join(_row_html(group, r) for r in group.rows_in("privileged"))
+        unverified = "".join(_row_html(group, r) for r in group.rows_in("unverified"))
         parts += [
             f'<section id="group-{n}"><h2>{escape(group.title)}</h2>',
             f'<div class="scroll"><table class="board" id="board-{n}">',
             f"<thead><tr>{head}</tr></thead>",
             f'<tbody class="ranked">{ranked}</tbody>',
-            f'<tbody class="privileged">{privileged}</tbody></table></div>',
+            f'<tbody class="privileged">{privileged}</tbody>',
+            f'<tbody class="unverified">{unverified}</tbody></table></div>',
         ]
         for kind, path in group.plots.items():
             parts.append(_img(path.name, path.read_bytes(), kind.replace("_", " ")))
         parts.append("</section>")
+    if rejected:
+        items = "".join(
+            f"<li><code>{escape(r.dir)}</code>: {escape(r.reason)}</li>" for r in rejected
+        )
+        parts.append(
+            f'<section id="rejected"><h2>Rejected runs (not on the board)</h2><ul>{items}</ul></section>'
+        )
     parts += [f"<script>{JS}</script>", "</body></html>"]
     return "\n".join(parts) + "\n"

@@ -8,6 +8,15 @@ controllers (marked †: they read ground truth, e.g. a simulated verifier or an
 in their own section, ordered the same way. They bound what a controller could reach and are
 never ranked against the others.
 
+Verification (issue 30): each run is read through ``orchenv.schema`` (finite numbers only; a
+run with a NaN or Infinity in its summary is rejected with the reason and listed under
+"Rejected runs", never copied onto the board). A run directory holding a ``verified.json``
+(written by ``orchenv verify`` into a submission bundle, which is itself a run directory) is
+marked with its verdict and linked to its report; the verdict is ``stale`` when the run's
+files changed after verification. When any run on the board is verified, only verified runs
+are ranked and the rest are listed apart, unranked. The row model lives in
+``orchenv.eval.rows``.
+
 ``build_leaderboard(run_dirs, out_dir)`` writes ``leaderboard.md``, ``leaderboard.html``
 (self-contained: inline CSS, JS and images; no network), ``leaderboard.json`` (the rows, in
 rank order) and ``accuracy_vs_cost.png`` / ``usage.png`` (one pair per group, suffixed with
@@ -18,9 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,76 +35,28 @@ from typing import Any
 
 from orchenv.error import ConfigError, DataError
 from orchenv.eval.harness import load_summary
+from orchenv.eval.rows import (
+    DAGGER,
+    RANKING_RULE,
+    VERIFIED_RULE,
+    Group,
+    GroupKey,
+    Rejected,
+    Row,
+    cell,
+    columns,
+    fmt_accuracy,
+    fmt_money,
+)
 
 logger = logging.getLogger(__name__)
-
-RANKING_RULE = (
-    "Ranking: runs are grouped by (env, pool, split). Within a group, controllers that do not "
-    "read ground truth come first, by accuracy (higher first), ties broken by lower mean cost "
-    "per episode; privileged controllers (marked †: they read ground truth) follow in their own "
-    "section, ordered the same way, and are not ranked against the others. Accuracy pools every "
-    "seed's episodes; the interval is a Wilson 95% interval; usage is calls per agent / episodes."
-)
-DAGGER = "†"
-
-GroupKey = tuple[str, str, str]
-
-
-@dataclass
-class Row:
-    """One run on the board (everything shown, in the units shown)."""
-
-    run: str  # the run directory's name
-    dir: str
-    env_id: str
-    pool: str
-    split: str
-    controller: str  # label: spec(kwargs)
-    controller_spec: str
-    privileged: bool
-    seeds: list[int]
-    episodes: int  # over all seeds
-    accuracy: float
-    ci_low: float
-    ci_high: float
-    mean_cost_usd: float
-    mean_tokens: float
-    usage: dict[str, float]
-    mean_turns: float
-    invalid_rate: float
-    mean_reward: float
-    rank: int | None = None  # 1-based among the non-privileged rows of its group
-
-    @property
-    def group(self) -> GroupKey:
-        return (self.env_id, self.pool, self.split)
-
-    @property
-    def display_name(self) -> str:
-        return f"{self.controller} {DAGGER}" if self.privileged else self.controller
-
-
-@dataclass
-class Group:
-    key: GroupKey
-    rows: list[Row]  # rank order: non-privileged, then privileged
-    agents: list[str]
-    plots: dict[str, Path] = field(default_factory=dict)  # kind -> png path
-
-    @property
-    def title(self) -> str:
-        env, pool, split = self.key
-        return f"{env} · pool {pool} · split {split}"
-
-    @property
-    def slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9]+", "-", "-".join(self.key)).strip("-").lower()
 
 
 @dataclass
 class Leaderboard:
     groups: list[Group]
     files: list[Path]
+    rejected: list[Rejected] = field(default_factory=list)
 
     @property
     def rows(self) -> list[Row]:
@@ -143,7 +102,12 @@ def row_from_summary(summary: dict[str, Any]) -> Row:
 
 
 def rank_rows(rows: Iterable[Row]) -> list[Group]:
-    """Group by (env, pool, split) and order each group by the ranking rule (module doc)."""
+    """Group by (env, pool, split) and order each group by the ranking rule (module doc).
+
+    When any row is verified, only verified rows are ranked; the others are listed apart,
+    unranked (``orchenv.eval.rows.VERIFIED_RULE``)."""
+    rows = list(rows)
+    verified_board = any(r.verified for r in rows)
     by_group: dict[GroupKey, list[Row]] = {}
     for row in rows:
         by_group.setdefault(row.group, []).append(row)
@@ -154,17 +118,49 @@ def rank_rows(rows: Iterable[Row]) -> list[Group]:
         def order(r: Row) -> tuple[float, float, str, str]:
             return (-r.accuracy, r.mean_cost_usd, r.controller, r.run)
 
-        open_rows = sorted((r for r in members if not r.privileged), key=order)
-        privileged = sorted((r for r in members if r.privileged), key=order)
-        for i, r in enumerate(open_rows, 1):
+        group = Group(key=key, rows=[], agents=[], verified_board=verified_board)
+        sections: dict[str, list[Row]] = {"ranked": [], "privileged": [], "unverified": []}
+        for r in members:
+            sections[group.section(r)].append(r)
+        for section in sections.values():
+            section.sort(key=order)
+        for i, r in enumerate(sections["ranked"], 1):
             r.rank = i
-        for r in privileged:
+        for r in sections["privileged"] + sections["unverified"]:
             r.rank = None
         agents: list[str] = []
         for r in members:
             agents.extend(a for a in r.usage if a not in agents)
-        groups.append(Group(key=key, rows=open_rows + privileged, agents=agents))
+        group.rows = sections["ranked"] + sections["privileged"] + sections["unverified"]
+        group.agents = agents
+        groups.append(group)
     return groups
+
+
+def read_runs(
+    run_dirs: Sequence[str | os.PathLike[str]], out: Path
+) -> tuple[list[Row], list[Rejected]]:
+    """Each run's row, read through ``orchenv.schema`` (finite numbers only), with its
+    verification (``verified.json``, checked against the run's files); a run that cannot be
+    read is rejected with the reason, never copied onto the board."""
+    from orchenv.verify.checks import read_verification
+
+    rows: list[Row] = []
+    rejected: list[Rejected] = []
+    for d in run_dirs:
+        try:
+            row = row_from_summary(load_summary(d))
+        except DataError as exc:
+            logger.warning("leaderboard: %s rejected: %s", d, exc)
+            rejected.append(Rejected(dir=str(d), reason=str(exc)))
+            continue
+        found = read_verification(Path(d))
+        if found is not None:
+            row.verification = found["status"]
+            row.verification_reason = found["reason"]
+            row.report = os.path.relpath(found["report"], out)
+        rows.append(row)
+    return rows, rejected
 
 
 def build_leaderboard(
@@ -174,12 +170,21 @@ def build_leaderboard(
     title: str = "orchenv leaderboard",
     plots: bool = True,
 ) -> Leaderboard:
-    """Read each run's summary and write the board files into ``out_dir`` (module doc)."""
+    """Read each run's summary and write the board files into ``out_dir`` (module doc).
+
+    A run whose files do not pass the schema (a NaN or Infinity in its summary, a missing
+    field) is left off the board and listed under "Rejected runs" with the reason; when no
+    run can be read, ``DataError`` names the first reason and nothing is written."""
     if not run_dirs:
         raise ConfigError("give at least one run directory (made by `orchenv eval --out DIR`)")
-    rows = [row_from_summary(load_summary(d)) for d in run_dirs]
-    groups = rank_rows(rows)
     out = Path(out_dir)
+    rows, rejected = read_runs(run_dirs, out.resolve() if out.exists() else out.absolute())
+    if not rows:
+        raise DataError(
+            f"no run could be read: {rejected[0].dir}: {rejected[0].reason}"
+            + (f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else "")
+        )
+    groups = rank_rows(rows)
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     if plots:
@@ -200,8 +205,9 @@ def build_leaderboard(
         out / "leaderboard.html",
         out / "leaderboard.json",
     )
-    md_path.write_text(render_markdown(groups, title), encoding="utf-8")
-    html_path.write_text(render_html(groups, title, RANKING_RULE), encoding="utf-8")
+    rule = RANKING_RULE + " " + VERIFIED_RULE
+    md_path.write_text(render_markdown(groups, title, rejected), encoding="utf-8")
+    html_path.write_text(render_html(groups, title, rule, rejected), encoding="utf-8")
     json_path.write_text(
         json.dumps(
             [{**_row_dict(r), "group": list(r.group)} for g in groups for r in g.rows],
@@ -213,7 +219,7 @@ def build_leaderboard(
     )
     files = [md_path, html_path, json_path, *files]
     logger.info("leaderboard of %d runs in %d groups written to %s", len(rows), len(groups), out)
-    return Leaderboard(groups=groups, files=files)
+    return Leaderboard(groups=groups, files=files, rejected=rejected)
 
 
 def _row_dict(row: Row) -> dict[str, Any]:
@@ -222,83 +228,41 @@ def _row_dict(row: Row) -> dict[str, Any]:
     return {**asdict(row), "display_name": row.display_name}
 
 
-# -- formatting ---------------------------------------------------------------------------------
-def fmt_money(x: float) -> str:
-    """Three significant digits without scientific notation: 0.000147, 0.0213, 1.50."""
-    if x == 0 or not math.isfinite(x):
-        return f"{x:g}"
-    decimals = max(2, 2 - math.floor(math.log10(abs(x))))
-    return f"{x:.{decimals}f}"
-
-
-def fmt_accuracy(row: Row) -> str:
-    return f"{row.accuracy:.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}]"
-
-
-def columns(group: Group) -> list[tuple[str, str]]:
-    """(key, header) of the board's columns, shared by the markdown and HTML writers."""
-    cols = [
-        ("rank", "#"),
-        ("controller", "controller"),
-        ("env", "env"),
-        ("pool", "pool"),
-        ("split", "split"),
-        ("seeds", "seeds"),
-        ("episodes", "episodes"),
-        ("accuracy", "accuracy [95% CI]"),
-        ("cost", "cost / episode (USD)"),
-        ("tokens", "tokens / episode"),
-    ]
-    cols += [(f"usage:{a}", f"usage {a}") for a in group.agents]
-    cols += [("turns", "turns"), ("invalid", "invalid rate"), ("run", "run")]
-    return cols
-
-
-def cell(row: Row, key: str) -> tuple[str, float | None]:
-    """(text, sort value) of one cell; the sort value is None for text columns."""
-    if key.startswith("usage:"):
-        value = row.usage.get(key[6:], 0.0)
-        return f"{value:.3f}", value
-    table: dict[str, tuple[str, float | None]] = {
-        "rank": (str(row.rank) if row.rank is not None else DAGGER, row.rank),
-        "controller": (row.display_name, None),
-        "env": (row.env_id, None),
-        "pool": (row.pool, None),
-        "split": (row.split, None),
-        "seeds": (",".join(map(str, row.seeds)), float(len(row.seeds))),
-        "episodes": (str(row.episodes), float(row.episodes)),
-        "accuracy": (fmt_accuracy(row), row.accuracy),
-        "cost": (fmt_money(row.mean_cost_usd), row.mean_cost_usd),
-        "tokens": (f"{row.mean_tokens:,.0f}", row.mean_tokens),
-        "turns": (f"{row.mean_turns:.2f}", row.mean_turns),
-        "invalid": (f"{row.invalid_rate:.3f}", row.invalid_rate),
-        "run": (row.run, None),
-    }
-    return table[key]
-
-
+# -- markdown ------------------------------------------------------------------------------------
 def _md_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
+def _md_cell(row: Row, key: str) -> str:
+    text = _md_escape(cell(row, key)[0])
+    if key == "verification" and row.report:
+        target = row.report.replace(" ", "%20").replace(")", "%29")
+        return f"[{text}]({target})"
+    return text
+
+
 def _md_table(group: Group, rows: list[Row]) -> list[str]:
     cols = columns(group)
+    text_cols = {"controller", "run", "verification"}
     lines = [
         "| " + " | ".join(_md_escape(h) for _, h in cols) + " |",
-        "|" + "|".join("---:" if k not in {"controller", "run"} else "---" for k, _ in cols) + "|",
+        "|" + "|".join("---:" if k not in text_cols else "---" for k, _ in cols) + "|",
     ]
     for row in rows:
-        lines.append("| " + " | ".join(_md_escape(cell(row, k)[0]) for k, _ in cols) + " |")
+        lines.append("| " + " | ".join(_md_cell(row, k) for k, _ in cols) + " |")
     return lines
 
 
-def render_markdown(groups: Sequence[Group], title: str) -> str:
-    lines = [f"# {title}", "", RANKING_RULE, ""]
+def render_markdown(groups: Sequence[Group], title: str, rejected: Sequence[Rejected] = ()) -> str:
+    lines = [f"# {title}", "", RANKING_RULE, "", VERIFIED_RULE, ""]
+    if groups and not groups[0].verified_board:
+        lines += ["**No run on this board is verified**: its ranks are of unverified runs.", ""]
     for group in groups:
         lines += [f"## {group.title}", ""]
-        open_rows = [r for r in group.rows if not r.privileged]
-        privileged = [r for r in group.rows if r.privileged]
-        lines += _md_table(group, open_rows) if open_rows else ["(no non-privileged runs)"]
+        ranked = group.rows_in("ranked")
+        privileged = group.rows_in("privileged")
+        unverified = group.rows_in("unverified")
+        lines += _md_table(group, ranked) if ranked else ["(no ranked runs)"]
         lines.append("")
         if privileged:
             lines += [
@@ -307,6 +271,43 @@ def render_markdown(groups: Sequence[Group], title: str) -> str:
                 *_md_table(group, privileged),
                 "",
             ]
+        if unverified:
+            lines += [
+                "### Unverified runs (not ranked)",
+                "",
+                *_md_table(group, unverified),
+                "",
+                *[
+                    f"- {_md_escape(r.run)}: {_md_escape(r.verification)}"
+                    + (f" ({_md_escape(r.verification_reason)})" if r.verification_reason else "")
+                    for r in unverified
+                ],
+                "",
+            ]
         for kind, path in group.plots.items():
             lines += [f"![{kind.replace('_', ' ')}]({path.name})", ""]
+    if rejected:
+        lines += ["## Rejected runs (not on the board)", ""]
+        lines += [f"- `{_md_escape(r.dir)}`: {_md_escape(r.reason)}" for r in rejected]
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+__all__ = [
+    "DAGGER",
+    "RANKING_RULE",
+    "VERIFIED_RULE",
+    "Group",
+    "Leaderboard",
+    "Rejected",
+    "Row",
+    "build_leaderboard",
+    "cell",
+    "columns",
+    "fmt_accuracy",
+    "fmt_money",
+    "rank_rows",
+    "read_runs",
+    "render_markdown",
+    "row_from_summary",
+]

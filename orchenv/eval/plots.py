@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchenv.error import require
-
-if TYPE_CHECKING:
-    from orchenv.eval.leaderboard import Group, Row
+from orchenv.eval.rows import Group, Row
 
 PURPOSE = "leaderboard plots"
 

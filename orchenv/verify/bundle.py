@@ -260,8 +260,7 @@ def _rerecord(dst: Path, found: Mapping[str, Any], pool_path: Path) -> None:
     """Record a simulated run's calls by replaying its actions through a RecordingBackend."""
     from orchenv.eval.harness import episode_seed
     from orchenv.pool import make_pool
-    from orchenv.verify.checks import compare_episode
-    from orchenv.verify.replay import make_replay_env, replay_episodes
+    from orchenv.verify.replay import compare_episode, make_replay_env, replay_episodes
 
     run = found["run"]
     env_kwargs = dict(run.get("env_kwargs") or {})

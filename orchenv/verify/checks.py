@@ -78,6 +78,7 @@ from orchenv.verify.replay import (
     Problems,
     ReplayedEpisode,
     build_pool,
+    episode_diffs,
     make_replay_env,
     replay_episodes,
 )
@@ -181,65 +182,8 @@ class VerifyReport:
         return body
 
 
-# -- comparing one episode ----------------------------------------------------------------------
-def compare_episode(row: Mapping[str, Any], ep: ReplayedEpisode) -> list[str]:
-    """What differs between a submitted episode line and its replay (empty: nothing)."""
-    return [m for _, m in _episode_diffs(row, ep)]
-
-
 def _close(a: float, b: float, rel: float = 1e-6) -> bool:
     return math.isclose(a, b, rel_tol=rel, abs_tol=1e-9)
-
-
-def _episode_diffs(row: Mapping[str, Any], ep: ReplayedEpisode) -> list[tuple[str, str]]:
-    where = f"seed {ep.seed} episode {ep.episode}"
-    out: list[tuple[str, str]] = []
-
-    def differ(kind: str, name: str, claimed: Any, derived: Any) -> None:
-        out.append(
-            (
-                kind,
-                f"{where}: {name} is {claimed!r} in the submission, the replay gives {derived!r}",
-            )
-        )
-
-    if row.get("task_id") != ep.task_id:
-        out.append(
-            (
-                "split",
-                f"{where}: task {row.get('task_id')!r} is not the task the declared split gives "
-                f"at this episode's seed ({ep.task_id!r})"
-                + _other_split_hint(str(row.get("task_id")), ep.task_id),
-            )
-        )
-    if ep.error is not None:
-        return [*out, ("replay", f"{where}: {ep.error}")]
-    if bool(row.get("correct")) != ep.correct:
-        differ("replay", "correct", row.get("correct"), ep.correct)
-    for name in ("score", "reward"):
-        if not _close(float(row.get(name, 0.0)), getattr(ep, name)):
-            differ("replay", name, row.get(name), getattr(ep, name))
-    for name in ("turns", "invalid_actions"):
-        if int(row.get(name, -1)) != getattr(ep, name):
-            differ("replay", name, row.get(name), getattr(ep, name))
-    if row.get("final_answer") != ep.final_answer:
-        differ("replay", "final_answer", row.get("final_answer"), ep.final_answer)
-    calls = {k: v for k, v in (row.get("agent_calls") or {}).items() if v}
-    if calls != {k: v for k, v in ep.agent_calls.items() if v}:
-        differ("replay", "agent_calls", calls, ep.agent_calls)
-    if not _close(float(row.get("cost_usd", 0.0)), ep.cost_usd):
-        differ("cost", "cost_usd", row.get("cost_usd"), ep.cost_usd)
-    for name in ("prompt_tokens", "completion_tokens"):
-        if int(row.get(name, -1)) != getattr(ep, name):
-            differ("tokens", name, row.get(name), getattr(ep, name))
-    return out
-
-
-def _other_split_hint(claimed: str, derived: str) -> str:
-    a, b = claimed.split("/"), derived.split("/")
-    if len(a) == len(b) and len(a) >= 3 and a[0] == b[0] and a[1] != b[1]:
-        return f"; its id says split {a[1]!r}, the declared split is {b[1]!r}"
-    return ""
 
 
 # -- reading the bundle -------------------------------------------------------------------------
@@ -893,7 +837,7 @@ def verify_bundle(
         return finish({}, audit_gap(str(run.get("env_id")), audit_file), run_view)
     by_kind: dict[str, list[str]] = {}
     for row, ep in zip(rows_in_plan, replayed, strict=True):
-        for kind, msg in _episode_diffs(row, ep):
+        for kind, msg in episode_diffs(row, ep):
             by_kind.setdefault(kind, []).append(msg)
 
     def diff_check(name: str, ok: str) -> Check:
@@ -1010,7 +954,7 @@ def verify_bundle(
                 read_episode_log(ref_root / "episodes.jsonl"), ref_run.get("seeds")
             )
             ref_eps, ref_problems, *_ = _replay_part(ref_root, ref_run, ref_rows, pool_doc, prices)
-            bad = sum(bool(_episode_diffs(r, e)) for r, e in zip(ref_rows, ref_eps, strict=True))
+            bad = sum(bool(episode_diffs(r, e)) for r, e in zip(ref_rows, ref_eps, strict=True))
             if bad or ref_problems.total("missing_call", "answer_replaced", "tokens_changed"):
                 checks.append(
                     Check(
@@ -1177,7 +1121,6 @@ __all__ = [
     "Check",
     "VerifyReport",
     "audit_gap",
-    "compare_episode",
     "read_verification",
     "verify_bundle",
 ]

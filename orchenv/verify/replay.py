@@ -325,3 +325,60 @@ def _replay_one(
         agreed=agreed,
         error=error,
     )
+
+
+# -- comparing one episode ----------------------------------------------------------------------
+def compare_episode(row: Mapping[str, Any], ep: ReplayedEpisode) -> list[str]:
+    """What differs between a submitted episode line and its replay (empty: nothing)."""
+    return [m for _, m in episode_diffs(row, ep)]
+
+
+def episode_diffs(row: Mapping[str, Any], ep: ReplayedEpisode) -> list[tuple[str, str]]:
+    where = f"seed {ep.seed} episode {ep.episode}"
+    out: list[tuple[str, str]] = []
+
+    def differ(kind: str, name: str, claimed: Any, derived: Any) -> None:
+        out.append(
+            (
+                kind,
+                f"{where}: {name} is {claimed!r} in the submission, the replay gives {derived!r}",
+            )
+        )
+
+    if row.get("task_id") != ep.task_id:
+        out.append(
+            (
+                "split",
+                f"{where}: task {row.get('task_id')!r} is not the task the declared split gives "
+                f"at this episode's seed ({ep.task_id!r})"
+                + _other_split_hint(str(row.get("task_id")), ep.task_id),
+            )
+        )
+    if ep.error is not None:
+        return [*out, ("replay", f"{where}: {ep.error}")]
+    if bool(row.get("correct")) != ep.correct:
+        differ("replay", "correct", row.get("correct"), ep.correct)
+    for name in ("score", "reward"):
+        if not _close(float(row.get(name, 0.0)), getattr(ep, name)):
+            differ("replay", name, row.get(name), getattr(ep, name))
+    for name in ("turns", "invalid_actions"):
+        if int(row.get(name, -1)) != getattr(ep, name):
+            differ("replay", name, row.get(name), getattr(ep, name))
+    if row.get("final_answer") != ep.final_answer:
+        differ("replay", "final_answer", row.get("final_answer"), ep.final_answer)
+    calls = {k: v for k, v in (row.get("agent_calls") or {}).items() if v}
+    if calls != {k: v for k, v in ep.agent_calls.items() if v}:
+        differ("replay", "agent_calls", calls, ep.agent_calls)
+    if not _close(float(row.get("cost_usd", 0.0)), ep.cost_usd):
+        differ("cost", "cost_usd", row.get("cost_usd"), ep.cost_usd)
+    for name in ("prompt_tokens", "completion_tokens"):
+        if int(row.get(name, -1)) != getattr(ep, name):
+            differ("tokens", name, row.get(name), getattr(ep, name))
+    return out
+
+
+def _other_split_hint(claimed: str, derived: str) -> str:
+    a, b = claimed.split("/"), derived.split("/")
+    if len(a) == len(b) and len(a) >= 3 and a[0] == b[0] and a[1] != b[1]:
+        return f"; its id says split {a[1]!r}, the declared split is {b[1]!r}"
+    return ""
