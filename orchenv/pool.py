@@ -34,7 +34,7 @@ from orchenv.calltypes import (
     with_measured_latency,
 )
 from orchenv.error import ConfigError, DataError, UnknownNameError
-from orchenv.parsing import clean_parsed, clean_text
+from orchenv.parsing import clean_parsed, clean_text, match_agent
 from orchenv.registry import Registry
 from orchenv.schema import (
     POOL_AGENT,
@@ -58,8 +58,10 @@ __all__ = [
     "Message",
     "NoAgents",
     "UsageMeter",
+    "cost_order",
     "make_backend",
     "make_pool",
+    "resolve_agent",
     "with_measured_latency",
 ]
 
@@ -297,6 +299,33 @@ class AgentPool:
             for a in reversed(self.agents)
         ]
         return f"pool {self.name!r} (strongest first):\n" + "\n".join(rows)
+
+
+def cost_order(pool: AgentPool, agents: Sequence[str] | None = None) -> list[str]:
+    """``agents`` (default: the whole pool) cheapest first.
+
+    Price is ``price_completion`` (completions dominate a solver call's cost);
+    ties go to the weaker agent, so equal-priced agents keep pool order.
+    """
+    names = list(pool.names if agents is None else agents)
+    rank = {name: i for i, name in enumerate(pool.names)}  # weakest first
+    return sorted(names, key=lambda n: (pool.spec(n).price_completion, rank[n]))
+
+
+def resolve_agent(name: str, pool: AgentPool) -> str:
+    """A pool agent by name (case and punctuation ignored) or alias ``strongest`` / ``middle``
+    (the median by strength) / ``weakest``."""
+    found = match_agent(name, pool.names)
+    if found is not None:
+        return found
+    alias = name.strip().lower()
+    if alias == "strongest":
+        return pool.strongest()
+    if alias == "weakest":
+        return pool.weakest()
+    if alias == "middle":
+        return pool.names[len(pool.names) // 2]
+    raise UnknownNameError("agent", name, [*pool.names, "strongest", "middle", "weakest"])
 
 
 @dataclass

@@ -16,39 +16,12 @@ import numpy as np
 
 from orchenv.controllers import env_label
 from orchenv.envs.mathroute.protocol import SOLVER_SYSTEM, route_text, verdict_text
-from orchenv.error import ConfigError, UnknownNameError
+from orchenv.error import ConfigError
 from orchenv.grading import check_math_solution, math_answer, math_equal
-from orchenv.parsing import extract_tag, match_agent, parse_bool
-from orchenv.pool import AgentPool, CallContext, Message
+from orchenv.parsing import extract_tag, parse_bool
+from orchenv.pool import CallContext, Message, cost_order, resolve_agent
 
 logger = logging.getLogger(__name__)
-
-
-def cost_order(pool: AgentPool, agents: Sequence[str] | None = None) -> list[str]:
-    """``agents`` (default: the whole pool) cheapest first.
-
-    Price is ``price_completion`` (completions dominate a solver call's cost);
-    ties go to the weaker agent, so equal-priced agents keep pool order.
-    """
-    names = list(pool.names if agents is None else agents)
-    rank = {name: i for i, name in enumerate(pool.names)}  # weakest first
-    return sorted(names, key=lambda n: (pool.spec(n).price_completion, rank[n]))
-
-
-def resolve_agent(name: str, pool: AgentPool) -> str:
-    """A pool agent by name (case and punctuation ignored) or alias ``strongest`` / ``middle``
-    (the median by strength) / ``weakest``."""
-    found = match_agent(name, pool.names)
-    if found is not None:
-        return found
-    alias = name.strip().lower()
-    if alias == "strongest":
-        return pool.strongest()
-    if alias == "weakest":
-        return pool.weakest()
-    if alias == "middle":
-        return pool.names[len(pool.names) // 2]
-    raise UnknownNameError("agent", name, [*pool.names, "strongest", "middle", "weakest"])
 
 
 def solver_messages(problem: str, note: str = "") -> list[Message]:

@@ -49,7 +49,7 @@ from orchenv.envs.mathroute.rewards import (
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, math_answer
 from orchenv.pool import AgentPool, CallContext, Message
-from orchenv.tasks import TaskSource
+from orchenv.tasks import Task, TaskSource
 
 
 class MathRouteEnv(OrchestrationEnv):
@@ -427,6 +427,13 @@ class MathRouteEnv(OrchestrationEnv):
             {"role": "system", "content": self._system_prompt()},
             {"role": "user", "content": user},
         ]
+
+    def solver_request(self, task: Task) -> list[Message]:
+        """The messages an agent gets when the controller routes ``task`` to it at the first
+        turn (no draft yet). The one-shot routers (``orchenv.agents.routers``) label their
+        training tasks with them through this hook, so they import no env package."""
+        user = f"Problem:\n{task.prompt}"
+        return [{"role": "system", "content": SOLVER_SYSTEM}, {"role": "user", "content": user}]
 
     def _solver_messages(self, feedback: str) -> list[Message]:
         assert self.task is not None
