@@ -39,6 +39,7 @@ from orchenv.reproduce.report import (
     calibrated,
     check_direction,
     check_order,
+    check_sweep,
     chosen,
 )
 from orchenv.reproduce.stats import bins_by_position, over_seeds, unpaired_difference
@@ -90,6 +91,8 @@ PPO_HYPER: dict[str, Any] = {
 }
 PPO_NET = [64, 64]
 N_FEATURES = 64
+#: the horizons of the max_turns sweep (issue 26; the page's rows use the env default, 3)
+TURN_SWEEP = (2, 3, 4, 5)
 #: training-curve bins (Figure 3 / Figure 6 analogues)
 CURVE_BINS = 10
 #: the llm controller of section 4.5: decoding, and the served GGUF's install command
@@ -382,7 +385,7 @@ def _turns_source() -> Source:
     """The horizon: the paper states no limit on the controller's rounds."""
     return chosen(
         f"max_turns={_inputs()['max_turns']}",
-        "the paper states no limit; docs/budgetroute.md sweeps 2 to 5",
+        "the paper states no limit; the last section sweeps 2 to 5",
     )
 
 
@@ -432,20 +435,27 @@ def _shown_path(path: Path) -> str:
         return str(path.resolve())
 
 
-def _trained_command(rep: Reproduction, steps: int, mode: str, episodes: int) -> str:
+def _trained_command(
+    rep: Reproduction, steps: int, mode: str, episodes: int, max_turns: int | None = None
+) -> str:
     """The ``orchenv eval`` command that replays the trained rows: the registered
     ``budgetroute-ppo-policy`` controller loads each run seed's saved policy (``{seed}``)."""
     model = rep.runs_dir / f"{_ppo_tag(steps)}-seed{{seed}}.zip"
+    env_kwargs: dict[str, Any] = {"budget_mode": mode}
+    name = f"trained-{mode}"
+    if max_turns is not None:
+        env_kwargs["max_turns"] = max_turns
+        name += f"-turns{max_turns}"
     config = EvalConfig(
         ENV_ID,
         controller="budgetroute-ppo-policy",
         controller_kwargs={"model": _shown_path(model)},
-        env_kwargs={"budget_mode": mode},
+        env_kwargs=env_kwargs,
         split="test",
         episodes=episodes,
         seeds=list(rep.seeds),
     )
-    return _command(config, f"trained-{mode}")
+    return _command(config, name)
 
 
 def _no_worse(
@@ -480,7 +490,7 @@ def build(rep: Reproduction) -> list[Section]:
     run_llm = missing is None and not rep.quick
     rep.plan(
         len(BASELINES) * len(MODES)
-        + len(rep.seeds) * (1 + len(MODES))
+        + len(rep.seeds) * (1 + len(MODES) * len(TURN_SWEEP))
         + (2 * len(MODES) if run_llm else 0)
     )
 
@@ -504,10 +514,12 @@ def build(rep: Reproduction) -> list[Section]:
     # the trained controller: one MaskablePPO run per run seed, evaluated in each mode
     trained: dict[tuple[int, str], EvalResult] = {}
     curves: dict[int, dict[str, Any]] = {}
+    policies: dict[int, MaskedPolicyController] = {}
     for seed in rep.seeds:
         model, info = _trained(rep, seed, steps)
         curves[seed] = info
         policy = MaskedPolicyController(model, n_features=N_FEATURES)
+        policies[seed] = policy
         for mode in MODES:
             cfg = EvalConfig(
                 ENV_ID,
@@ -550,7 +562,128 @@ def build(rep: Reproduction) -> list[Section]:
         f"and the action mask) took {np.mean(train_seconds):.0f} s per run seed here."
     )
     sections.append(_prompt_section(rep, missing, run_llm, llm_episodes))
+    sections.append(_turns_section(rep, base, trained, policies, steps, episodes))
     return sections
+
+
+def _turns_section(
+    rep: Reproduction,
+    base: dict[tuple[str, str], EvalResult],
+    trained: dict[tuple[int, str], EvalResult],
+    policies: dict[int, MaskedPolicyController],
+    steps: int,
+    episodes: int,
+) -> Section:
+    """Issue 26: the trained controller's headlines at every horizon of ``TURN_SWEEP``. The
+    policies trained at the default horizon (3) play each horizon at inference (training one
+    per horizon and run seed would cost 5-30 min each); the Table 2 baselines use at most two
+    turns (ask, answer), so their episodes are the same at every horizon >= 2."""
+    default = int(_inputs()["max_turns"])
+    results: dict[int, dict[tuple[int, str], EvalResult]] = {default: trained}
+    for turns in TURN_SWEEP:
+        if turns == default:
+            continue
+        results[turns] = {}
+        for seed in rep.seeds:
+            for mode in MODES:
+                cfg = EvalConfig(
+                    ENV_ID,
+                    controller="maskable-ppo",
+                    controller_kwargs={"train_steps": steps, "train_seed": seed},
+                    env_kwargs={"budget_mode": mode, "max_turns": turns},
+                    split="test",
+                    episodes=episodes,
+                    seeds=[seed],
+                )
+                results[turns][seed, mode] = rep.evaluate(
+                    f"{_ppo_tag(steps)}-{mode}-seed{seed}-turns{turns}",
+                    cfg,
+                    controller_factory=_always(policies[seed]),
+                )
+
+    def est(turns: int, mode: str, read: Callable[[Any], float]) -> Estimate:
+        return over_seeds([_mean(results[turns][s, mode], read) for s in rep.seeds])
+
+    rows: list[Row] = []
+    checks: dict[tuple[str, str], dict[str, Finding]] = {}
+    for turns in TURN_SWEEP:
+        acc = {m: est(turns, m, lambda r: float(r.correct)) for m in MODES}
+        reward = {m: est(turns, m, lambda r: r.reward) for m in MODES}
+        rows.append(
+            Row(
+                f"max_turns {turns}" + (" (the page's)" if turns == default else ""),
+                {
+                    **{f"{ACC}, {m}": acc[m] for m in MODES},
+                    **{f"reward, {m}": reward[m] for m in MODES},
+                },
+                command=_trained_command(rep, steps, "high", episodes, max_turns=turns),
+                why="The policies trained at max_turns "
+                f"{default}, evaluated at this horizon; intervals over run seeds. The "
+                "command is the high mode's (the others change budget_mode).",
+            )
+        )
+        point = f"max_turns {turns}"
+        for mode in MODES:
+            best = max(BASELINES, key=lambda k: _reward(base[k, mode]).mean)
+            checks.setdefault(("reward", mode), {})[point] = _no_worse(
+                "", reward[mode], best, _reward(base[best, mode]), margin=NONINFERIORITY_MARGIN
+            )
+            checks.setdefault(("random", mode), {})[point] = check_order(
+                "",
+                {"trained": acc[mode], "random assign": accuracy(base["random assign", mode])},
+                ["trained", "random assign"],
+            )
+        checks.setdefault(("o3", "high"), {})[point] = check_order(
+            "",
+            {"trained": acc["high"], "o3": accuracy(base["o3", "high"])},
+            ["trained", "o3"],
+        )
+        checks.setdefault(("budget", ""), {})[point] = check_order(
+            "", acc, ["high", "medium", "low"]
+        )
+    claims = {
+        "reward": "in the {} mode the trained controller earns at least the eq. 7 reward of "
+        "the best fixed baseline",
+        "random": "the trained controller ({} mode) is more accurate than random assign "
+        "(section 4.4, finding 2)",
+        "o3": "in the {} mode the trained controller beats the best single expert, o3 (section "
+        "4.4, finding 1)",
+        "budget": "the trained controller's accuracy rises with the budget: high > medium > "
+        "low (section 4.4, finding 3){}",
+    }
+    sources = (
+        chosen(
+            "max_turns",
+            f"{', '.join(map(str, TURN_SWEEP))}; the page's other rows use {default}, the "
+            "policies were trained at it",
+        ),
+        *_trained_sources()[:-1],
+    )
+    findings = [
+        check_sweep(
+            claims[kind].format(mode) + ", at every max_turns swept",
+            points,
+            why="Each point is the same check as the page's own finding at that horizon.",
+        ).with_(sources=sources)
+        for (kind, mode), points in checks.items()
+    ]
+    return Section(
+        title="Sweep: the horizon (max_turns 2 to 5)",
+        source="section 4.4 findings 1-3 (the paper states no limit on the controller's rounds)",
+        columns=[*(f"{ACC}, {m}" for m in MODES), *(f"reward, {m}" for m in MODES)],
+        rows=rows,
+        findings=findings,
+        intro=(
+            "The env's horizon (three controller turns: two expert calls, then the answer) is "
+            "orchenv's choice. Each headline of the trained controller is checked again at "
+            f"max_turns {', '.join(map(str, TURN_SWEEP))}, on the same {episodes} test episodes "
+            "per mode and run seed, by the policies trained at the default horizon (a policy "
+            "trained per horizon would cost 5-30 min per run seed and is not run). The "
+            "baselines ask at most once, so their episodes are the same at every horizon "
+            "from 2 on and their rows are the Table 2 sections'. docs/budgetroute.md sweeps "
+            "the fixed plans and the skill reference over the same horizons."
+        ),
+    )
 
 
 def _plans(trained: dict[tuple[int, str], EvalResult], seeds: list[int], mode: str) -> str:

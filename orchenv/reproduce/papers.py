@@ -25,7 +25,14 @@ from typing import Any
 from orchenv.error import SchemaError
 from orchenv.schema import MAX_DEPTH, Invalid, Schema, dict_of, name, parse_json, show, text
 
-__all__ = ["PAPER_FILE", "PAPER_NUMBERS", "int_keys", "load_paper_numbers", "table_value"]
+__all__ = [
+    "PAPER_FILE",
+    "PAPER_NUMBERS",
+    "int_keys",
+    "load_paper_numbers",
+    "parse_paper_numbers",
+    "table_value",
+]
 
 #: the data file's name in each seed module's package
 PAPER_FILE = "paper_numbers.json"
@@ -97,7 +104,19 @@ def load_paper_numbers(
         raw = importlib.resources.files(package).joinpath(filename).read_bytes()
     except (FileNotFoundError, ModuleNotFoundError) as exc:
         raise SchemaError(f"{where}: the paper's numbers are missing ({exc})") from None
-    data = PAPER_NUMBERS.validate(parse_json(raw, where), where)
+    return parse_paper_numbers(raw, where, tables)
+
+
+def parse_paper_numbers(raw: bytes | str, where: str, tables: Sequence[str]) -> dict[str, Any]:
+    """The checked ``tables`` of one ``paper_numbers.json`` document (``where`` names it in
+    errors)."""
+    try:
+        parsed = parse_json(raw, where)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONLimitError is a SchemaError already
+        if isinstance(exc, SchemaError):
+            raise
+        raise SchemaError(f"{where}: not a JSON document ({exc})") from None
+    data = PAPER_NUMBERS.validate(parsed, where)
     found = data["tables"]
     missing = [t for t in tables if t not in found]
     if missing:
