@@ -1,0 +1,356 @@
+"""``orchenv serve`` (issue 29): real servers on 127.0.0.1, OpenEnv's own validator and
+client, episodes equal to in-process ones, seats, fork over the wire, hostile input.
+
+One server process per id (module-scoped), MathRoute, MultihopQA and Puppeteer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("openenv")
+requests = pytest.importorskip("requests")
+websockets_sync = pytest.importorskip("websockets.sync.client")
+from openenv.core.generic_client import GenericEnvClient  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+
+import orchenv  # noqa: E402,F401
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_SESSIONS = 8
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, env_id: str, *extra: str) -> None:
+        self.port = _free_port()
+        # a file, not a pipe: a full pipe would block the server
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in stop())
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "orchenv", "serve", env_id, "--port", str(self.port)]
+            + ["--max-sessions", str(MAX_SESSIONS), "--seat-timeout", "20", *extra],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
+        self.env_id = env_id
+
+    def wait(self) -> Server:
+        env_id = self.env_id
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"orchenv serve {env_id} exited: {self.stderr()}")
+            try:
+                if requests.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"orchenv serve {env_id} did not come up in 120 s")
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace")[-4000:]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and requests.get(self.url + "/health", timeout=5).ok
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, Server]]:
+    """The three servers, started at once (their imports overlap)."""
+    started = {
+        "mathroute": Server("orch/MathRoute-v0"),
+        "multihop": Server("orch/MultihopQA-v0"),
+        "puppeteer": Server("orch/Puppeteer-v0"),
+    }
+    try:
+        yield {name: server.wait() for name, server in started.items()}
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def mathroute(servers: dict[str, Server]) -> Server:
+    return servers["mathroute"]
+
+
+@pytest.fixture(scope="module")
+def puppeteer(servers: dict[str, Server]) -> Server:
+    return servers["puppeteer"]
+
+
+@pytest.fixture(scope="module")
+def multihop(servers: dict[str, Server]) -> Server:
+    return servers["multihop"]
+
+
+def _local_episode(env_id: str, seed: int) -> tuple[list[str], list[float], list[str]]:
+    """An in-process episode (gym.make, demo actions from a fixed RNG): actions, rewards,
+    observations."""
+    env: Any = gym.make(env_id)
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    actions, rewards, prompts = [], [], [obs]
+    while True:
+        action = env.unwrapped.demo_action(rng)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        actions.append(action)
+        rewards.append(float(reward))
+        prompts.append(obs)
+        if terminated or truncated:
+            env.close()
+            return actions, rewards, prompts
+
+
+@pytest.mark.parametrize("name", ["mathroute", "multihop", "puppeteer"])
+def test_openenv_validate_url_passes(name: str, request: pytest.FixtureRequest) -> None:
+    """``openenv validate --url URL --json``: OpenEnv's own CLI (its typer app, run in this
+    process: a new process would import gradio again, 5 s of CPU)."""
+    from openenv.cli.__main__ import app
+    from typer.testing import CliRunner
+
+    server = request.getfixturevalue(name)
+    out = CliRunner().invoke(app, ["validate", "--url", server.url, "--json"])
+    report = json.loads(out.stdout)
+    required = [c for c in report["criteria"] if c.get("required", True)]
+    assert out.exit_code == 0, out.stdout
+    assert report["passed"] and report["standard_profile"] == "openenv-http/1.x"
+    assert len(required) >= 6 and all(c["passed"] for c in required), required
+
+
+@pytest.mark.parametrize(
+    "name,env_id", [("mathroute", "orch/MathRoute-v0"), ("puppeteer", "orch/Puppeteer-v0")]
+)
+def test_remote_episode_equals_in_process(
+    name: str, env_id: str, request: pytest.FixtureRequest
+) -> None:
+    server = request.getfixturevalue(name)
+    with GenericEnvClient(base_url=server.url).sync() as client:
+        for seed in (0, 1, 2):
+            actions, rewards, prompts = _local_episode(env_id, seed)
+            result = client.reset(seed=seed)
+            remote_prompts = [result.observation["prompt"]]
+            remote_rewards = []
+            for action in actions:
+                result = client.step({"text": action})
+                remote_rewards.append(result.reward)
+                remote_prompts.append(result.observation["prompt"])
+                assert "privileged" not in json.dumps(result.observation)
+            assert result.done
+            assert remote_rewards == rewards and sum(remote_rewards) == sum(rewards)
+            assert remote_prompts == prompts
+
+
+def test_stateless_step_is_a_4xx_that_points_to_ws(mathroute: Server) -> None:
+    response = requests.post(mathroute.url + "/step", json={"action": {"text": "x"}}, timeout=10)
+    assert response.status_code == 409 and "/ws" in response.json()["detail"]
+    # the stateless reset works (a fresh env each request) and carries no ground truth
+    response = requests.post(mathroute.url + "/reset", json={"seed": 3}, timeout=10)
+    assert response.status_code == 200 and "privileged" not in response.text
+    # the task API lists the id's splits and tasks by index
+    assert requests.get(mathroute.url + "/list_environments", timeout=10).json() == ["MathRoute-v0"]
+    splits = requests.get(mathroute.url + "/MathRoute-v0/splits", timeout=10).json()
+    assert {"name": "test", "type": "test"} in splits
+    task = requests.post(
+        mathroute.url + "/MathRoute-v0/task", json={"split": "test", "index": 2}, timeout=10
+    ).json()["task"]
+    with GenericEnvClient(base_url=mathroute.url).sync() as client:
+        result = client.reset(split="test", index=2)
+        assert result.observation["info"]["task_id"] == task["id"]
+        assert client.state()["task_id"] == task["id"]
+
+
+def _raw(url: str) -> Any:
+    return websockets_sync.connect(url.replace("http", "ws") + "/ws", max_size=None)
+
+
+def _exchange(ws: Any, message: str) -> dict:
+    with contextlib.suppress(ConnectionClosed):  # a refused session: error frame, then close
+        ws.send(message)
+    return json.loads(ws.recv(timeout=30))
+
+
+def test_no_privileged_key_in_any_frame(mathroute: Server) -> None:
+    local = gym.make("orch/MathRoute-v0")
+    _, info = local.reset(seed=5)
+    assert "privileged" in info  # in process the ground truth is there...
+    with _raw(mathroute.url) as ws:
+        frames = [_exchange(ws, json.dumps({"type": "reset", "data": {"seed": 5}}))]
+        frames.append(_exchange(ws, json.dumps({"type": "state"})))
+        frames.append(_exchange(ws, json.dumps({"type": "step", "data": {"text": "x"}})))
+    for frame in frames:  # ...and never on the wire
+        assert frame["type"] in {"observation", "state"} and "privileged" not in json.dumps(frame)
+
+
+def test_fork_over_the_wire_equals_local_fork_tree(puppeteer: Server) -> None:
+    env_id, seed = "orch/Puppeteer-v0", 4
+    local: Any = gym.make(env_id).unwrapped
+    local.reset(seed=seed)
+    rng = np.random.default_rng(0)
+    trunk = local.demo_action(rng)
+    local.step(trunk)
+    branches = [[local.demo_action(rng) for _ in range(3)] for _ in range(2)]
+
+    def play(env, actions):  # local: (reward, prompt) per step until the end
+        out = []
+        for action in actions:
+            obs, reward, terminated, truncated, _ = env.step(action)
+            out.append((float(reward), obs, terminated or truncated))
+            if terminated or truncated:
+                break
+        return out
+
+    local_tree = [play(local.fork(), branch) for branch in branches]
+    with GenericEnvClient(base_url=puppeteer.url).sync() as root:
+        root.reset(seed=seed)
+        root.step({"text": trunk})
+        snapshot = root.state()["snapshot"]
+        assert isinstance(snapshot, str) and snapshot
+        remote_tree = []
+        for branch in branches:
+            with GenericEnvClient(base_url=puppeteer.url).sync() as child:
+                child.reset(injected_state=snapshot)
+                out = []
+                for action in branch:
+                    result = child.step({"text": action})
+                    out.append((result.reward, result.observation["prompt"], result.done))
+                    if result.done:
+                        break
+                remote_tree.append(out)
+    assert remote_tree == local_tree
+    # a forged or foreign snapshot is refused before it is read
+    with (
+        GenericEnvClient(base_url=puppeteer.url).sync() as client,
+        pytest.raises(RuntimeError, match="signature"),
+    ):
+        client.reset(injected_state=snapshot[:-8] + "AAAAAAAA")
+
+
+ROLE_TEXT = {
+    "planner": "<plan>find the first entity</plan><query>{q}</query>",
+    "searcher": "<search>{q}</search>",
+    "recommender": "<answer>{q}</answer>",
+}
+
+
+def _role_action(role: str, prompt: str) -> str:
+    return ROLE_TEXT.get(role, "ok").format(q=prompt.splitlines()[0][:60])
+
+
+def test_seats_play_one_game_in_aec_order(multihop: Server) -> None:
+    from orchenv.envs.multihopqa.env import multihopqa_aec_env
+
+    seed = 7
+    aec = multihopqa_aec_env(router="rcr")
+    aec.reset(seed=seed)
+    local: dict[str, list] = {a: [] for a in aec.possible_agents}
+    for agent in aec.agent_iter():
+        obs, reward, terminated, truncated, _ = aec.last()
+        local[agent].append((str(obs), float(reward)))
+        aec.step(None if terminated or truncated else _role_action(agent, str(obs)))
+    remote: dict[str, list] = {}
+    errors: list[BaseException] = []
+
+    def seat(role: str) -> None:
+        try:
+            with GenericEnvClient(base_url=multihop.url).sync() as client:
+                result = client.reset(agent=role, group="g1", seed=seed)
+                seen = [(result.observation["prompt"], result.reward)]
+                while not result.done:
+                    result = client.step({"text": _role_action(role, seen[-1][0])})
+                    seen.append((result.observation["prompt"], result.reward))
+                remote[role] = seen
+        except BaseException as exc:  # noqa: BLE001  (reported by the main thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=seat, args=(r,)) for r in aec.possible_agents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    assert set(remote) == set(local)
+    for role in local:  # same prompts each turn, same rewards, same return
+        assert [p for p, _ in remote[role]] == [p for p, _ in local[role]]
+        assert [r for _, r in remote[role]] == [r for _, r in local[role]]
+    # single-seat clients keep working on the same server (the Gymnasium planner view)
+    with GenericEnvClient(base_url=multihop.url).sync() as client:
+        assert client.reset(seed=seed).observation["agent"] is None
+
+
+def test_hostile_input_gets_error_frames_and_the_server_survives(multihop: Server) -> None:
+    with _raw(multihop.url) as ws:
+        assert _exchange(ws, "{not json")["data"]["code"] == "INVALID_JSON"
+        assert _exchange(ws, json.dumps({"type": "nope"}))["data"]["code"] == "UNKNOWN_TYPE"
+        bad = _exchange(ws, json.dumps({"type": "step", "data": {"text": 5}}))
+        assert bad["type"] == "error"
+        early = _exchange(ws, json.dumps({"type": "step", "data": {"text": "x"}}))
+        assert early["type"] == "error" and "reset" in early["data"]["message"]
+        unknown = _exchange(
+            ws, json.dumps({"type": "reset", "data": {"agent": "nobody", "group": "h"}})
+        )
+        assert unknown["type"] == "error" and "planner" in unknown["data"]["message"]
+        huge = _exchange(ws, json.dumps({"type": "reset", "data": {"seed": 10**400}}))
+        assert huge["type"] == "error"
+        odd = _exchange(ws, json.dumps({"type": "reset", "data": {"seed": 1, "bogus": [[[]]]}}))
+        assert odd["type"] == "error" and "bogus" in odd["data"]["message"]
+        assert (
+            _exchange(ws, json.dumps({"type": "reset", "data": {"seed": 1}}))["type"]
+            == "observation"
+        )
+        big = _exchange(ws, json.dumps({"type": "step", "data": {"text": "x" * 10_000_000}}))
+        assert big["type"] == "observation" and big["data"]["observation"]["info"]["invalid_action"]
+        lone = _exchange(ws, '{"type": "reset", "data": {"seed": 2}}')
+        assert lone["type"] == "observation"
+        lone = _exchange(ws, '{"type": "step", "data": {"text": "\\ud800 <query>\\udfff</query>"}}')
+        assert lone["type"] == "observation"
+    with _raw(multihop.url) as ws:  # deep nesting: the session ends with an error frame
+        ws.send("[" * 100_000)
+        assert json.loads(ws.recv(timeout=30))["type"] == "error"
+    assert multihop.alive()
+    # a flood beyond --max-sessions: CAPACITY_REACHED, then the server still serves
+    time.sleep(0.5)
+    codes = []
+    with contextlib.ExitStack() as stack:
+        for _ in range(MAX_SESSIONS + 4):
+            ws = stack.enter_context(_raw(multihop.url))
+            frame = _exchange(ws, json.dumps({"type": "reset", "data": {"seed": 0}}))
+            codes.append(frame["type"] if frame["type"] != "error" else frame["data"]["code"])
+    assert codes.count("CAPACITY_REACHED") >= 4 and codes.count("observation") >= 1
+    assert set(codes) <= {"observation", "CAPACITY_REACHED"}
+    time.sleep(1.0)
+    with GenericEnvClient(base_url=multihop.url).sync() as client:
+        assert client.reset(seed=0).observation["prompt"]
+    assert multihop.alive()
