@@ -414,12 +414,7 @@ def _trained_sources() -> tuple[Source, ...]:
 def _command(config: EvalConfig, name: str) -> str:
     """``orchenv eval`` for ``config`` writing to its own run directory
     (``runs/eval/001-NAME``), so the page's commands can all be run side by side."""
-    import shlex
-
-    parts = shlex.split(eval_command(config))
-    if "--out" in parts:
-        parts[parts.index("--out") + 1] = f"runs/eval/001-{_slug(name)}"
-    return shlex.join(parts)
+    return eval_command(config, out=f"runs/eval/001-{_slug(name)}")
 
 
 def _slug(name: str) -> str:

@@ -263,12 +263,7 @@ def _exhausted(turns: int) -> Callable[[list[Any]], float]:
 def _command(config: EvalConfig, name: str) -> str:
     """``orchenv eval`` for ``config`` writing to its own run directory
     (``runs/eval/000-NAME``), so the page's commands can all be run side by side."""
-    import shlex
-
-    parts = shlex.split(eval_command(config))
-    if "--out" in parts:
-        parts[parts.index("--out") + 1] = f"runs/eval/000-{name}"
-    return shlex.join(parts)
+    return eval_command(config, out=f"runs/eval/000-{name}")
 
 
 # -- where a number comes from (read from the env each page is made with) ---------------------

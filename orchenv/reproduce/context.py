@@ -139,8 +139,9 @@ class Reproduction:
         return time.monotonic() - self.started
 
 
-def eval_command(config: EvalConfig) -> str:
-    """The ``orchenv eval`` command line that plays ``config`` (for a row's command column)."""
+def eval_command(config: EvalConfig, *, out: str | None = None) -> str:
+    """The ``orchenv eval`` command line that plays ``config`` (for a row's command column);
+    it writes to ``out`` (default: ``runs/eval/ENV-CONTROLLER``)."""
     parts = ["orchenv", "eval", config.env_id, "--controller", config.controller]
     for key, value in sorted(config.controller_kwargs.items()):
         parts += ["-c", f"{key}={json.dumps(value)}"]
@@ -151,7 +152,7 @@ def eval_command(config: EvalConfig) -> str:
     if config.split:
         parts += ["--split", config.split]
     parts += ["--episodes", str(config.episodes), "--seeds", *map(str, config.seeds)]
-    parts += ["--out", f"runs/eval/{_safe(config.env_id + '-' + config.controller)}"]
+    parts += ["--out", out or f"runs/eval/{_safe(config.env_id + '-' + config.controller)}"]
     return shlex.join(parts)
 
 
