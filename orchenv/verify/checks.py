@@ -31,7 +31,7 @@ Checks, in order:
 ``tokenizer``        completion tokens re-counted with the model's tokenizer when one is in
                      the local Hugging Face cache (else ``not checked``)
 statistical checks (no re-run; each threshold and its reason is in ``THRESHOLDS``):
-``outcome_alignment``  key agreement of the verdicts vs the same controller on another split
+``outcome_alignment``  verdict informedness (Youden's J) vs the same controller on another split
 ``oracle``             claimed-correct episodes the per-query oracle cannot solve
 ``constant_tokens``    identical token counts across different prompts
 ``cost_floor``         recorded call costs below the price table's floor
@@ -97,10 +97,11 @@ THRESHOLDS: dict[str, tuple[float, str]] = {
     "outcome_alignment_margin": (
         0.05,
         "A controller does not know which split it plays, so on two splits drawn from the same "
-        "generator its verdicts agree with the answer key at the same rate up to sampling "
-        "noise. Flagged when the 95% (Newcombe) interval of (agreement on the submitted split "
-        "- agreement on the reference split) lies wholly above this margin; the margin allows "
-        "for split difficulty, like the audit's 0.05 tolerance.",
+        "generator its verdicts are as informed about the answer key (Youden's J: acceptance "
+        "of right drafts + rejection of wrong ones - 1, which does not move with the share of "
+        "right drafts) up to sampling noise. Flagged when the 95% (MOVER) interval of (J on "
+        "the submitted split - J on the reference split) lies wholly above this margin, the "
+        "audit's 0.05 tolerance.",
     ),
     "oracle_episodes": (
         200,
@@ -379,60 +380,82 @@ def audit_gap(env_id: str, audit_file: str | Path | None = None) -> dict[str, An
 
 
 # -- statistics ---------------------------------------------------------------------------------
-def newcombe(a: int, n: int, b: int, m: int) -> tuple[float, float, float]:
-    """Difference of two proportions a/n - b/m with its 95% Newcombe (hybrid Wilson) interval."""
-    p1, p2 = a / n, b / m
-    l1, u1 = wilson_interval(a, n)
-    l2, u2 = wilson_interval(b, m)
-    d = p1 - p2
-    return d, d - math.hypot(p1 - l1, u2 - p2), d + math.hypot(u1 - p1, p2 - l2)
+def informedness(
+    accepted_right: int, right: int, rejected_wrong: int, wrong: int
+) -> tuple[float, float, float]:
+    """Youden's J of verdicts (acceptance rate of right drafts + rejection rate of wrong
+    drafts - 1) with its 95% interval by MOVER (Zou & Donner) from the two Wilson intervals.
+    J is 0 for any truth-blind verdict rule and 1 for verdicts that follow the key, whatever
+    the share of right drafts (raw agreement is not: always accepting agrees with the key as
+    often as drafts are right, which differs between splits)."""
+    tpr, tnr = accepted_right / right, rejected_wrong / wrong
+    l1, u1 = wilson_interval(accepted_right, right)
+    l2, u2 = wilson_interval(rejected_wrong, wrong)
+    j = tpr + tnr - 1
+    return j, j - math.hypot(tpr - l1, tnr - l2), j + math.hypot(u1 - tpr, u2 - tnr)
+
+
+def difference(
+    a: tuple[float, float, float], b: tuple[float, float, float]
+) -> tuple[float, float, float]:
+    """a - b with its 95% MOVER interval, from two (estimate, low, high) triples."""
+    d = a[0] - b[0]
+    return d, d - math.hypot(a[0] - a[1], b[2] - b[0]), d + math.hypot(a[2] - a[0], b[0] - b[1])
+
+
+def _verdict_counts(eps: Sequence[ReplayedEpisode]) -> tuple[int, int, int, int]:
+    return (
+        sum(e.accepted_right for e in eps),
+        sum(e.right_drafts for e in eps),
+        sum(e.rejected_wrong for e in eps),
+        sum(e.wrong_drafts for e in eps),
+    )
 
 
 def _alignment(main: list[ReplayedEpisode], ref: list[ReplayedEpisode] | None) -> Check:
-    a, n = sum(e.agreed for e in main), sum(e.decisions for e in main)
-    if n == 0:
+    name = "outcome_alignment"
+    counts = _verdict_counts(main)
+    if counts[1] == 0 or counts[3] == 0:
         return Check(
-            "outcome_alignment",
+            name,
             NOT_CHECKED,
-            "not applicable: the env reports no verdicts on drafts whose correctness it knows",
+            "not applicable: the env reports no verdicts on both right and wrong drafts "
+            f"({counts[1]} right, {counts[3]} wrong)",
         )
-    lo1, hi1 = wilson_interval(a, n)
-    details: dict[str, Any] = {"agreement": a / n, "ci95": [lo1, hi1], "decisions": n}
+    j = informedness(*counts)
+    details: dict[str, Any] = {"informedness": list(j), "verdicts": list(counts)}
+    text = (
+        f"verdict informedness (Youden's J vs the answer key) {j[0]:.3f} [{j[1]:.3f}, "
+        f"{j[2]:.3f}] over {counts[1] + counts[3]} verdicts"
+    )
     if ref is None:
         return Check(
-            "outcome_alignment",
+            name,
             NOT_CHECKED,
-            f"verdicts agree with the answer key {a / n:.3f} [{lo1:.3f}, {hi1:.3f}] of {n} "
-            "times; no reference run on another split in the bundle (`orchenv submit "
+            text + "; no reference run on another split in the bundle (`orchenv submit "
             "--reference RUN_DIR`), so nothing to compare with",
             details,
         )
-    b, m = sum(e.agreed for e in ref), sum(e.decisions for e in ref)
-    if m == 0:
-        return Check("outcome_alignment", NOT_CHECKED, "the reference run has no verdicts", details)
-    d, lo, hi = newcombe(a, n, b, m)
+    ref_counts = _verdict_counts(ref)
+    if ref_counts[1] == 0 or ref_counts[3] == 0:
+        return Check(name, NOT_CHECKED, text + "; the reference run lacks verdicts", details)
+    k = informedness(*ref_counts)
+    d = difference(j, k)
     margin = float(THRESHOLDS["outcome_alignment_margin"][0])
-    details.update(
-        {
-            "reference_agreement": b / m,
-            "reference_decisions": m,
-            "difference": d,
-            "difference_ci95": [lo, hi],
-        }
+    details.update({"reference_informedness": list(k), "difference": list(d)})
+    text += (
+        f" on the submitted split, {k[0]:.3f} [{k[1]:.3f}, {k[2]:.3f}] on the reference split: "
+        f"difference {d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]"
     )
-    text = (
-        f"verdicts agree with the answer key {a / n:.3f} of {n} times on the submitted split, "
-        f"{b / m:.3f} of {m} on the reference split: difference {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-    )
-    if lo > margin:
+    if d[1] > margin:
         return Check(
-            "outcome_alignment",
+            name,
             FAIL,
             text + f", wholly above the {margin} margin: choices agree with the answer key "
             "beyond what the same controller does on another split (aligned after the fact?)",
             details,
         )
-    return Check("outcome_alignment", PASS, text + f"; not above the {margin} margin", details)
+    return Check(name, PASS, text + f"; not above the {margin} margin", details)
 
 
 def _constant_tokens(records: Sequence[Mapping[str, Any]]) -> Check:

@@ -206,8 +206,10 @@ class ReplayedEpisode:
     agent_calls: dict[str, int]
     invalid_actions: int
     final_answer: Any
-    decisions: int = 0  # verdicts given on a draft whose correctness the env knows
-    agreed: int = 0  # of those, verdicts that match the draft's correctness (the key)
+    right_drafts: int = 0  # verdicts given on a right draft (the env knows it is right)
+    accepted_right: int = 0  # of those, acceptances (agreeing with the answer key)
+    wrong_drafts: int = 0  # verdicts given on a wrong draft
+    rejected_wrong: int = 0  # of those, rejections (agreeing with the answer key)
     error: str | None = None  # the replay could not finish the episode (why)
 
 
@@ -279,7 +281,8 @@ def replay_episodes(
 def _replay_one(
     env: gym.Env, base: Any, row: Mapping[str, Any], seed: int, index: int, ep_seed: int
 ) -> ReplayedEpisode:
-    total, invalid, decisions, agreed = 0.0, 0, 0, 0
+    total, invalid = 0.0, 0
+    verdicts = [0, 0, 0, 0]  # right drafts, accepted; wrong drafts, rejected
     info: dict[str, Any] = {}
     error: str | None = None
     done = False
@@ -297,8 +300,9 @@ def _replay_one(
             invalid += int(bool(info.get("invalid_action")))
             verdict = info.get("verdict")
             if isinstance(verdict, bool) and isinstance(truth, bool):
-                decisions += 1
-                agreed += int(verdict == truth)
+                slot = 0 if truth else 2
+                verdicts[slot] += 1
+                verdicts[slot + 1] += int(verdict == truth)
             done = bool(terminated or truncated)
         if not done and error is None:
             error = f"the submitted {len(actions)} actions do not finish the episode"
@@ -321,8 +325,10 @@ def _replay_one(
         agent_calls=dict(info.get("agent_calls", {})),
         invalid_actions=invalid,
         final_answer=info.get("final_answer"),
-        decisions=decisions,
-        agreed=agreed,
+        right_drafts=verdicts[0],
+        accepted_right=verdicts[1],
+        wrong_drafts=verdicts[2],
+        rejected_wrong=verdicts[3],
         error=error,
     )
 
