@@ -86,6 +86,16 @@ def test_the_page_has_every_section_with_intervals_and_findings(quick: dict[str,
     prompt = next(s for s in data["sections"] if s["title"].startswith(SECTIONS[-1]))
     assert "Not run" in text.split(f"## {SECTIONS[-1]}")[1]  # not in --quick, said plainly
     assert not prompt["rows"]
+    # issue 26: the trained headlines across max_turns 2-5, each saying where it holds
+    sweep = next(s for s in data["sections"] if s["title"].startswith("Sweep: the horizon"))
+    assert [r["label"].split(" (")[0] for r in sweep["rows"]] == [
+        f"max_turns {t}" for t in (2, 3, 4, 5)
+    ]
+    assert all("--out" in r["command"] and "max_turns=" in r["command"] for r in sweep["rows"])
+    assert len(sweep["findings"]) == 8
+    for finding in sweep["findings"]:
+        assert not finding["paper"] and "max_turns 2" in finding["observed"]
+        assert finding["observed"].startswith(("holds at every point", "holds only in part"))
 
 
 @pytest.mark.slow

@@ -57,6 +57,19 @@ def test_page_has_every_section_with_intervals_and_findings(quick):
         assert cells and all({"mean", "lo", "hi", "n", "over"} <= set(c) for c in cells)
     fixed = next(s for s in data["sections"] if s["title"].startswith(SECTIONS[0]))
     assert all(r["verdict"] for r in fixed["rows"])  # every row compared with the paper
+    # the Self-Refine rows' two inputs side by side (calibrated draft, assumed revisions)
+    assert "The inputs of the Self-Refine rows" in page and "revision rates, assumed" in page
+    # issue 26: the Mono headlines across lambda and the stopping rule
+    sweep = next(s for s in data["sections"] if s["title"].startswith("Sweeps:"))
+    names = [r["label"].split(" (")[0] for r in sweep["rows"]]
+    assert names == ["lambda 0", "lambda 0.1", "lambda 0.3", "lambda 1", "depth 2", "depth 4",
+                     "depth 6"]  # fmt: skip
+    assert len(sweep["findings"]) == 6 and not any(f["paper"] for f in sweep["findings"])
+    headline = next(
+        f for s in data["sections"] for f in s["findings"]
+        if f["claim"].startswith("Puppeteer-Mono (Titan) · MMLU-Pro: tokens per episode fall")
+    )  # fmt: skip
+    assert "Across the lambda and stopping-rule sweeps" in headline["why"]
     assert all(c["n"] > 1 for r in fixed["rows"] for c in r["ours"].values())
     figures = sorted((tmp / "figures").glob("003_*.png"))
     assert len(figures) == 4 and all(f.stat().st_size > 1000 for f in figures)
