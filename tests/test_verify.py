@@ -341,3 +341,52 @@ def test_a_non_finite_summary_is_refused_with_a_reason(runs, tmp_path, bad):
     _reseal(bundle)
     reason = _failed(_verify(bundle), "files")
     assert "summary.json" in reason and bad in reason
+
+
+# -- hostile bundles: refused with a reason, never a crash or a hang -------------------------------
+def _nan_cost(bundle: Path) -> None:
+    text = (bundle / "calls.jsonl").read_text()
+    at = text.index('"cost_usd":')
+    (bundle / "calls.jsonl").write_text(text[:at] + '"cost_usd":NaN' + text[text.index(",", at) :])
+
+
+def _deep_meta(bundle: Path) -> None:
+    calls = _calls(bundle / "calls.jsonl")
+    lines = [json.dumps(c) for c in calls]
+    lines[0] = lines[0].replace('"meta": {', '"meta": {"x": ' + "[" * 5000 + "]" * 5000 + ", ", 1)
+    (bundle / "calls.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _huge_answer(bundle: Path) -> None:
+    calls = _calls(bundle / "calls.jsonl")
+    calls[0]["completion"]["text"] = "\ud800" + "9" * 10_000_000  # lone surrogate, 10 MB
+    (bundle / "calls.jsonl").write_text(
+        "".join(json.dumps(c) + "\n" for c in calls), encoding="utf-8", errors="surrogatepass"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tamper", "check", "words"),
+    [
+        (_nan_cost, "replay", "cannot be replayed"),
+        (_deep_meta, "replay", "cannot be replayed"),
+        (_huge_answer, "recorded_answers", "is not what the pool's deterministic"),
+    ],
+)
+def test_hostile_calls_are_refused_with_a_reason(runs, tmp_path, tamper, check, words):
+    bundle = _copy(runs["honest"], tmp_path, "b")
+    tamper(bundle)
+    _reseal(bundle)
+    assert words in _failed(_verify(bundle, oracle_episodes=0), check)
+
+
+def test_a_manifest_pointing_outside_the_bundle_or_a_missing_bundle_is_refused(runs, tmp_path):
+    from orchenv.error import DataError
+
+    bundle = _copy(runs["honest"], tmp_path, "b")
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    manifest["files"]["../../etc/passwd"] = "0" * 64
+    (bundle / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match="points outside the bundle"):
+        verify_bundle(bundle)
+    assert main(["verify", str(tmp_path / "nothing")]) == 2

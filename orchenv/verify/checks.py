@@ -698,6 +698,9 @@ def _replay_part(
         if b in DETERMINISTIC_BACKENDS
     }
     backend = CheckingBackend(store, prices, sims, problems, stats)
+    override = (env_kwargs.get("backend_kwargs") or {}).get("model")
+    if isinstance(override, str):
+        backend.model_overrides.append(override)
     pool, specs = build_pool(pool_doc, backend, str(root / POOL))
     env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
     try:

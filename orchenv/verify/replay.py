@@ -97,6 +97,13 @@ class CheckingBackend:
         self.problems = problems
         self.stats = stats
         self.where = ""  # "seed S episode I", set by the replay loop
+        self.model_overrides: list[str] = []  # backend_kwargs "model" the run sent instead
+
+    def _same_model(self, spec: AgentSpec, reported: str) -> bool:
+        """Whether the model a server reports is the agent's (or the model the run's backend
+        kwargs asked for instead); a dated variant (``gpt-4o-mini-2024-07-18``) counts."""
+        asked = [spec.model, str(spec.backend_kwargs.get("model") or ""), *self.model_overrides]
+        return any(m and (reported == m or reported.startswith(m + "-")) for m in asked)
 
     def complete(
         self, spec: AgentSpec, messages: Sequence[Message], context: CallContext
@@ -126,7 +133,7 @@ class CheckingBackend:
             )
         meta = c.get("meta") or {}
         model = meta.get("model") if isinstance(meta, Mapping) else None
-        if isinstance(model, str) and model and model != spec.model:
+        if isinstance(model, str) and model and not self._same_model(spec, model):
             self.problems.add(
                 "inconsistent_request",
                 f"{self.where}: agent {spec.name!r} is model {spec.model!r} in the pool, but its "
