@@ -20,7 +20,7 @@ from orchenv.cli import main
 from orchenv.eval.harness import EvalConfig, episode_seed, evaluate
 from orchenv.verify import verify_bundle, write_bundle
 from orchenv.verify.bundle import MANIFEST, digest_files, file_digests
-from orchenv.verify.checks import FAIL, PASS, _constant_tokens
+from orchenv.verify.checks import FAIL, PASS, constant_tokens_check
 
 ENV = "orch/MathRoute-v0"
 N = 40  # episodes per run: enough verdicts for the alignment check, a second or so to verify
@@ -282,10 +282,10 @@ def test_constant_token_counts_are_flagged():
         }
         for i in range(30)
     ]
-    check = _constant_tokens(records)
+    check = constant_tokens_check(records)
     assert check.verdict == FAIL and "counts fixed at a constant" in check.reason
     records[0]["completion"]["prompt_tokens"] = 7
-    assert _constant_tokens(records[:10]).verdict == "not checked"  # too few prompts to judge
+    assert constant_tokens_check(records[:10]).verdict == "not checked"  # too few prompts to judge
 
 
 def test_a_task_from_another_split_is_caught(runs, tmp_path):
@@ -390,3 +390,16 @@ def test_a_manifest_pointing_outside_the_bundle_or_a_missing_bundle_is_refused(r
     with pytest.raises(DataError, match="points outside the bundle"):
         verify_bundle(bundle)
     assert main(["verify", str(tmp_path / "nothing")]) == 2
+
+
+def test_the_example_runs():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "verified_submission.py"
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "honest bundle: verified, accuracy" in result.stdout
+    assert "tampered bundle: failed" in result.stdout and "orchenv's table says" in result.stdout

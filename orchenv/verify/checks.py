@@ -458,7 +458,7 @@ def _alignment(main: list[ReplayedEpisode], ref: list[ReplayedEpisode] | None) -
     return Check(name, PASS, text + f"; not above the {margin} margin", details)
 
 
-def _constant_tokens(records: Sequence[Mapping[str, Any]]) -> Check:
+def constant_tokens_check(records: Sequence[Mapping[str, Any]]) -> Check:
     first: dict[str, tuple[int, int]] = {}
     for r in records:
         h = r.get("prompt_sha256") or r["_key"]
@@ -1010,7 +1010,7 @@ def verify_bundle(
         if limit > 0
         else Check("oracle", NOT_CHECKED, "skipped (oracle_episodes=0)")
     )
-    checks.append(_constant_tokens(records))
+    checks.append(constant_tokens_check(records))
     floor = [r for r in records if _below_floor(r, prices)]
     if floor:
         r = floor[0]
