@@ -402,4 +402,4 @@ def test_the_example_runs():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "honest bundle: verified, accuracy" in result.stdout
-    assert "tampered bundle: failed" in result.stdout and "orchenv's table says" in result.stdout
+    assert "tampered bundle: failed" in result.stdout and "but orchenv's table" in result.stdout
