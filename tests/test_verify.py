@@ -403,3 +403,38 @@ def test_the_example_runs():
     assert result.returncode == 0, result.stderr[-2000:]
     assert "honest bundle: verified, accuracy" in result.stdout
     assert "tampered bundle: failed" in result.stdout and "but orchenv's table" in result.stdout
+
+
+def test_server_token_counts_are_recounted_with_a_local_tokenizer(tmp_path):
+    from types import SimpleNamespace
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from orchenv.verify.checks import tokenizer_check
+
+    words = [f"w{i}" for i in range(50)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["[UNK]", *words])}, "[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    model_dir = tmp_path / "my-model"
+    model_dir.mkdir()
+    tok.save(str(model_dir / "tokenizer.json"))
+    specs = [
+        SimpleNamespace(name="a", model=str(model_dir)),
+        SimpleNamespace(name="b", model="no/such-model"),
+    ]
+
+    def record(agent: str, n_words: int, counted: int) -> dict:
+        text = " ".join(words[:n_words])
+        return {
+            "agent": agent,
+            "task_id": "t",
+            "completion": {"text": text, "completion_tokens": counted, "token_source": "server"},
+        }
+
+    honest = [record("a", n, n + 1) for n in range(5, 45)] + [record("b", 5, 3)]  # +1: an end token
+    check = tokenizer_check(honest, specs)
+    assert check.verdict == PASS and "not checked for no/such-model" in check.reason
+    shrunk = [record("a", n, n // 2) for n in range(5, 45)]
+    check = tokenizer_check(shrunk, specs)
+    assert check.verdict == FAIL and "disagree with the model's tokenizer" in check.reason
+    assert tokenizer_check([record("b", 5, 5)], specs).verdict == "not checked"

@@ -28,8 +28,9 @@ Checks, in order:
 ``cost``             each episode's cost equals its recorded server tokens x table prices
 ``tokens``           each episode's tokens equal the sum of its recorded calls
 ``summary``          summary.json's pooled numbers equal the re-derived ones
-``tokenizer``        completion tokens re-counted with the model's tokenizer when one is in
-                     the local Hugging Face cache (else ``not checked``)
+``tokenizer``        completion tokens re-counted with the model's ``tokenizer.json`` when one
+                     is in a local model folder or the Hugging Face cache (else ``not
+                     checked``; nothing is downloaded)
 statistical checks (no re-run; each threshold and its reason is in ``THRESHOLDS``):
 ``outcome_alignment``  verdict informedness (Youden's J) vs the same controller on another split
 ``oracle``             claimed-correct episodes the per-query oracle cannot solve
@@ -586,86 +587,88 @@ def _oracle(
     )
 
 
-def _tokenizer(records: Sequence[Mapping[str, Any]], specs: Sequence[Any]) -> Check:
+def tokenizer_check(records: Sequence[Mapping[str, Any]], specs: Sequence[Any]) -> Check:
+    """Re-count each server-metered completion with its model's ``tokenizer.json`` (the
+    ``tokenizers`` library; a local model folder or the Hugging Face cache, never a
+    download) and flag counts off by more than ``tokenizer_tolerance``."""
+    name = "tokenizer"
     server = [r for r in records if r["completion"].get("token_source") == "server"]
     if not server:
-        return Check(
-            "tokenizer", NOT_CHECKED, "no call has server-reported token counts to re-count"
-        )
+        return Check(name, NOT_CHECKED, "no call has server-reported token counts to re-count")
     model_of = {s.name: s.model for s in specs}
-    cached = {m for m in set(model_of.values()) if _tokenizer_cached(m)}
-    if not cached:
-        names = ", ".join(sorted(set(model_of.values())))
+    files = {m: _tokenizer_file(m) for m in set(model_of.values())}
+    missing = sorted(m for m, f in files.items() if f is None)
+    if len(missing) == len(files):
         return Check(
-            "tokenizer",
+            name,
             NOT_CHECKED,
-            f"no tokenizer in the local Hugging Face cache for {names}: not checked",
+            f"no tokenizer.json for {', '.join(missing)} in a local model folder or the "
+            "Hugging Face cache: not checked",
+            {"no_local_tokenizer": missing},
         )
     try:
-        from transformers import AutoTokenizer
+        from tokenizers import Tokenizer
     except ImportError:
-        return Check(
-            "tokenizer", NOT_CHECKED, "transformers is not installed (pip install 'orchenv[hf]')"
-        )
-    tokenizers: dict[str, Any] = {}
-    missing: set[str] = set()
+        return Check(name, NOT_CHECKED, "the tokenizers library is not installed")
+    loaded: dict[str, Any] = {}
     checked = disagree = 0
     examples: list[str] = []
     tol = float(THRESHOLDS["tokenizer_tolerance"][0])
     for r in server:
         model = model_of.get(r["agent"])
-        if model is None or model in missing or model not in cached:
+        path = files.get(model) if model is not None else None
+        if model is None or path is None:
             continue
-        if model not in tokenizers:
+        if model not in loaded:
             try:
-                tokenizers[model] = AutoTokenizer.from_pretrained(model, local_files_only=True)
-            except Exception:  # noqa: BLE001 - not in the local cache (any of several errors)
-                missing.add(model)
+                loaded[model] = Tokenizer.from_file(str(path))
+            except Exception as exc:  # noqa: BLE001 - a damaged file: named, not fatal
+                files[model] = None
+                missing.append(f"{model} (unreadable: {str(exc)[:80]})")
                 continue
         c = r["completion"]
-        n = len(tokenizers[model](c["text"], add_special_tokens=False)["input_ids"])
+        n = len(loaded[model].encode(c["text"], add_special_tokens=False).ids)
         checked += 1
         if abs(n - int(c["completion_tokens"])) > max(2, tol * n):
             disagree += 1
             if len(examples) < 3:
                 examples.append(
-                    f"{r['agent']} on {r['task_id']}: server {c['completion_tokens']}, tokenizer {n}"
+                    f"{r['agent']} on {r['task_id']}: server {c['completion_tokens']}, "
+                    f"tokenizer {n}"
                 )
-    details = {"checked": checked, "disagree": disagree, "no_local_tokenizer": sorted(missing)}
+    details = {"checked": checked, "disagree": disagree, "no_local_tokenizer": missing}
     if not checked:
-        return Check(
-            "tokenizer",
-            NOT_CHECKED,
-            f"no tokenizer in the local cache for {', '.join(sorted(missing))}: not checked",
-            details,
-        )
+        return Check(name, NOT_CHECKED, "no tokenizer could count any call", details)
     if disagree > tol * checked:
         return Check(
-            "tokenizer",
+            name,
             FAIL,
-            f"{disagree} of {checked} server completion counts disagree with the tokenizer (e.g. {examples[0]})",
+            f"{disagree} of {checked} server completion counts disagree with the model's "
+            f"tokenizer by more than max(2, {tol:.0%}) (e.g. {examples[0]})",
             details,
         )
-    extra = (
-        f"; not checked for {', '.join(sorted(missing))} (no local tokenizer)" if missing else ""
-    )
-    return Check(
-        "tokenizer", PASS, f"{checked - disagree} of {checked} counts agree{extra}", details
-    )
+    extra = f"; not checked for {', '.join(missing)} (no local tokenizer)" if missing else ""
+    return Check(name, PASS, f"{checked - disagree} of {checked} counts agree{extra}", details)
 
 
-def _tokenizer_cached(model: str) -> bool:
-    """Whether ``model``'s tokenizer is in the local Hugging Face cache (checked without
-    importing transformers, which takes seconds)."""
+def _tokenizer_file(model: str) -> Path | None:
+    """``model``'s ``tokenizer.json``: in a local model folder, or in the Hugging Face cache
+    (looked up without a download)."""
+    local = Path(model) / "tokenizer.json"
+    try:
+        if local.is_file():
+            return local
+    except OSError:
+        pass
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
-        return False
+        return None
     try:
-        found = try_to_load_from_cache(model, "tokenizer_config.json")
+        found = try_to_load_from_cache(model, "tokenizer.json")
     except Exception:  # noqa: BLE001 - a malformed repo id is simply not cached
-        return False
-    return isinstance(found, str)
+        return None
+    return Path(found) if isinstance(found, str) else None
 
 
 # -- the verifier -------------------------------------------------------------------------------
@@ -968,7 +971,7 @@ def verify_bundle(
             f"summary.json's accuracy {score['accuracy']:.3f}, cost and reward equal the re-derived ones",
         )
     )
-    checks.append(_tokenizer(records, specs))
+    checks.append(tokenizer_check(records, specs))
 
     # statistical
     ref_eps = None
