@@ -523,6 +523,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             "cached": completion.cached,
             # server usage checked against the agent's own tokenizer (live backends only)
             **({"metering": completion.meta["metering"]} if "metering" in completion.meta else {}),
+            # cut at max_tokens (the summaries report the share: orchenv.runner)
+            **({"truncated": True} if completion.meta.get("finish_reason") == "length" else {}),
         }
 
     def _with_notice(self, messages: list[Message]) -> list[Message]:

@@ -81,6 +81,17 @@ class RunSummary:
     mean_score: float = 0.0
     #: mean of each env-specific episode metric over the episodes that report it
     metrics: dict[str, float] = field(default_factory=dict)
+    #: share of agent calls cut at ``max_tokens`` (``finish_reason == "length"``), its Wilson
+    #: 95% interval and count
+    truncated_call_share: float = 0.0
+    truncated_call_ci95: tuple[float, float] = (0.0, 0.0)
+    truncated_calls: int = 0
+    #: share of the controller's model replies (its actions) cut at ``max_tokens``; None
+    #: when the controller calls no model
+    truncated_action_share: float | None = None
+    truncated_action_ci95: tuple[float, float] | None = None
+    truncated_actions: int = 0
+    controller_replies: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,19 +124,30 @@ def run_episode(
         controller.bind(env.unwrapped)
     if hasattr(controller, "reset"):
         controller.reset(seed)
-    total, invalid, actions = 0.0, 0, []
+    total, invalid, cut, actions = 0.0, 0, 0, []
+    spent_before = controller_usage(controller)
     for _ in range(10_000):
         action = controller.act(obs, info)
         actions.append(action)
         obs, reward, terminated, truncated, info = env.step(action)
         total += float(reward)
         invalid += int(bool(info.get("invalid_action")))
+        cut += _cut_calls(info)
         if terminated or truncated:
             break
     else:
         raise EnvStateError("episode did not end within 10,000 steps")
     meter = getattr(env.unwrapped, "meter", None) or UsageMeter()
     correct = bool(info.get("correct", False))
+    metrics = episode_metrics(info)
+    metrics[TRUNCATED_CALLS] = float(cut)
+    spent_after = controller_usage(controller)
+    if spent_after is not None:  # a model-calling controller: its share of this episode
+        base = spent_before or {}
+        metrics.update({k: v - base.get(k, 0.0) for k, v in spent_after.items()})
+    if meter.metering_checked:  # verified metering (an openai backend given the tokenizer)
+        metrics["metering_checked"] = float(meter.metering_checked)
+        metrics["metering_disagreements"] = float(meter.metering_disagreements)
     return EpisodeRecord(
         task_id=str(info.get("task_id", "")),
         correct=correct,
@@ -142,8 +164,63 @@ def run_episode(
         estimated_calls=meter.estimated_calls,
         actions=actions,
         final_answer=info.get("final_answer"),
-        metrics=episode_metrics(info),
+        metrics=metrics,
     )
+
+
+#: ``EpisodeRecord.metrics`` keys: agent calls cut at ``max_tokens`` (``finish_reason``
+#: ``"length"``), and the controller's own model replies (``usage()``) and how many were cut
+TRUNCATED_CALLS = "truncated_calls"
+CONTROLLER_CALLS = "controller_calls"
+CONTROLLER_TRUNCATED = "controller_truncated"
+
+
+def _cut_calls(info: Mapping[str, Any]) -> int:
+    """Agent calls of this step that stopped at ``max_tokens`` (``info["calls"]``)."""
+    calls = info.get("calls")
+    if not isinstance(calls, list):
+        return 0
+    return sum(1 for call in calls if isinstance(call, Mapping) and call.get("truncated") is True)
+
+
+def controller_usage(controller: Any) -> dict[str, float] | None:
+    """A model-calling controller's spend so far (``usage()``: calls, tokens, dollars, replies
+    cut at ``max_tokens``), or None; only finite numbers are kept."""
+    usage = getattr(controller, "usage", None)
+    if not callable(usage):
+        return None
+    try:
+        raw = usage()
+    except Exception:  # noqa: BLE001 - a controller's own method; the run goes on without it
+        return None
+    if not isinstance(raw, Mapping):
+        return None
+    return {
+        str(k): float(v)
+        for k, v in raw.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
+
+
+def truncation_shares(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """The share of agent calls, and of the controller's model replies, cut at ``max_tokens``,
+    with the counts and Wilson 95% intervals (the controller's share is None when it made no
+    model calls, e.g. a scripted baseline)."""
+    agent_calls = sum(sum(r.agent_calls.values()) for r in records)
+    agent_cut = int(sum(r.metrics.get(TRUNCATED_CALLS, 0.0) for r in records))
+    replies = int(sum(r.metrics.get(CONTROLLER_CALLS, 0.0) for r in records))
+    replies_cut = int(sum(r.metrics.get(CONTROLLER_TRUNCATED, 0.0) for r in records))
+    agent_cut = min(agent_cut, agent_calls)
+    replies_cut = min(replies_cut, replies)
+    return {
+        "truncated_call_share": agent_cut / agent_calls if agent_calls else 0.0,
+        "truncated_call_ci95": wilson_interval(agent_cut, agent_calls),
+        "truncated_calls": agent_cut,
+        "truncated_action_share": replies_cut / replies if replies else None,
+        "truncated_action_ci95": wilson_interval(replies_cut, replies) if replies else None,
+        "truncated_actions": replies_cut,
+        "controller_replies": replies,
+    }
 
 
 def episode_metrics(info: Mapping[str, Any]) -> dict[str, float]:
@@ -204,6 +281,7 @@ def summarize(
         privileged=privileged,
         mean_score=sum(r.score for r in records) / max(n, 1),
         metrics=mean_metrics(records),
+        **truncation_shares(records),
     )
 
 
@@ -259,6 +337,23 @@ def run_episodes(
     return summary, records
 
 
+def _truncation_line(summary: RunSummary) -> str:
+    """Calls and controller replies cut at ``max_tokens``, with their 95% intervals."""
+    lo, hi = summary.truncated_call_ci95
+    line = (
+        f"cut at max   {summary.truncated_call_share:.3f} of agent calls "
+        f"({summary.truncated_calls}, 95% CI {lo:.3f}-{hi:.3f})"
+    )
+    if summary.truncated_action_share is not None and summary.truncated_action_ci95:
+        lo, hi = summary.truncated_action_ci95
+        line += (
+            f"; {summary.truncated_action_share:.3f} of controller replies "
+            f"({summary.truncated_actions} of {summary.controller_replies}, "
+            f"95% CI {lo:.3f}-{hi:.3f})"
+        )
+    return line
+
+
 def format_summary(summary: RunSummary) -> str:
     """A human-readable block for the terminal."""
     lo, hi = summary.accuracy_ci95
@@ -281,6 +376,7 @@ def format_summary(summary: RunSummary) -> str:
         f"({summary.cached_call_fraction:.0%} of calls replayed/cached, "
         f"{summary.estimated_token_fraction:.0%} with estimated token counts)",
         f"invalid      {summary.invalid_action_rate:.3f} of actions",
+        _truncation_line(summary),
         "usage ratio  (calls / episodes)",
     ]
     for agent, ratio in summary.usage_ratios.items():

@@ -529,3 +529,74 @@ def test_controller_spend_is_in_the_records_and_the_summary(tmp_path):
         assert record.metrics["controller_calls"] == record.turns >= 1
         assert record.metrics["controller_prompt_tokens"] == 10 * record.turns
     assert result.pooled.metrics["controller_calls"] > 0
+
+
+def test_summaries_report_the_share_of_calls_and_actions_cut_at_max_tokens(tmp_path):
+    """Issue 31: finish_reason "length" is counted per episode and shared in `eval` / `run`."""
+    import dataclasses
+
+    import gymnasium as gym
+
+    from orchenv.runner import format_summary, run_episodes
+
+    class Cutting:
+        """Every other agent call stops at max_tokens."""
+
+        def __init__(self, inner) -> None:
+            self.inner, self.n, self.cut = inner, 0, 0
+
+        def complete(self, spec, messages, context):
+            completion = self.inner.complete(spec, messages, context)
+            self.n += 1
+            if self.n % 2:
+                return completion
+            self.cut += 1
+            return dataclasses.replace(
+                completion, meta={**completion.meta, "finish_reason": "length"}
+            )
+
+    class Replying:
+        """A model-calling controller: every action is a reply, the first one of each episode
+        cut at max_tokens."""
+
+        def __init__(self) -> None:
+            self.calls = self.truncated = 0
+
+        def usage(self) -> dict:
+            return {"controller_calls": self.calls, "controller_truncated": self.truncated}
+
+        def reset(self, seed=None) -> None:
+            self.first = True
+
+        def act(self, obs, info):
+            self.calls += 1
+            self.truncated += self.first
+            self.first = False
+            return "<model>Qwen3-30B-A3B-Instruct</model>" if "verdict" not in obs else "x"
+
+    env = gym.make(ENV, split="test")
+    env.reset(seed=0)
+    cutting: list[Cutting] = []
+    env.unwrapped.pool.wrap_backends(lambda name, b: cutting.append(Cutting(b)) or cutting[-1])
+    result = evaluate(
+        EvalConfig(ENV, controller="replying", episodes=4, seeds=[0], split="test"),
+        tmp_path / "run",
+        controller_factory=lambda seed: Replying(),
+        env=env,
+        progress=False,
+    )
+    cut = sum(c.cut for c in cutting)
+    calls = sum(sum(r.agent_calls.values()) for r in result.records.values())
+    turns = sum(r.turns for r in result.records.values())
+    assert cut >= 1 and calls > cut
+    pooled = result.summary["pooled"]
+    assert pooled["truncated_calls"] == cut and pooled["truncated_call_share"] == cut / calls
+    assert pooled["truncated_actions"] == 4 and pooled["controller_replies"] == turns
+    assert pooled["truncated_action_share"] == 4 / turns
+    lo, hi = pooled["truncated_call_ci95"]
+    assert lo < cut / calls < hi
+    # `orchenv run` prints both shares
+    summary, _ = run_episodes(env, Replying(), 3, seed=1, progress=False)
+    text = format_summary(summary)
+    assert "of agent calls" in text and "of controller replies (3 of" in text
+    env.close()
