@@ -145,6 +145,8 @@ class LLMController:
         self.controller_cost_usd = 0.0
         self.controller_prompt_tokens = 0
         self.controller_completion_tokens = 0
+        #: replies cut at max_tokens (``finish_reason == "length"``): the summaries' share
+        self.controller_truncated = 0
 
     def bind(self, env: Any) -> None:
         env = getattr(env, "unwrapped", env)  # gym.make's wrappers do not forward attributes
@@ -174,6 +176,7 @@ class LLMController:
             "controller_calls": self.controller_calls,
             "controller_prompt_tokens": self.controller_prompt_tokens,
             "controller_completion_tokens": self.controller_completion_tokens,
+            "controller_truncated": self.controller_truncated,
             "controller_cost_usd": self.controller_cost_usd,
         }
 
@@ -187,6 +190,7 @@ class LLMController:
         self.controller_cost_usd += completion.cost_usd
         self.controller_prompt_tokens += completion.prompt_tokens
         self.controller_completion_tokens += completion.completion_tokens
+        self.controller_truncated += completion.meta.get("finish_reason") == "length"
         return completion
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
