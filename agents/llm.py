@@ -8,6 +8,14 @@ the ``price_prompt`` / ``price_completion`` you give, and reported apart from th
 agents' spend by ``orchenv run`` and ``orchenv eval``. They do go through the pool's
 recording or replay file when the env's pool has one (``--record`` / ``--replay``),
 under the agent name ``controller``, so a replayed run makes no live call at all.
+
+``action_space="choices"`` (choice mode, ``orchenv.choice_policy``): on an env with
+discrete choices (``action_choices()``) the model does not write its action; each
+available choice's canonical text is scored by its summed log-probability given the same
+chat prompt (``hf``: one forward pass sharing the prompt's KV cache; ``openai``: prompt
+log-probabilities of a completions server that returns them, such as vLLM) and the action
+is sampled from the normalised distribution (arg-max at temperature 0), so every action is
+valid. Scoring calls are metered like generation calls but are not recorded or replayed.
 """
 
 from __future__ import annotations
@@ -16,10 +24,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from orchenv.envs.mathroute.baselines import require_phase
-from orchenv.envs.mathroute.protocol import verdict_text
+import numpy as np
+
+from orchenv.backends.common import call_seed
+from orchenv.choice_policy import ACTION_SPACES, ChoiceScores, pick_choice
+from orchenv.discrete import current_choices
 from orchenv.error import ConfigError, OrchEnvError, UnknownNameError
 from orchenv.pool import BACKENDS, AgentSpec, Backend, CallContext, Completion, make_backend
+from orchenv.protocol import accept_text, require_phase
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +81,10 @@ class LLMController:
         price_prompt, price_completion: USD per 1M tokens, for ``controller_cost_usd``.
         one_shot: route once with the model, then accept every draft without
             calling it (Router-R1 style); needs an env with ``info["phase"]``.
+        action_space: ``"text"`` (the model writes its action) or ``"choices"`` (choice
+            mode: pick among the env's ``action_choices()`` by log-probability, see the
+            module docstring); needs a backend with ``score_choices`` (``hf``, ``openai``).
+        seed: base seed of choice-mode sampling (``reset(seed)`` reseeds per episode).
     """
 
     privileged = False
@@ -89,7 +105,11 @@ class LLMController:
         one_shot: bool | None = None,
         base_url: str | None = None,
         timeout_s: float | None = None,
+        action_space: str = "text",
+        seed: int = 0,
     ) -> None:
+        if action_space not in ACTION_SPACES:
+            raise ConfigError(f"action_space must be one of {ACTION_SPACES}, got {action_space!r}")
         backend_kwargs = dict(backend_kwargs or {})
         for key, value in (("base_url", base_url), ("timeout_s", timeout_s)):
             if value is None:
@@ -127,6 +147,12 @@ class LLMController:
         self.backend_name = backend_name
         self.backend_kwargs = backend_kwargs
         self.one_shot = self.default_one_shot if one_shot is None else bool(one_shot)
+        self.action_space = action_space
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+        self._rng = np.random.default_rng(self.seed)
+        #: choice mode: the last state's choices, their scores and the pick (for inspection)
+        self.last_choice: dict[str, Any] | None = None
         # a private spec: the controller is not a pool agent and never counts as agent usage
         self.spec = AgentSpec(
             name="controller",
@@ -148,11 +174,17 @@ class LLMController:
         #: replies cut at max_tokens (``finish_reason == "length"``): the summaries' share
         self.controller_truncated = 0
 
+    def reset(self, seed: int | None = None) -> None:
+        """Reseed choice-mode sampling for an episode (a pure function of ``seed``)."""
+        base = self.seed if seed is None else call_seed(self.seed, f"llm-choices/{seed}", ())
+        self._rng = np.random.default_rng(base)
+
     def bind(self, env: Any) -> None:
         env = getattr(env, "unwrapped", env)  # gym.make's wrappers do not forward attributes
         self._env = env
 
-    def _get_backend(self) -> Backend:
+    def _get_raw_backend(self) -> Backend:
+        """The backend itself, built on first use (no recording or replay wrapper)."""
         if self._backend is None:  # built on first use: construction does no I/O
             if self.backend_name == "openai" and not self.backend_kwargs.get("base_url"):
                 raise ConfigError(
@@ -161,7 +193,10 @@ class LLMController:
                     "backend_kwargs={'base_url': ...})"
                 )
             self._backend = make_backend(self.backend_name, **self.backend_kwargs)
-        backend = self._backend
+        return self._backend
+
+    def _get_backend(self) -> Backend:
+        backend = self._get_raw_backend()
         pool = _pool_of(self._env)
         wrap = getattr(pool, "wrap_controller_backend", None)
         if callable(wrap):  # record / replay the controller's calls as the pool's agents'
@@ -193,11 +228,56 @@ class LLMController:
         self.controller_truncated += completion.meta.get("finish_reason") == "length"
         return completion
 
+    def score(self, messages: list[dict[str, str]], choices: list[str]) -> ChoiceScores:
+        """Choice mode: the backend's summed log-probability of each choice, metered here."""
+        backend = self._get_raw_backend()
+        scorer = getattr(backend, "score_choices", None)
+        if not callable(scorer):
+            raise ConfigError(
+                f"action_space='choices' needs a backend that scores given replies "
+                f"(score_choices: 'hf', or 'openai' on a server with prompt log-probabilities); "
+                f"{type(backend).__name__} has none"
+            )
+        scores: ChoiceScores = scorer(self.spec, messages, choices)
+        if len(scores.logprobs) != len(choices):
+            raise OrchEnvError(
+                f"{type(backend).__name__}.score_choices returned {len(scores.logprobs)} scores "
+                f"for {len(choices)} choices"
+            )
+        self.controller_calls += 1
+        self.controller_cost_usd += scores.cost_usd
+        self.controller_prompt_tokens += scores.prompt_tokens
+        return scores
+
+    def act_choices(self, messages: list[dict[str, str]]) -> str:
+        """Choice mode: sample one of the env's available choices by the model's scores."""
+        if self._env is None:
+            raise ConfigError("action_space='choices' needs the env: bind(env) first")
+        try:
+            choices = current_choices(self._env)
+        except NotImplementedError as exc:
+            raise ConfigError(
+                f"action_space='choices' needs an env with discrete choices: {exc}"
+            ) from exc
+        index = [i for i, c in enumerate(choices) if c is not None]
+        texts = [str(choices[i]) for i in index]
+        scores = self.score(messages, texts)
+        pick, logp = pick_choice(scores.logprobs, self.temperature, self._rng)
+        self.last_choice = {
+            "choices": texts,
+            "logprobs": scores.logprobs,
+            "index": index[pick],
+            "logprob": logp,
+        }
+        return texts[pick]
+
     def act(self, obs: str, info: dict[str, Any]) -> str:
         if self.one_shot and require_phase(info, self._name, self._env) == "verify":
-            return verdict_text(True, note="one-shot router: accept without checking")
-        messages = info.get("messages") or [{"role": "user", "content": obs}]
-        return self.complete(list(messages)).text
+            return accept_text(note="one-shot router: accept without checking")
+        messages = list(info.get("messages") or [{"role": "user", "content": obs}])
+        if self.action_space == "choices":
+            return self.act_choices(messages)
+        return self.complete(messages).text
 
     def close(self) -> None:
         """Release the backend (HTTP client, loaded model) if this controller built it."""

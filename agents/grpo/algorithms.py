@@ -14,6 +14,7 @@ from torch import Tensor
 
 from orchenv.agents.grpo.config import AGGREGATIONS
 from orchenv.core import OrchestrationEnv
+from orchenv.discrete import current_choices
 
 #: one chat prompt: ``info["messages"]`` of a state
 Messages = list[dict[str, str]]
@@ -27,6 +28,10 @@ class Sample:
     prompt_ids: list[int]
     completion_ids: list[int]
     logprobs: list[float] | None = None  # per completion token, under the sampler
+    #: choice mode: the token ids of every available choice (``completion_ids`` is the picked
+    #: one's) and the picked index; ``logprobs`` is then ``[log pi(pick)]`` over the choices
+    choice_ids: list[list[int]] | None = None
+    chosen: int | None = None
 
 
 #: what rollouts need from a policy: chat prompts in, one ``Sample`` each out, in order
@@ -96,7 +101,13 @@ def rollout_trees(
         if not active:
             break
         width = 1 if (branch_once and depth > 0) else group_size
-        samples = sampler([info["messages"] for _, _, info, _ in active for _ in range(width)])
+        prompts = [info["messages"] for _, _, info, _ in active for _ in range(width)]
+        if getattr(sampler, "needs_choices", False):  # choice mode: each state's choices
+            choices = [current_choices(env.unwrapped) for _, env, _, _ in active]
+            rows = [c for c in choices for _ in range(width)]
+            samples = sampler(prompts, choices=rows)  # type: ignore[call-arg]
+        else:
+            samples = sampler(prompts)
         if len(samples) != len(active) * width:
             raise ValueError(f"the sampler must return one Sample per prompt, not {len(samples)}")
         next_active: list[Any] = []

@@ -93,6 +93,10 @@ class GRPOConfig:
     use_sampler_logprobs: bool = arg(True, "pi_old from the sampler (else the policy, detached)")
 
     # -- generation
+    action_space: Literal["text", "choices"] = arg(
+        "text", "text: generate actions; choices: pick among the env's action_choices() by "
+        "log-probability (always valid, docs/grpo.md)"
+    )  # fmt: skip
     generation_backend: Literal["hf", "vllm"] = arg("hf", "transformers, or vLLM (GPU, untested)")
     temperature: float = arg(1.0, "training sampling temperature (Table 9)")
     eval_temperature: float = arg(0.0, "evaluation temperature, 0 = greedy (Table 9)", ge=0)
@@ -141,6 +145,9 @@ class GRPOConfig:
                 "temperature must be > 0: GRPO needs sampled groups (greedy decoding "
                 f"is for evaluation, eval_temperature=0), got {self.temperature!r}"
             )
+        if self.action_space == "choices" and self.generation_backend != "hf":
+            raise ConfigError("action_space='choices' scores choices with transformers: use "
+                              "generation_backend='hf'")  # fmt: skip
         if self.env_kwargs.get("split") not in (None, self.split):
             raise ConfigError("env_kwargs sets a split: set the training split with `split` only")
         turns = self.env_kwargs.get("max_turns")

@@ -205,3 +205,77 @@ class VLLMPolicySampler(PolicySampler):
                 logprobs = [float(lp[t].logprob) for t, lp in zip(ids, first.logprobs, strict=True)]
             samples.append(Sample(first.text, list(out.prompt_token_ids), ids, logprobs))
         return samples
+
+
+class ChoicePolicySampler(PolicySampler):
+    """Choice mode (``action_space="choices"``, ``orchenv.choice_policy``): for each prompt,
+    every available choice's text is scored by its summed log-probability under the live
+    policy (one forward pass per state, the prompt's KV cache shared), and one choice is drawn
+    from ``softmax(score / temperature)`` with the row's own seeded generator (arg-max at
+    temperature 0). The ``Sample`` keeps every choice's ids, the pick and ``[log pi(pick)]``,
+    what the choice-mode update recomputes. Rollouts pass ``choices=`` (``needs_choices``).
+    """
+
+    needs_choices = True
+
+    def __init__(self, model: Any, tokenizer: Any, *, amp: bool = False, **decoding: Any) -> None:
+        super().__init__(**decoding)
+        self._backend = HFBackend(model=model, tokenizer=tokenizer)
+        self._loaded = self._backend.load("policy", model, tokenizer)
+        self.model, self.tokenizer, self.pad_id = model, tokenizer, self._loaded.pad_id
+        self.amp = amp
+
+    def __call__(  # type: ignore[override]
+        self, prompts: Sequence[Messages], choices: Sequence[Sequence[str | None]] | None = None
+    ) -> list[Sample]:
+        if choices is None or len(choices) != len(prompts):
+            raise ValueError("choice mode needs one list of choices per prompt (choices=...)")
+        self._choices = [list(c) for c in choices]
+        return super().__call__(prompts)
+
+    def _sample(self, prompts: list[Messages], call: int) -> list[Sample]:
+        import numpy as np
+
+        from orchenv.backends.hf import choice_logprobs, choice_token_ids
+        from orchenv.choice_policy import pick_choice
+
+        samples = []
+        was_training = self.model.training
+        self.model.eval()
+        cache: dict[tuple[int, ...], tuple[list[int], list[list[int]], list[float], list[str]]] = {}
+        try:
+            for row, (messages, options) in enumerate(zip(prompts, self._choices, strict=True)):
+                texts = [c for c in options if c is not None]
+                if not texts:
+                    raise ValueError(f"prompt {row} has no available choice")
+                prompt = self._backend.prompt_ids(self._loaded, messages)
+                if self.max_prompt_tokens is not None and len(prompt) > self.max_prompt_tokens:
+                    self._stats["truncated_prompts"] += 1
+                    prompt = prompt[-self.max_prompt_tokens :]
+                key = (*prompt, -1, *map(hash, texts))  # G rows of one state: score once
+                if key not in cache:
+                    ids = choice_token_ids(self._loaded, texts)
+                    with torch.inference_mode():
+                        scores = choice_logprobs(
+                            self.model, prompt, ids, pad_id=self.pad_id, amp=self.amp
+                        ).tolist()
+                    cache[key] = (prompt, ids, scores, texts)
+                else:
+                    self._stats["choice_states_reused"] += 1
+                prompt, ids, scores, texts = cache[key]
+                rng = np.random.default_rng(self.row_seed(call, row))
+                # pi(c) = softmax(score / T): the temperature applies to the summed scores
+                pick, logp = pick_choice(scores, self.temperature, rng)
+                samples.append(
+                    Sample(
+                        texts[pick],
+                        prompt,
+                        ids[pick],
+                        [logp] if self.temperature > 0 else None,
+                        choice_ids=ids,
+                        chosen=pick,
+                    )  # fmt: skip
+                )
+        finally:
+            self.model.train(was_training)
+        return samples

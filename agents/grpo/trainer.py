@@ -25,9 +25,14 @@ from orchenv.agents.grpo import algorithms as grpo
 from orchenv.agents.grpo import rundir
 from orchenv.agents.grpo.config import GRPOConfig
 from orchenv.agents.grpo.dist import Dist, forked_rng, gather, make_dist, share
-from orchenv.agents.grpo.generation import HFPolicySampler, PolicySampler, VLLMPolicySampler
+from orchenv.agents.grpo.generation import (
+    ChoicePolicySampler,
+    HFPolicySampler,
+    PolicySampler,
+    VLLMPolicySampler,
+)
 from orchenv.backends.common import call_seed
-from orchenv.backends.hf import HFBackend
+from orchenv.backends.hf import HFBackend, choice_logprobs
 from orchenv.error import ConfigError, require
 
 logger = logging.getLogger(__name__)
@@ -220,6 +225,11 @@ def make_sampler(learner: Learner) -> PolicySampler:
     config = learner.config
     names = ("temperature", "top_p", "max_new_tokens", "max_prompt_tokens", "seed")
     decoding = {name: getattr(config, name) for name in names}  # the samplers' own names
+    if config.action_space == "choices":
+        decoding.pop("max_new_tokens")  # a choice is scored whole, never generated
+        return ChoicePolicySampler(
+            learner.policy, learner.tokenizer, amp=learner.amp, max_new_tokens=0, **decoding
+        )
     if config.generation_backend == "vllm":
         backend_kwargs = {
             "gpu_memory_utilization": config.vllm_gpu_memory_utilization,
@@ -359,15 +369,19 @@ def update(
     per_update = config.grad_accum_steps or n_micro
     use_old = config.use_sampler_logprobs and all(s.logprobs is not None for s in samples)
     max_len = config.max_prompt_tokens + config.max_new_tokens
+    choices = config.action_space == "choices"  # one unit per sample: log pi(pick)
+
+    def units_of(sample: grpo.Sample) -> int:
+        if choices:
+            return 1
+        return grpo.loss_units(sample, max_len=max_len, aggregation=config.aggregation)
+
     out = defaultdict(float, loss=0.0, grad_norm=0.0, learning_rate=optimizer.param_groups[0]["lr"])
     out["samples_skipped"] = 0.0
     for first in range(0, n_micro, per_update):
         members = [i for m in range(first, min(first + per_update, len(micro))) for i in micro[m]]
         # the normaliser: every sample of this update on every process, skipped ones included
-        mine = sum(
-            grpo.loss_units(samples[i], max_len=max_len, aggregation=config.aggregation)
-            for i in members
-        )
+        mine = sum(units_of(samples[i]) for i in members)
         total_units = sum(gather(dist, float(mine)))
         kept = [i for i in members if not (skip_zero_advantage and advantages[i] == 0.0)]
         out["samples_skipped"] += len(members) - len(kept)
@@ -375,8 +389,15 @@ def update(
         placeholder = not chunks  # nothing to train here: one sample with weight 0
         if placeholder:
             chunks = [members[:1] or [0]]
-        batches = []
+        batches: list[tuple[dict[str, Any], float]] = []
         for idx in chunks:
+            if choices:
+                batch: dict[str, Any] = {
+                    "advantages": torch.tensor([advantages[i] for i in idx], dtype=torch.float32),
+                    "samples": [samples[i] for i in idx],
+                }
+                batches.append((batch, 0.0 if placeholder else float(len(idx))))
+                continue
             batch = grpo.build_batch(
                 [samples[i] for i in idx], pad_id=learner.pad_id, max_len=max_len
             )
@@ -399,7 +420,9 @@ def update(
                 out["loss"] += float(loss.detach()) * weight / dist.num_processes
                 tokens = stats.pop("num_tokens")
                 out["tokens/trained"] += tokens
-                out["tokens/update_input"] += float(batch["attention_mask"].sum())
+                out["tokens/update_input"] += stats.pop("update_input", 0.0) or float(
+                    batch["attention_mask"].sum()
+                )
                 for key, value in stats.items():
                     out[f"loss/{key}"] += value * tokens
         max_norm = config.max_grad_norm if config.max_grad_norm is not None else math.inf
@@ -414,10 +437,12 @@ def update(
 
 
 def micro_batch_loss(
-    learner: Learner, batch: dict[str, torch.Tensor], use_old: bool
+    learner: Learner, batch: dict[str, Any], use_old: bool
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Eq. (21) on one micro-batch: logprobs of the controller's tokens under the policy."""
     config, device = learner.config, learner.dist.device
+    if config.action_space == "choices":
+        return choice_micro_batch_loss(learner, batch, use_old)
     input_ids, attention = batch["input_ids"].to(device), batch["attention_mask"].to(device)
     targets, mask = batch["targets"].to(device), batch["loss_mask"].to(device)
 
@@ -449,6 +474,64 @@ def micro_batch_loss(
     kwargs = {name: getattr(config, name) for name in names}  # named as in policy_loss
     kwargs.update(ref_logprobs=ref_logprobs, entropy=entropy)
     return grpo.policy_loss(logprobs, old, batch["advantages"].to(device), mask, **kwargs)
+
+
+def choice_micro_batch_loss(
+    learner: Learner, batch: dict[str, Any], use_old: bool
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Eq. (21) in choice mode: the "sequence" is the pick, its log-probability
+    ``log softmax(scores / T)[pick]`` over the state's available choices (``scores``: each
+    choice's summed token log-probability, recomputed under the policy), with the same
+    advantages, clipping, KL (k3 on the choice distribution's pick) and entropy (of the
+    choice distribution) as the text mode."""
+    config, device = learner.config, learner.dist.device
+    samples: list[grpo.Sample] = batch["samples"]
+    # with gradient checkpointing the forward cannot return a cache: rows of prompt + choice
+    share = not config.gradient_checkpointing
+
+    # samples of one state (a group's G picks) share one forward pass
+    states: dict[tuple, int] = {}
+    for sample in samples:
+        if sample.choice_ids is None or sample.chosen is None:
+            raise ValueError("a choice-mode update needs samples from ChoicePolicySampler")
+        key = (tuple(sample.prompt_ids), tuple(map(tuple, sample.choice_ids)))
+        states.setdefault(key, len(states))
+    slot = [states[(tuple(s.prompt_ids), tuple(map(tuple, s.choice_ids or ())))] for s in samples]
+
+    def pick_logprobs(model: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        dists = []
+        for prompt, choice_ids in states:  # in first-seen order: the slot numbers
+            scores = choice_logprobs(
+                model, prompt, choice_ids, pad_id=learner.pad_id, share_prompt=share,
+                amp=learner.amp,
+            )  # fmt: skip
+            dists.append(torch.log_softmax(scores / config.temperature, dim=-1))
+        picks = [dists[k][s.chosen] for k, s in zip(slot, samples, strict=True)]
+        entropies = [-(dists[k].exp() * dists[k]).sum() for k in slot]
+        return torch.stack(picks)[:, None], torch.stack(entropies)[:, None]
+
+    logprobs, entropy = pick_logprobs(learner.model)
+    ref_logprobs = None
+    if config.kl_coef > 0:
+        with torch.no_grad():
+            if learner.ref_model is not None:
+                ref_logprobs = pick_logprobs(learner.ref_model)[0]
+            else:  # LoRA: the reference is the policy without its adapter
+                with learner.policy.disable_adapter():
+                    ref_logprobs = pick_logprobs(learner.policy)[0]
+    if use_old:
+        old = torch.tensor([[s.logprobs[0]] for s in samples], device=device)  # type: ignore[index]
+    else:
+        old = logprobs.detach()
+    mask = torch.ones_like(logprobs)
+    names = ("clip_eps", "clip_eps_high", "kl_coef", "entropy_coef", "aggregation")
+    kwargs = {name: getattr(config, name) for name in names}  # named as in policy_loss
+    kwargs.update(
+        ref_logprobs=ref_logprobs, entropy=entropy if config.entropy_coef else entropy.detach()
+    )
+    loss, stats = grpo.policy_loss(logprobs, old, batch["advantages"].to(device), mask, **kwargs)
+    stats["update_input"] = float(sum(len(p) + sum(map(len, c)) for p, c in states))
+    return loss, stats
 
 
 def evaluate(

@@ -43,6 +43,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from orchenv.backends.common import BatchedEngine, call_seed, chat_messages, check_sampling
+from orchenv.choice_policy import ChoiceScores
 from orchenv.error import BackendError, ConfigError, require
 from orchenv.pool import AgentSpec, Call, Completion, Message
 
@@ -510,6 +511,49 @@ class HFBackend(BatchedEngine):
             raise BackendError(f"the prompt for model {loaded.key!r} tokenized to nothing")
         return list(ids)
 
+    def score_choices(
+        self,
+        spec: AgentSpec,
+        messages: Sequence[Message],
+        choices: Sequence[str],
+        *,
+        share_prompt: bool = True,
+    ) -> ChoiceScores:
+        """Choice mode (``orchenv.choice_policy``): the summed log-probability of each choice
+        as the reply to ``messages``, all choices in one forward pass sharing the prompt's KV
+        cache (see :func:`choice_logprobs`). Uses ``spec``'s model, at temperature 1."""
+        torch, _ = _deps()
+        if not choices:
+            raise ConfigError("score_choices needs at least one choice")
+        with self._lock:
+            loaded = self._ensure_loaded(spec)
+            prompt = self.prompt_ids(loaded, messages)
+            ids = choice_token_ids(loaded, choices)
+            model = loaded.model
+            was_training = bool(getattr(model, "training", False))
+            model.eval()
+            try:
+                with torch.inference_mode():
+                    scores = choice_logprobs(
+                        model, prompt, ids, pad_id=loaded.pad_id, share_prompt=share_prompt
+                    )
+            except Exception as exc:
+                raise BackendError(
+                    f"choice scoring with {loaded.key!r} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            finally:
+                if was_training:
+                    model.train()
+        return ChoiceScores(
+            logprobs=[float(v) for v in scores.tolist()],
+            prompt_tokens=len(prompt),
+            choice_tokens=sum(len(c) for c in ids),
+            cost_usd=(
+                len(prompt) * spec.price_prompt + sum(len(c) for c in ids) * spec.price_completion
+            )
+            / 1e6,
+        )
+
     def _generate(
         self,
         loaded: _Loaded,
@@ -593,3 +637,88 @@ def _name_or_path(model: Any) -> str | None:
 def _object_key(model: Any) -> str:
     """Cache key of a model object: its identity (two objects never share a slot)."""
     return f"<{type(model).__name__} object at {id(model):#x}>"
+
+
+# -- choice mode: log-probability scoring of given replies (orchenv.choice_policy) -----------
+def choice_token_ids(loaded: _Loaded, choices: Sequence[str]) -> list[list[int]]:
+    """Token ids of each choice as the assistant's whole reply: its text, then the model's
+    end-of-turn token (so a choice that is a prefix of a longer one does not score higher)."""
+    stop = list(loaded.eos_ids[:1])
+    out = []
+    for text in choices:
+        ids = list(loaded.tokenizer(text, add_special_tokens=False)["input_ids"]) + stop
+        if not ids:
+            raise BackendError(f"choice {text[:60]!r} tokenized to nothing")
+        out.append(ids)
+    return out
+
+
+def choice_logprobs(
+    model: Any,
+    prompt_ids: Sequence[int],
+    choice_ids: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    temperature: float = 1.0,
+    share_prompt: bool = True,
+    amp: bool = False,
+) -> torch.Tensor:
+    """Summed ``log p(choice | prompt)`` of every choice, a float32 ``[n_choices]`` tensor,
+    differentiable (wrap in ``torch.no_grad`` to score only).
+
+    All choices go through the model in one batched forward pass. ``share_prompt``: the
+    prompt runs once and its KV cache is repeated for the choices (``DynamicCache``), so the
+    cost is one prompt plus the choices' tokens; when the model cannot return a cache (a
+    training forward with gradient checkpointing turns caching off) each row is the prompt
+    and its choice, batched, which gives the same numbers. ``temperature`` divides the logits
+    (the sampler's distribution).
+    """
+    torch, _ = _deps()
+    device = next(model.parameters()).device
+    n, width = len(choice_ids), max(len(c) for c in choice_ids)
+    lp = len(prompt_ids)
+    choice = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for row, ids in enumerate(choice_ids):
+        choice[row, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)
+        mask[row, : len(ids)] = 1
+    choice, mask = choice.to(device), mask.to(device)
+    prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+        logits = None
+        if share_prompt:
+            first = model(input_ids=prompt, use_cache=True)
+            cache = getattr(first, "cache", None) or getattr(first, "past_key_values", None)
+            if cache is not None and callable(getattr(cache, "batch_repeat_interleave", None)):
+                cache.batch_repeat_interleave(n)
+                rest = model(
+                    input_ids=choice,
+                    attention_mask=torch.cat(
+                        [torch.ones_like(choice[:, :1]).expand(n, lp), mask], 1
+                    ),
+                    position_ids=(lp + torch.arange(width, device=device)).expand(n, width),
+                    use_cache=True,
+                    **{_cache_kwarg(model): cache},
+                ).logits
+                head = first.logits[:, -1:].expand(n, 1, first.logits.shape[-1])
+                logits = torch.cat([head, rest[:, :-1]], dim=1)  # logits[:, j] predicts token j
+        if logits is None:  # no shared cache: prompt + choice per row, right-padded
+            rows = torch.cat([prompt.expand(n, lp), choice], dim=1)
+            attention = torch.cat([torch.ones_like(rows[:, :lp]), mask], dim=1)
+            full = model(input_ids=rows, attention_mask=attention, use_cache=False).logits
+            logits = full[:, lp - 1 : lp - 1 + width]
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    picked = torch.gather(logits, -1, choice.unsqueeze(-1)).squeeze(-1)
+    token_lp = picked - torch.logsumexp(logits, dim=-1)
+    return torch.where(mask.bool(), token_lp, torch.zeros_like(token_lp)).sum(dim=-1)
+
+
+def _cache_kwarg(model: Any) -> str:
+    """The forward argument that takes a KV cache: ``cache`` in newer transformers (which
+    deprecate ``past_key_values``), else ``past_key_values``."""
+    import inspect
+
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
