@@ -408,6 +408,7 @@ def test_the_example_runs():
 def test_server_token_counts_are_recounted_with_a_local_tokenizer(tmp_path):
     from types import SimpleNamespace
 
+    pytest.importorskip("tokenizers")
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     from orchenv.verify.checks import tokenizer_check

@@ -187,7 +187,9 @@ def write_bundle(
                 "run_key",
             )
         },
-        "run_date": _run_date(dst / CALLS, src / "run.json"),
+        "run_date": _run_date(
+            dst / CALLS if calls_source.startswith("recorded") else None, src / "run.json"
+        ),
         "episodes_in_log": len(rows),
         "calls_source": calls_source,
         "reference": has_reference,
@@ -203,12 +205,13 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _run_date(calls: Path, run_json: Path) -> str:
-    """The run's date (YYYY-MM-DD): its earliest recorded call, else run.json's mtime."""
+def _run_date(calls: Path | None, run_json: Path) -> str:
+    """The run's date (YYYY-MM-DD): its earliest recorded call, else (no recording, or one
+    re-recorded at submission) run.json's modification time."""
     from orchenv.backends.replay import iter_records
 
     dates = []
-    if calls.is_file() and calls.stat().st_size:
+    if calls is not None and calls.is_file() and calls.stat().st_size:
         for record in iter_records(calls):
             stamp = record.get("recorded_at")
             if isinstance(stamp, str) and len(stamp) >= 10:

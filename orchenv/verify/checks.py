@@ -749,7 +749,7 @@ def verify_bundle(
         checks.append(Check("bundle", FAIL, what, {"changed": changed}))
     else:
         checks.append(Check("bundle", PASS, f"{len(names)} files match their digests"))
-    run_files = file_digests(root, list(RUN_FILES))
+    run_files = file_digests(root, sorted(set(RUN_FILES) | set(names)))  # sealed in the report
 
     def finish(score: dict[str, Any], audit: dict[str, Any], run: dict[str, Any]) -> VerifyReport:
         verdict = "failed" if any(c.verdict == FAIL for c in checks) else "verified"
@@ -1122,7 +1122,14 @@ def read_verification(run_dir: str | Path) -> dict[str, Any] | None:
             "reason": f"{path} was edited after it was written",
             "report": str(path),
         }
-    now = file_digests(Path(run_dir), list(RUN_FILES))
+    names = [str(n) for n in data["files"]]
+    if any(n.startswith("/") or ".." in Path(n).parts for n in names):
+        return {
+            "status": "unreadable",
+            "reason": f"{path} names files outside its run",
+            "report": str(path),
+        }
+    now = file_digests(Path(run_dir), sorted(names))
     if any(now.get(k) != v for k, v in data["files"].items()):
         return {
             "status": "stale",
