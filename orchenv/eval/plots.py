@@ -33,18 +33,25 @@ def pareto_frontier(rows: list[Row]) -> list[Row]:
 
 def accuracy_vs_cost_png(group: Group, path: Path) -> Path:
     """Accuracy (with its interval) against mean cost per episode; the Pareto frontier of the
-    non-privileged runs as a step line; privileged runs as red diamonds."""
+    ranked runs as a step line; privileged runs as red diamonds, unverified runs (on a board
+    where some run is verified) as grey squares."""
     fig = _figure(7.5, 5.0)
     ax = fig.add_subplot()
     costs = [r.mean_cost_usd for r in group.rows]
     positive = [c for c in costs if c > 0]
     if positive and len(positive) == len(costs) and max(positive) / min(positive) >= 20:
         ax.set_xscale("log")
-    for privileged, marker, color, label in (
-        (False, "o", "tab:blue", "controller"),
-        (True, "D", "tab:red", "privileged † (reads ground truth)"),
+    for section, marker, color, label in (
+        (
+            "ranked",
+            "o",
+            "tab:blue",
+            "verified controller" if group.verified_board else "controller",
+        ),
+        ("privileged", "D", "tab:red", "privileged † (reads ground truth)"),
+        ("unverified", "s", "tab:gray", "unverified (not ranked)"),
     ):
-        rows = [r for r in group.rows if r.privileged == privileged]
+        rows = group.rows_in(section)
         if not rows:
             continue
         ax.errorbar(
@@ -69,7 +76,7 @@ def accuracy_vs_cost_png(group: Group, path: Path) -> Path:
                 xytext=(5, 5),
                 fontsize=8,
             )
-    frontier = pareto_frontier([r for r in group.rows if not r.privileged])
+    frontier = pareto_frontier(group.rows_in("ranked"))
     if frontier:
         ax.step(
             [r.mean_cost_usd for r in frontier],
@@ -78,7 +85,7 @@ def accuracy_vs_cost_png(group: Group, path: Path) -> Path:
             color="tab:green",
             linestyle="--",
             linewidth=1.2,
-            label="Pareto frontier (non-privileged)",
+            label="Pareto frontier (ranked runs)",
         )
     ax.margins(x=0.12, y=0.08)  # room for the labels at the edges
     ax.set_xlabel("mean cost per episode (USD)")
