@@ -5,15 +5,16 @@ Everything on the wire is OpenEnv 0.10's protocol (``/ws`` sessions, ``/reset``,
 ``/step``, ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``, the task API);
 orchenv adds no endpoint. With ``--workers N`` uvicorn runs N processes on one socket; a
 WebSocket session is one connection, so it stays on the worker that accepted it
-(sessions are pinned), and ``--max-sessions`` is split across the workers
-(``ceil(max / N)`` each). Workers share the snapshot key, so a state exported on one
-worker restores on another.
+(sessions are pinned). ``--max-sessions`` is each worker's ``max_concurrent_envs``: the
+kernel does not spread connections evenly over the workers, so a split cap
+(``max / N`` each) refuses sessions while others sit idle; with N workers the server
+holds up to N x ``--max-sessions`` sessions. Workers share the snapshot key, so a state
+exported on one worker restores on another.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import secrets
 from typing import Any
@@ -54,14 +55,13 @@ def build_app(config: ServeConfig) -> FastAPI:
     session_cls = type(
         "OrchEnvSession", (OrchServeEnvironment,), {"runtime": runtime, "__module__": __name__}
     )
-    per_worker = max(1, math.ceil(config.max_sessions / max(config.workers, 1)))
     app = create_app(
         session_cls,
         OrchAction,
         OrchObservation,
         env_name=openenv_name(config.env_id),
         concurrency_config=ConcurrencyConfig(
-            max_concurrent_envs=per_worker, session_timeout=config.idle_timeout_s
+            max_concurrent_envs=config.max_sessions, session_timeout=config.idle_timeout_s
         ),
         state_cls=OrchState,
     )

@@ -33,7 +33,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
     print(
         f"orchenv serve {args.env_id} on http://{args.host}:{args.port} "
-        f"({args.workers} worker(s), at most {args.max_sessions} sessions); "
+        f"({args.workers} worker(s), at most {args.max_sessions} sessions each); "
         "clients: openenv's EnvClient / GenericEnvClient over /ws",
         flush=True,
     )
@@ -83,8 +83,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         "--max-sessions",
         type=int,
         default=64,
-        help="concurrent sessions (OpenEnv's max_concurrent_envs, split across workers; "
-        "beyond it a session gets CAPACITY_REACHED) (default: 64)",
+        help="concurrent sessions per worker process (OpenEnv's max_concurrent_envs; beyond "
+        "it a new session gets CAPACITY_REACHED) (default: 64)",
     )
     p.add_argument(
         "--idle-timeout",
