@@ -22,6 +22,9 @@ its N coroutines shared by as many processes (the like-for-like reference), and
 Gymnasium's barrier semantics: a step lasts the latency plus the shards' CPU time).
 
 Acceptance (issue 17): at 256 envs, >= 0.6 of ideal and within 15% of bare aiohttp.
+Issue 27 item 8: ``make_vec``'s default mode (``orchenv.vector.DEFAULT_VECTOR_MODE``, the
+event loop; threads before) >= 0.5 of ideal at 256 envs. The vector columns give a 95%
+interval over one-second windows.
 
     python benchmarks/pool_concurrency.py [--envs 16 64 256 1024] [--seconds 3] [--latency 0.05]
                                           [--processes W]
@@ -45,7 +48,12 @@ import orchenv  # noqa: F401 - registers the env ids
 from orchenv.backends.openai_compat import OpenAICompatBackend
 from orchenv.pool import AgentPool, AgentSpec
 from orchenv.tasks import TaskSource
-from orchenv.vector import EventLoopVectorEnv, ProcessVectorEnv, run_concurrently
+from orchenv.vector import (
+    EventLoopVectorEnv,
+    ProcessVectorEnv,
+    ThreadedVectorEnv,
+    run_concurrently,
+)
 
 REPLY = "The answer is $\\boxed{0}$."
 AGENTS = ["small", "medium", "large"]
@@ -200,25 +208,47 @@ def _make(pool: AgentPool) -> gym.Env:
     )
 
 
-def orchenv_vector(url: str, n: int, seconds: float) -> float:
-    """Env-steps per second of n MathRoute envs in an ``EventLoopVectorEnv``."""
+def orchenv_vector(url: str, n: int, seconds: float, cls: type = EventLoopVectorEnv) -> float:
+    """Env-steps per second of n MathRoute envs in a vector env of class ``cls``
+    (``EventLoopVectorEnv``: what ``make_vec`` builds by default; ``ThreadedVectorEnv``)."""
     pool = _pool(url, n)
     fns = [lambda: _make(pool) for _ in range(n)]
-    vec = EventLoopVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    vec = cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     vec.reset(seed=0)
     actions = ["<model>medium</model>"] * n
     warm_until = time.perf_counter() + 0.5
     while time.perf_counter() < warm_until:  # warm connections and the task cache
         vec.step(actions)
-    steps = 0
+    windows = []  # one rate per second-long window, for the interval
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        vec.step(actions)
-        steps += n
-    rate = steps / (time.perf_counter() - start)
+        window_start, steps = time.perf_counter(), 0
+        while time.perf_counter() - window_start < min(1.0, seconds):
+            vec.step(actions)
+            steps += n
+        windows.append(steps / (time.perf_counter() - window_start))
     vec.close()
     pool.close()
-    return rate
+    VECTOR_WINDOWS[(cls.__name__, n)] = windows
+    return sum(windows) / len(windows)
+
+
+#: (class name, envs) -> the per-window rates of the last ``orchenv_vector`` run
+VECTOR_WINDOWS: dict[tuple[str, int], list[float]] = {}
+
+
+def interval(rates: list[float], ideal: float) -> str:
+    """``mean / ideal`` with a 95% t interval over the windows (they are not independent
+    draws: a busy neighbour shifts several at once, so read it as a floor on the noise)."""
+    k = len(rates)
+    mean = sum(rates) / k
+    if k < 2:
+        return f"{mean / ideal:.2f}"
+    from statistics import stdev
+
+    t95 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31}.get(k, 2.26)
+    half = t95 * stdev(rates) / k**0.5
+    return f"{mean / ideal:.2f} ({(mean - half) / ideal:.2f}-{(mean + half) / ideal:.2f})"
 
 
 def orchenv_processes(url: str, n: int, seconds: float, workers: int) -> float:
@@ -348,18 +378,23 @@ def main() -> None:
         print("One process (orchenv's event loop):\n")
         print("| envs | ideal | bare aiohttp req/s | orchenv pool.call req/s | calls / aiohttp "
               "| orchenv lanes env-steps/s | lanes / ideal | lanes / aiohttp "
-              "| EventLoopVectorEnv env-steps/s | vector / ideal |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "| EventLoopVectorEnv (make_vec's default) env-steps/s | vector / ideal (95% CI) "
+              "| ThreadedVectorEnv env-steps/s | threads / ideal (95% CI) |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in args.envs:
             ideal = n / args.latency
             bare = bare_aiohttp(url + "/chat/completions", n, args.seconds)
             calls = orchenv_calls(url, n, args.seconds)
             lanes = orchenv_lanes(url, n, args.seconds)
             vector = orchenv_vector(url, n, args.seconds)
+            loop_windows = VECTOR_WINDOWS[("EventLoopVectorEnv", n)]
+            threads = orchenv_vector(url, n, args.seconds, ThreadedVectorEnv)
+            thread_windows = VECTOR_WINDOWS[("ThreadedVectorEnv", n)]
             print(
                 f"| {n:,} | {ideal:,.0f} | {bare:,.0f} | {calls:,.0f} | {calls / bare:.2f} "
                 f"| {lanes:,.0f} | {lanes / ideal:.2f} | {lanes / bare:.2f} "
-                f"| {vector:,.0f} | {vector / ideal:.2f} |",
+                f"| {vector:,.0f} | {interval(loop_windows, ideal)} "
+                f"| {threads:,.0f} | {interval(thread_windows, ideal)} |",
                 flush=True,
             )
             rows.append((n, ideal, bare))

@@ -10,6 +10,7 @@ late and core never imports ``orchenv.envs`` or ``orchenv.agents``).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -97,7 +98,21 @@ def register_env(env_id: str, entry_point: str, summary: str, **kwargs: object) 
 
     ENV_SUMMARIES[env_id] = summary
     if env_id not in registry:
-        register(id=env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=False)
+        register(
+            id=env_id,
+            entry_point=entry_point,
+            kwargs=kwargs,
+            disable_env_checker=False,
+            # gym.make_vec(env_id, n) builds orchenv.vector.make_vec's default vector env
+            vector_entry_point=functools.partial(_make_vec, env_id),
+        )
+
+
+def _make_vec(env_id: str, num_envs: int, **kwargs: Any) -> Any:
+    """``orchenv.vector.vector_entry_point`` (imported when a vector env is made)."""
+    from orchenv.vector import vector_entry_point
+
+    return vector_entry_point(env_id, num_envs, **kwargs)
 
 
 #: seed id -> the plug-in's ``build(rep) -> list[Section]`` (``orchenv reproduce``)

@@ -808,30 +808,44 @@ def _jobs_worker(conn: Any, payload: bytes, concurrency: int) -> None:
 
 #: how ``make_vec`` steps its sub-environments
 VECTOR_MODES = ("loop", "threads", "sync", "processes")
+#: ``make_vec``'s default mode (``DEFAULT_VECTOR_MODE``): the fastest of the modes that keep
+#: ``SyncVectorEnv``'s semantics in the calling process (sub-envs in ``vec.envs``, one shared
+#: pool and meter, recorders written by one process). ``benchmarks/pool_concurrency.py`` on
+#: the 2-core sandbox, 256 envs against a 50 ms server: event loop 0.30 of ideal, threads
+#: 0.11 (``benchmarks/README.md``); ``"processes"`` (0.40) is faster still at that size but
+#: copies the pool into each worker and starts them in seconds, so it is asked for by name.
+DEFAULT_VECTOR_MODE = "loop"
 
 
 def make_vec(
     env_id: str,
     num_envs: int,
     *,
-    threaded: bool = True,
+    threaded: bool | None = None,
     mode: str | None = None,
     autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
     num_workers: int | None = None,
     **env_kwargs: Any,
 ) -> VectorEnv:
-    """``num_envs`` copies of ``env_id`` in a vector env.
+    """``num_envs`` copies of ``env_id`` in a vector env (also what ``gym.make_vec`` builds
+    for an orchenv id: ``vector_entry_point``).
 
-    ``mode``: ``"loop"`` (``EventLoopVectorEnv``: one thread, best for many envs with live
-    agents), ``"processes"`` (``ProcessVectorEnv``: ``num_workers`` processes, default one
-    per CPU, each an event loop over its shard: many live envs on every core), ``"threads"``
-    (``ThreadedVectorEnv``) or ``"sync"`` (``SyncVectorEnv``); without it, ``threaded``
-    picks threads (default) or sync, as before. Sub-environments built from a preset name
-    each get their own pool; pass a built ``AgentPool`` as ``pool=`` to share one (and its
-    connections and concurrency limits; with ``"processes"`` each worker shares its copy).
+    ``mode``: ``"loop"`` (default, ``EventLoopVectorEnv``: one thread, every live agent call
+    of every sub-env in flight at once; steps of simulated or replayed envs run one after
+    another as in ``SyncVectorEnv``), ``"processes"`` (``ProcessVectorEnv``: ``num_workers``
+    processes, default one per CPU, each an event loop over its shard: the fastest at
+    hundreds of live envs, but each worker holds its own copy of the pool), ``"threads"``
+    (``ThreadedVectorEnv``) or ``"sync"`` (``SyncVectorEnv``). ``threaded`` (the older
+    switch) picks ``"threads"`` (True) or ``"sync"`` (False) when ``mode`` is not given.
+    Every mode returns what ``SyncVectorEnv`` returns for the same envs and seeds. Sub-envs
+    built from a preset name each get their own pool; pass a built ``AgentPool`` as
+    ``pool=`` to share one (and its connections and concurrency limits; with
+    ``"processes"`` each worker shares its copy).
     """
     if mode is None:
-        mode = "threads" if threaded else "sync"
+        mode = DEFAULT_VECTOR_MODE if threaded is None else ("threads" if threaded else "sync")
+    elif threaded is not None:
+        raise ConfigError("pass either mode= or threaded=, not both")
     if mode not in VECTOR_MODES:
         raise ConfigError(f"unknown vector mode {mode!r}; choose one of {list(VECTOR_MODES)}")
     if num_workers is not None and mode != "processes":
@@ -841,3 +855,12 @@ def make_vec(
         return ProcessVectorEnv(fns, num_workers=num_workers, autoreset_mode=autoreset_mode)
     cls = {"loop": EventLoopVectorEnv, "threads": ThreadedVectorEnv, "sync": SyncVectorEnv}[mode]
     return cls(fns, autoreset_mode=autoreset_mode)
+
+
+def vector_entry_point(env_id: str, num_envs: int, **kwargs: Any) -> VectorEnv:
+    """What ``gym.make_vec(ID, n)`` builds for a registered orchenv id (its spec's
+    ``vector_entry_point``, bound to the id): ``make_vec(ID, n, **kwargs)``, so the default
+    is ``DEFAULT_VECTOR_MODE`` and ``mode=`` / ``autoreset_mode=`` / ``num_workers=`` go in
+    the keyword arguments (Gymnasium refuses ``vector_kwargs`` for a vector entry point).
+    ``gym.make_vec(ID, n, vectorization_mode="sync")`` still builds Gymnasium's own."""
+    return make_vec(env_id, num_envs, **kwargs)

@@ -319,3 +319,24 @@ def test_run_concurrently_in_processes_reports_each_job_from_its_worker():
     assert len(workers) == 2 and os.getpid() not in workers
     with pytest.raises(ConfigError, match="processes"):
         run_concurrently(jobs, concurrency=4, processes=0)
+
+
+def test_make_vec_and_gym_make_vec_default_to_the_event_loop_with_sync_results():
+    """Issue 27 item 8: the default is the fastest in-process mode (benchmarks/README.md), on
+    ``orchenv.vector.make_vec`` and on ``gym.make_vec`` of an orchenv id alike."""
+    built = [make_vec("orch/MathRoute-v0", N), gym.make_vec("orch/MathRoute-v0", N)]
+    sync = gym.make_vec("orch/MathRoute-v0", N, vectorization_mode="sync")
+    assert type(sync) is SyncVectorEnv
+    expected = run(sync)
+    for vec in built:
+        assert type(vec) is EventLoopVectorEnv
+        assert data_equivalence(run(vec), expected)
+        vec.close()
+    sync.close()
+    # the older switch and the other modes still choose, through gym.make_vec's kwargs too
+    assert type(make_vec("orch/MathRoute-v0", 2, threaded=True)) is ThreadedVectorEnv
+    assert type(make_vec("orch/MathRoute-v0", 2, threaded=False)) is SyncVectorEnv
+    vec = gym.make_vec("orch/MathRoute-v0", 2, mode="threads", autoreset_mode="SameStep")
+    assert type(vec) is ThreadedVectorEnv and vec.autoreset_mode == AutoresetMode.SAME_STEP
+    with pytest.raises(ConfigError, match="either mode= or threaded="):
+        make_vec("orch/MathRoute-v0", 2, mode="loop", threaded=True)
