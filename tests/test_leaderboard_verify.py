@@ -55,6 +55,7 @@ def test_verified_rows_are_ranked_and_linked_unverified_ones_apart(board_runs, t
     assert group.section(by_run["bundle-oracle"]) == "privileged"  # verified, still apart
     md = (out / "leaderboard.md").read_text()
     assert "### Unverified runs (not ranked)" in md
+    assert "Env gameability gap (`orchenv audit`): 0.166" in md  # docs/audit_tables.md's row
     assert f"[✓ verified]({link})" in md
     html = (out / "leaderboard.html").read_text()
     assert '<tbody class="unverified"><tr data-run="run-single">' in html

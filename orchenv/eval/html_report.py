@@ -136,6 +136,11 @@ def render_html(
         unverified = "".join(_row_html(group, r) for r in group.rows_in("unverified"))
         parts += [
             f'<section id="group-{n}"><h2>{escape(group.title)}</h2>',
+            (
+                f'<p class="note">Env gameability gap (orchenv audit): {escape(group.audit_gap)}</p>'
+                if group.audit_gap
+                else ""
+            ),
             f'<div class="scroll"><table class="board" id="board-{n}">',
             f"<thead><tr>{head}</tr></thead>",
             f'<tbody class="ranked">{ranked}</tbody>',

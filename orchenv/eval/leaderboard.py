@@ -159,6 +159,7 @@ def read_runs(
             row.verification = found["status"]
             row.verification_reason = found["reason"]
             row.report = os.path.relpath(found["report"], out)
+            row.audit_gap = found.get("gameability_gap")
         rows.append(row)
     return rows, rejected
 
@@ -259,6 +260,8 @@ def render_markdown(groups: Sequence[Group], title: str, rejected: Sequence[Reje
         lines += ["**No run on this board is verified**: its ranks are of unverified runs.", ""]
     for group in groups:
         lines += [f"## {group.title}", ""]
+        if group.audit_gap:
+            lines += [f"Env gameability gap (`orchenv audit`): {_md_escape(group.audit_gap)}", ""]
         ranked = group.rows_in("ranked")
         privileged = group.rows_in("privileged")
         unverified = group.rows_in("unverified")

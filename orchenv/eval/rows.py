@@ -63,6 +63,7 @@ class Row:
     verification: str = "unverified"  # one of STATUSES
     verification_reason: str = ""
     report: str | None = None  # the verification report (path relative to the board)
+    audit_gap: str | None = None  # the env's gameability gap named by the verification report
 
     @property
     def group(self) -> GroupKey:
@@ -110,6 +111,11 @@ class Group:
 
     def rows_in(self, section: str) -> list[Row]:
         return [r for r in self.rows if self.section(r) == section]
+
+    @property
+    def audit_gap(self) -> str | None:
+        """The env's gameability gap (``orchenv audit``) from a verified row's report."""
+        return next((r.audit_gap for r in self.rows if r.verified and r.audit_gap), None)
 
 
 # -- formatting ---------------------------------------------------------------------------------

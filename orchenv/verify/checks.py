@@ -1096,6 +1096,13 @@ def render_report(report: VerifyReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _gap_text(audit: Any) -> str | None:
+    gap = audit.get("gameability_gap") if isinstance(audit, dict) else None
+    if isinstance(gap, dict):  # an AuditReport's gap: {"gap": x, "ci95": [lo, hi], ...}
+        return json.dumps(gap, sort_keys=True)[:200]
+    return str(gap)[:200] if gap else None
+
+
 def read_verification(run_dir: str | Path) -> dict[str, Any] | None:
     """A run directory's ``verified.json`` for the leaderboard: None when there is none;
     otherwise its verdict, made ``stale`` when the run files changed after verification."""
@@ -1144,6 +1151,7 @@ def read_verification(run_dir: str | Path) -> dict[str, Any] | None:
         if isinstance(c, dict) and c.get("verdict") == FAIL
     ]
     return {
+        "gameability_gap": _gap_text(data.get("audit")),
         "status": status,
         "reason": "all checks passed"
         if status == "verified"
