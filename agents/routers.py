@@ -7,8 +7,9 @@ RoBERTa Router) at the scale a laptop trains in seconds.
 
 Training data: ``n_train`` tasks of the env's task source (the first ones of
 ``split``, so it is deterministic), each sent to every agent with the env's
-first-turn solver messages through ``env.pool.call_many`` (not charged to any
-episode) and graded with ``check_math_solution``. The task x agent label
+first-turn solver messages (its ``solver_request(task)`` hook) through
+``env.pool.call_many`` (not charged to any episode) and graded with
+``check_math_solution``. The task x agent label
 matrix is cached as JSON under ``$ORCHENV_CACHE_DIR`` (default
 ``~/.cache/orchenv``) in ``router-labels/``, keyed by pool name, task source
 name, split and ``n_train`` plus a digest of the agents and task ids, so a
@@ -22,6 +23,11 @@ The embedder is exactly the one named: when MiniLM's packages are missing,
 ``"minilm"`` (the default) raises a ``DependencyError`` naming the extra to install
 rather than quietly training on TF-IDF, so a run's ``controller_kwargs`` always say which
 embeddings its router used.
+
+The routers import no env package: they apply to any env that follows the route-then-verify
+protocol (``orchenv.protocol``: ``info["phase"]`` and ``info["valid_agents"]``), offers one
+discrete choice per pool agent then accept (``action_choices()``, the texts they send) and a
+``solver_request(task)`` hook, as ``orch/MathRoute-v0`` does.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import logging
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -41,17 +47,10 @@ from typing import Any
 import numpy as np
 
 from orchenv.controllers import env_label
-from orchenv.envs.mathroute.baselines import (
-    cost_order,
-    require_phase,
-    resolve_agent,
-    route_text,
-    verdict_text,
-)
-from orchenv.envs.mathroute.baselines import solver_messages as _solver_messages
 from orchenv.error import BackendError, ConfigError, DataError, require
 from orchenv.grading import check_math_solution
-from orchenv.pool import AgentPool, CallContext
+from orchenv.pool import AgentPool, CallContext, Message, cost_order, resolve_agent
+from orchenv.protocol import require_phase
 from orchenv.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -104,10 +103,14 @@ def collect_labels(
     source: Any,
     *,
     n_train: int,
+    request: Callable[[Task], Sequence[Message]],
     split: str = "train",
     use_cache: bool = True,
 ) -> TrainingSet:
-    """Label ``n_train`` tasks of ``split`` with every agent's correctness (cached on disk)."""
+    """Label ``n_train`` tasks of ``split`` with every agent's correctness (cached on disk).
+
+    ``request(task)``: the messages an agent gets for ``task`` (the env's ``solver_request``).
+    """
     if n_train < 1:
         raise ConfigError(f"n_train must be >= 1, got {n_train}")
     if split not in source.splits:
@@ -146,7 +149,7 @@ def collect_labels(
     for start in range(0, len(tasks), _CHUNK):
         chunk = tasks[start : start + _CHUNK]
         calls = [
-            (name, _solver_messages(task.prompt), CallContext(task=task, turn=1))
+            (name, request(task), CallContext(task=task, turn=1))
             for task in chunk
             for name in agents
         ]
@@ -332,13 +335,25 @@ class _LearnedRouter(ABC):
                     f"controller {self._name!r} does not apply to {env_label(env)}: it trains "
                     f"on the env's {attr}, which this env does not have"
                 )
+        request = getattr(env, "solver_request", None)
+        if not callable(request):
+            raise ConfigError(
+                f"controller {self._name!r} does not apply to {env_label(env)}: it labels its "
+                "training tasks with the env's solver_request(task) hook (the first-turn "
+                "messages an agent gets, as orch/MathRoute-v0 provides), which this env lacks"
+            )
         if n_train is not None:
             self.n_train = n_train
         pool, source = env.pool, env.task_source
         embedder = make_embedder(self.embedder)  # a missing package fails before any call
         try:
             training = collect_labels(
-                pool, source, n_train=self.n_train, split=self.split, use_cache=self.use_cache
+                pool,
+                source,
+                n_train=self.n_train,
+                request=request,
+                split=self.split,
+                use_cache=self.use_cache,
             )
         except BackendError as exc:  # e.g. role agents that only answer their own protocol
             raise ConfigError(
@@ -414,8 +429,8 @@ class _LearnedRouter(ABC):
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
         phase = require_phase(info, self._name, self._env)
-        if phase == "verify":
-            return verdict_text(True, note="one-shot router: accept")
+        if phase == "verify":  # one-shot: accept the draft
+            return self._choice(-1, "accept")
         env = self._env
         if env is None or getattr(env, "task", None) is None:
             raise ConfigError(
@@ -427,8 +442,21 @@ class _LearnedRouter(ABC):
         choice = self.choose(estimates, agents)
         self.route_counts[choice] = self.route_counts.get(choice, 0) + 1
         self.routes += 1
-        note = ", ".join(f"{a}: {estimates.get(a, 0.0):.2f}" for a in agents)
-        return route_text(choice, f"estimated success {note}")
+        return self._choice(list(env.pool.names).index(choice), f"route to {choice}")
+
+    def _choice(self, index: int, what: str) -> str:
+        """The bound env's text of discrete choice ``index`` (one per pool agent, then accept:
+        the route-then-verify layout of ``action_choices()``)."""
+        choices = self._env.action_choices() if self._env is not None else []
+        n_agents = len(self._env.pool.names) if self._env is not None else 0
+        text = choices[index] if len(choices) == n_agents + 1 else None
+        if text is None:
+            raise ConfigError(
+                f"controller {self._name!r} cannot {what} on {env_label(self._env)}: the env's "
+                "action_choices() must hold one choice per pool agent then accept, available "
+                "now (the route-then-verify layout of orch/MathRoute-v0)"
+            )
+        return str(text)
 
     # -- subclass hooks -------------------------------------------------------------------
     @abstractmethod

@@ -82,10 +82,10 @@ def test_labels_are_cached_and_a_second_fit_calls_nobody(monkeypatch):
 
 def test_stale_or_broken_cache_is_ignored():
     env = _env().unwrapped
-    fresh = collect_labels(env.pool, env.task_source, n_train=20)
+    fresh = collect_labels(env.pool, env.task_source, n_train=20, request=env.solver_request)
     (path,) = (cache_dir() / "router-labels").glob("*__n20__*")
     path.write_text("{not json", "utf-8")
-    again = collect_labels(env.pool, env.task_source, n_train=20)
+    again = collect_labels(env.pool, env.task_source, n_train=20, request=env.solver_request)
     np.testing.assert_array_equal(again.labels, fresh.labels)
 
 

@@ -20,6 +20,7 @@ from orchenv.error import ConfigError
 from orchenv.grading import check_math_solution, math_answer, math_equal
 from orchenv.parsing import extract_tag, parse_bool
 from orchenv.pool import CallContext, Message, cost_order, resolve_agent
+from orchenv.protocol import require_phase
 
 logger = logging.getLogger(__name__)
 
@@ -31,25 +32,6 @@ def solver_messages(problem: str, note: str = "") -> list[Message]:
     if note:
         user += f"\n\n{note}"
     return [{"role": "system", "content": SOLVER_SYSTEM}, {"role": "user", "content": user}]
-
-
-def require_phase(info: dict[str, Any], controller: str, env: Any = None) -> str:
-    """``info["phase"]`` ("route" or "verify"), or a ConfigError naming what is missing.
-
-    Routing baselines only apply to envs with a route-then-verify protocol (the
-    MathRoute family); on any other env they fail here with a clear message
-    instead of emitting actions that env cannot read.
-    """
-    phase = info.get("phase")
-    if phase in ("route", "verify") and isinstance(info.get("valid_agents"), list):
-        return str(phase)
-    raise ConfigError(
-        f"controller {controller!r} does not apply to {env_label(env)}: it needs info['phase'] "
-        "('route' or 'verify') and info['valid_agents'] (agents weakest first), as "
-        f"orch/MathRoute-v0 provides; this env's info has phase={phase!r} and keys "
-        f"{sorted(info)}. Use a controller written for this env, or 'llm' (which only "
-        "needs info['messages'])."
-    )
 
 
 def _require_attrs(env: Any, controller: str, attrs: Sequence[str]) -> None:
