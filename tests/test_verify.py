@@ -445,3 +445,13 @@ def test_server_token_counts_are_recounted_with_a_local_tokenizer(tmp_path):
     check = tokenizer_check(shrunk, specs)
     assert check.verdict == FAIL and "disagree with the model's tokenizer" in check.reason
     assert tokenizer_check([record("b", 5, 5)], specs).verdict == "not checked"
+
+
+def test_a_plan_far_beyond_its_log_is_refused_at_once(runs, tmp_path):
+    bundle = _copy(runs["honest"], tmp_path, "b")
+    run = json.loads((bundle / "run.json").read_text())
+    run["seeds"] = list(range(1000))
+    run["episodes"] = 1_000_000  # a billion planned episodes: never materialised
+    (bundle / "run.json").write_text(json.dumps(run))
+    _reseal(bundle)
+    assert "plans 1,000,000,000 episodes; the log has 40" in _failed(_verify(bundle), "plan")

@@ -490,6 +490,15 @@ def constant_tokens_check(records: Sequence[Mapping[str, Any]]) -> Check:
     )
 
 
+def _guarded(name: str, run_check: Any) -> Check:
+    """``run_check()``, or ``not checked`` with the reason when the check itself cannot run
+    on this bundle (the verifier reports, it does not crash)."""
+    try:
+        return run_check()  # type: ignore[no-any-return]
+    except (OrchEnvError, OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
+        return Check(name, NOT_CHECKED, f"could not run: {type(exc).__name__}: {str(exc)[:300]}")
+
+
 def _oracle(
     rows: Sequence[Mapping[str, Any]],
     run: Mapping[str, Any],
@@ -557,7 +566,7 @@ def _oracle(
                     examples.append(
                         f"seed {row['seed']} episode {row['episode']} ({row.get('task_id')})"
                     )
-    except (OrchEnvError, NotImplementedError) as exc:
+    except (OrchEnvError, NotImplementedError, ValueError, TypeError, RecursionError) as exc:
         return Check("oracle", NOT_CHECKED, f"the oracle search failed: {exc}")
     finally:
         env.close()
@@ -813,8 +822,16 @@ def verify_bundle(
 
     # plan: every (seed, episode) once
     seeds, n_eps = list(run.get("seeds") or []), int(run.get("episodes") or 0)
-    plan = {(s, i) for s in seeds for i in range(n_eps)}
     seen: Counter[tuple[int, int]] = Counter((int(r["seed"]), int(r["episode"])) for r in rows)
+    declared_n = len(seeds) * n_eps
+    if declared_n > 2 * len(rows) + 1000:  # never materialise a plan the log cannot fill
+        checks.append(
+            Check(
+                "plan", FAIL, f"run.json plans {declared_n:,} episodes; the log has {len(rows):,}"
+            )
+        )
+        return finish({}, {}, {})
+    plan = {(s, i) for s in seeds for i in range(n_eps)}
     missing = sorted(plan - set(seen))
     extra = sorted(set(seen) - plan)
     twice = sorted(p for p, c in seen.items() if c > 1)
@@ -861,7 +878,7 @@ def verify_bundle(
         replayed, problems, stats, records, specs = _replay_part(
             root, run, rows_in_plan, pool_doc, prices
         )
-    except (OrchEnvError, OSError) as exc:
+    except (OrchEnvError, OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
         checks.append(Check("replay", FAIL, f"the run cannot be replayed: {exc}"))
         return finish({}, audit_gap(str(run.get("env_id")), audit_file), run_view)
     by_kind: dict[str, list[str]] = {}
@@ -1004,12 +1021,12 @@ def verify_bundle(
                     )
                 )
                 ref_eps = None
-        except (OrchEnvError, OSError) as exc:
+        except (OrchEnvError, OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
             checks.append(Check("reference", FAIL, f"the reference run cannot be read: {exc}"))
     checks.append(_alignment(replayed, ref_eps))
     limit = int(THRESHOLDS["oracle_episodes"][0]) if oracle_episodes is None else oracle_episodes
     checks.append(
-        _oracle(rows_in_plan, run, pool_doc, limit)
+        _guarded("oracle", lambda: _oracle(rows_in_plan, run, pool_doc, limit))
         if limit > 0
         else Check("oracle", NOT_CHECKED, "skipped (oracle_episodes=0)")
     )
