@@ -406,6 +406,7 @@ def _self_refine_inputs() -> str:
     """The two inputs behind every Self-Refine row and direction, side by side: the draft's
     single-call quality (calibrated to Table 1) and the revision rates (assumed: set to give
     Table 1's Self-Refine directions)."""
+    from orchenv.envs.puppeteer.presets import MODELS
     from orchenv.envs.puppeteer.revision import REVISION
 
     lines = [
@@ -414,7 +415,8 @@ def _self_refine_inputs() -> str:
         "draft is the calibrated single call; the *direction* of the change is put in by the "
         "assumed revision rates, so none of them is a reproduction by mechanism:",
         "",
-        "| model · task | single call: calibrated to Table 1 | Self-Refine (paper) | revision "
+        "| model · task | single call (the preset's quality; calibrated: Table 1's number) | "
+        "Self-Refine (paper) | revision "
         "rates, assumed: keep / keep after a false alarm / fix / false alarm | direction the "
         "rates were set to give |",
         "|---|---|---|---|---|",
@@ -423,8 +425,12 @@ def _self_refine_inputs() -> str:
         name, pure = PAPER_PURE[(preset, model)]
         for i, (tasks, column) in enumerate(FAMILIES.items()):
             r = REVISION[PRESET_FAMILY[tasks]]
+            value = MODELS[model].quality[PRESET_FAMILY[tasks]]
+            cell = f"{value:.3f}" + (
+                "" if abs(value - pure[i]) <= 1e-9 else f" (Table 1: {pure[i]:.3f})"
+            )
             lines.append(
-                f"| {name} · {column} | {pure[i]:.3f} | {refine[i]:.3f} | {r.keep} / "
+                f"| {name} · {column} | {cell} | {refine[i]:.3f} | {r.keep} / "
                 f"{r.keep_after_alarm} / {r.fix} / {r.false_alarm} | "
                 f"{'raise' if refine[i] > pure[i] else 'lower'} |"
             )
