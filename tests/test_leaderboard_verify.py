@@ -103,3 +103,15 @@ def test_a_non_finite_summary_is_rejected_with_its_reason(board_runs, tmp_path, 
     json.loads((out / "leaderboard.json").read_text())  # strict JSON, no NaN in it
     with pytest.raises(DataError, match="no run could be read"):
         build_leaderboard([run], tmp_path / "only-bad", plots=False)
+
+
+def test_a_failed_verification_is_listed_apart_with_the_failed_checks(board_runs, tmp_path):
+    bundle = tmp_path / "tampered"
+    shutil.copytree(board_runs["bundle-random"], bundle)
+    (bundle / "pool.json").write_text((bundle / "pool.json").read_text() + "\n")
+    assert not verify_bundle(bundle, oracle_episodes=0).verified  # rewrites verified.json
+    board = build_leaderboard([bundle, board_runs["bundle-oracle"]], tmp_path / "o", plots=False)
+    row = next(r for r in board.rows if r.run == "tampered")
+    assert row.verification == "failed" and row.rank is None
+    assert row.verification_reason == "failed: bundle"
+    assert "- tampered: failed (failed: bundle)" in (tmp_path / "o" / "leaderboard.md").read_text()
