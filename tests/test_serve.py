@@ -354,3 +354,31 @@ def test_hostile_input_gets_error_frames_and_the_server_survives(multihop: Serve
     with GenericEnvClient(base_url=multihop.url).sync() as client:
         assert client.reset(seed=0).observation["prompt"]
     assert multihop.alive()
+
+
+def _doc_block(marker: str) -> str:
+    text = (ROOT / "docs" / "serve.md").read_text("utf-8")
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    (block,) = [b for b in blocks if b.startswith(f"# serve-doc: {marker}\n")]
+    return block
+
+
+def test_docs_plain_client_and_trl_environment_run(
+    mathroute: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "http://127.0.0.1:8000"
+    exec(compile(_doc_block("plain client").replace(url, mathroute.url), "serve.md", "exec"), {})
+    assert capsys.readouterr().out.startswith("returns [")
+    namespace: dict[str, Any] = {}
+    exec(
+        compile(_doc_block("trl environment").replace(url, mathroute.url), "serve.md", "exec"),
+        namespace,
+    )
+    actions, rewards, prompts = _local_episode("orch/MathRoute-v0", 1)
+    tool = namespace["OrchEnvTool"]()
+    assert tool.reset(seed=1, prompt=[{"role": "user", "content": "x"}]) == prompts[0]
+    for action, prompt in zip(actions, prompts[1:], strict=True):
+        assert tool.act(action) == prompt
+    assert tool.done and tool.get_reward() == sum(rewards)
+    assert tool.act("more") == "The episode is over."
+    tool.client.close()
