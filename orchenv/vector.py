@@ -20,7 +20,7 @@ Resets run sequentially (they do not call agents).
 
 ``EventLoopVectorEnv`` has the same semantics without a thread per sub-environment: each
 sub-environment's step runs as a greenlet on orchenv's one event loop
-(``orchenv.backends.common.run_in_bridge``), and a live agent call inside it
+(``orchenv.asyncbridge.run_in_bridge``), and a live agent call inside it
 (the ``openai`` backend) suspends that step only, so hundreds of steps keep their
 requests in flight on one thread and one connection pool. Steps of envs whose agents
 are not live (simulated, replayed, in-process engines) run one after another on the
@@ -58,7 +58,7 @@ from gymnasium.vector.utils import (
     iterate,
 )
 
-from orchenv.backends.common import run_in_bridge, run_sync, shared_loop
+from orchenv.asyncbridge import run_in_bridge, run_sync, shared_loop
 from orchenv.error import ConfigError
 
 
