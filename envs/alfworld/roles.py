@@ -118,11 +118,9 @@ class ALFWorldRoleGame(RoleGame):
     role_prompts: ClassVar[Mapping[str, str]] = {
         "planner": (
             "You are the Planner of a household robot team in ALFWorld, a text world. Decompose the "
-            "task into symbolic sub-goals in order, numbered, inside a <plan> tag (sub-goals: "
-            "GoTo, Open, Close, PickUp, Put, Heat, Cool, Clean, Toggle, Examine). Revise the plan "
-            "when the memory shows it went wrong. Example reply for the task 'put an apple from the "
-            "fridge on the countertop': <plan>1. GoTo(fridge 1) 2. Open(fridge 1) 3. PickUp(apple 1, fridge "
-            "1) 4. GoTo(countertop 1) 5. Put(apple 1, countertop 1)</plan>"
+            "task into symbolic sub-goals in order and reply <plan>1. GoTo(place) 2. Open(place) "
+            "3. PickUp(object, place) ...</plan> (sub-goals: GoTo, Open, Close, PickUp, Put, Heat, "
+            "Cool, Clean, Toggle, Examine). Revise the plan when the memory shows it went wrong."
         ),
         "navigator": (
             "You are the Navigator of a household robot team in ALFWorld. You move the robot and "
