@@ -455,3 +455,25 @@ def test_a_plan_far_beyond_its_log_is_refused_at_once(runs, tmp_path):
     (bundle / "run.json").write_text(json.dumps(run))
     _reseal(bundle)
     assert "plans 1,000,000,000 episodes; the log has 40" in _failed(_verify(bundle), "plan")
+
+
+def test_an_env_built_pool_verifies_and_its_pool_file_cannot_be_swapped(tmp_path):
+    """OrchMAS builds its pool in code: the bundle describes it, verify rebuilds it from the
+    env and re-derives answers from its own deterministic backend."""
+    run = tmp_path / "run"
+    evaluate(
+        EvalConfig("orch/OrchMAS-v0", controller="env-random", episodes=4), run, progress=False
+    )
+    bundle = write_bundle(run, tmp_path / "b")
+    assert json.loads((bundle / MANIFEST).read_text())["pool_source"] == "env"
+    report = _verify(bundle, oracle_episodes=0)
+    assert report.verified, [(c.name, c.reason) for c in report.failures()]
+    assert report.check("pool").verdict == PASS
+    assert "re-derived" in report.check("recorded_answers").reason
+    pool = json.loads((bundle / "pool.json").read_text())
+    pool["agents"][0]["price_completion"] = 0.0
+    (bundle / "pool.json").write_text(json.dumps(pool))
+    _reseal(bundle)
+    assert "pool.json differs from the pool orch/OrchMAS-v0 builds" in _failed(
+        _verify(bundle, oracle_episodes=0), "pool"
+    )

@@ -76,11 +76,14 @@ def file_digests(root: Path, names: list[str]) -> dict[str, str]:
     return {name: sha256_file(root / name) for name in names if (root / name).is_file()}
 
 
-def _pool_document(run: Mapping[str, Any], pool_file: Path | None) -> dict[str, Any]:
+def _pool_document(run: Mapping[str, Any], pool_file: Path | None) -> tuple[dict[str, Any], str]:
+    """The run's pool document and where it came from: ``"document"`` (a preset or pool
+    file) or ``"env"`` (a pool the env builds in code, described from the env itself)."""
     from orchenv.pool import check_pool_data, load_preset_data
+    from orchenv.verify.replay import env_pool_env, pool_document
 
     if pool_file is not None:
-        return dict(load_preset_data(pool_file))
+        return dict(load_preset_data(pool_file)), "document"
     pool = run.get("pool")
     if not isinstance(pool, str) or not pool:
         raise ConfigError(
@@ -88,15 +91,15 @@ def _pool_document(run: Mapping[str, Any], pool_file: Path | None) -> dict[str, 
         )
     try:
         data = dict(load_preset_data(pool))
-    except (OSError, ConfigError, DataError) as exc:
-        raise ConfigError(
-            f"cannot read the run's pool {pool!r} ({exc}); pass --pool-file with the pool it used"
-        ) from exc
+    except (OSError, ConfigError, DataError):
+        env, built = env_pool_env(run)  # ConfigError naming --pool-file when it is not the run's
+        env.close()
+        return check_pool_data(pool_document(built), f"the pool {pool!r} of the env"), "env"
     env_kwargs = run.get("env_kwargs") or {}
     backend = env_kwargs.get("backend") if isinstance(env_kwargs, Mapping) else None
     if isinstance(backend, str):  # the run overrode every agent's backend (-e backend=...)
         data["agents"] = [{**a, "backend": backend} for a in data["agents"]]
-    return check_pool_data(data, f"pool {pool!r}")
+    return check_pool_data(data, f"pool {pool!r}"), "document"
 
 
 def _run_files(run_dir: Path) -> dict[str, Any]:
@@ -134,9 +137,11 @@ def write_bundle(
     dst.mkdir(parents=True, exist_ok=True)
     found = _run_files(src)
     run = found["run"]
-    pool_doc = _pool_document(run, Path(pool_file) if pool_file else None)
+    pool_doc, pool_source = _pool_document(run, Path(pool_file) if pool_file else None)
     (dst / POOL).write_text(json.dumps(pool_doc, indent=2) + "\n", encoding="utf-8")
-    calls_source = _place_run(src, dst, found, pool_doc, Path(calls) if calls else None, dst / POOL)
+    calls_source = _place_run(
+        src, dst, found, pool_doc, Path(calls) if calls else None, dst / POOL, pool_source
+    )
     names = [*RUN_FILES, POOL, CALLS]
     has_reference = reference is not None
     if has_reference:
@@ -162,6 +167,7 @@ def write_bundle(
             pool_doc,
             Path(reference_calls) if reference_calls else None,
             dst / POOL,
+            pool_source,
         )
         names += [f"{REFERENCE}/{n}" for n in (*RUN_FILES, CALLS)]
     files = file_digests(dst, names)
@@ -192,6 +198,7 @@ def write_bundle(
         ),
         "episodes_in_log": len(rows),
         "calls_source": calls_source,
+        "pool_source": pool_source,
         "reference": has_reference,
         "files": files,
         "bundle_sha256": digest_files(files),
@@ -228,6 +235,7 @@ def _place_run(
     pool_doc: Mapping[str, Any],
     calls: Path | None,
     pool_path: Path,
+    pool_source: str = "document",
 ) -> str:
     """Copy the run files and the call recording into ``dst``; returns where the calls came
     from (module docstring)."""
@@ -240,36 +248,52 @@ def _place_run(
             raise DataError(f"call recording {calls} does not exist")
         shutil.copyfile(calls, dst / CALLS)
         return f"recorded during the run ({calls.name})"
-    from orchenv.verify.replay import DETERMINISTIC_BACKENDS
-
-    live = sorted(
-        {
-            str(a.get("name"))
-            for a in pool_doc["agents"]
-            if a.get("backend", "simulated") not in DETERMINISTIC_BACKENDS
-        }
-    )
+    live = live_agents(pool_doc, pool_source)
     if live:
         raise ConfigError(
             f"{src} has no recording of its agent calls ({CALLS}) and agents {', '.join(live)} "
             "are not deterministic: their answers cannot be re-derived. Record the run (build "
             f"its pool with make_pool(..., record_to='{src}/{CALLS}')) or pass --calls FILE"
         )
-    _rerecord(dst, found, pool_path)
-    return "re-recorded at submission from the deterministic simulated backend"
+    _rerecord(dst, found, pool_path, pool_source)
+    return "re-recorded at submission from the pool's deterministic backends"
 
 
-def _rerecord(dst: Path, found: Mapping[str, Any], pool_path: Path) -> None:
-    """Record a simulated run's calls by replaying its actions through a RecordingBackend."""
+def live_agents(pool_doc: Mapping[str, Any], pool_source: str) -> list[str]:
+    """Agents whose answers cannot be re-derived: every backend but ``simulated`` in a pool
+    document; the model-calling backends (``LIVE_BACKENDS``) in a pool the env builds."""
+    from orchenv.verify.replay import DETERMINISTIC_BACKENDS, LIVE_BACKENDS
+
+    def live(backend: str) -> bool:
+        if pool_source == "env":
+            return backend in LIVE_BACKENDS
+        return backend not in DETERMINISTIC_BACKENDS
+
+    return sorted(
+        {str(a.get("name")) for a in pool_doc["agents"] if live(str(a.get("backend", "simulated")))}
+    )
+
+
+def _rerecord(dst: Path, found: Mapping[str, Any], pool_path: Path, pool_source: str) -> None:
+    """Record a deterministic run's calls by replaying its actions through a RecordingBackend."""
     from orchenv.eval.harness import episode_seed
-    from orchenv.pool import make_pool
-    from orchenv.verify.replay import compare_episode, make_replay_env, replay_episodes
+    from orchenv.pool import make_backend, make_pool
+    from orchenv.verify.replay import (
+        compare_episode,
+        env_pool_env,
+        make_replay_env,
+        replay_episodes,
+    )
 
     run = found["run"]
     env_kwargs = dict(run.get("env_kwargs") or {})
-    backend_kwargs = env_kwargs.get("backend_kwargs") or {}
-    pool = make_pool(pool_path, backend_kwargs=backend_kwargs, record_to=dst / CALLS)
-    env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
+    if pool_source == "env":
+        env, pool = env_pool_env(run)
+        pool.wrap_backends(lambda name, b: make_backend("recording", inner=b, path=dst / CALLS))
+    else:
+        backend_kwargs = env_kwargs.get("backend_kwargs") or {}
+        pool = make_pool(pool_path, backend_kwargs=backend_kwargs, record_to=dst / CALLS)
+        env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
     try:
         rows = plan_order(found["rows"], run.get("seeds"))
         replayed = replay_episodes(env, rows, None, episode_seed=episode_seed)

@@ -70,15 +70,18 @@ from orchenv.verify.bundle import (
     RUN_FILES,
     digest_files,
     file_digests,
+    live_agents,
     plan_order,
 )
 from orchenv.verify.replay import (
     DETERMINISTIC_BACKENDS,
+    LIVE_BACKENDS,
     CallStats,
     CheckingBackend,
     Problems,
     ReplayedEpisode,
     build_pool,
+    env_pool_env,
     episode_diffs,
     make_replay_env,
     replay_episodes,
@@ -242,7 +245,7 @@ def _retrieved(source: str) -> date | None:
 
 
 def _check_prices(
-    pool_doc: Mapping[str, Any], run_date: str | None
+    pool_doc: Mapping[str, Any], run_date: str | None, pool_source: str = "document"
 ) -> tuple[Check, dict[str, tuple[float, float] | None]]:
     """Each agent's table price (or None: unpriced) and the ``prices`` verdict."""
     from orchenv.pricing import price_table
@@ -277,8 +280,12 @@ def _check_prices(
             prices[name] = None
             if key is None:
                 warns.append(
-                    f"model {model!r} (agent {name!r}) is not priced by orchenv's table; its "
-                    "recorded costs are used as submitted"
+                    f"model {model!r} (agent {name!r}) is not priced by orchenv's table; "
+                    + (
+                        "the env's own price for the agent is used"
+                        if pool_source == "env"
+                        else "its recorded costs are used as submitted"
+                    )
                 )
             continue
         prices[name] = (entry.prompt, entry.completion)
@@ -490,6 +497,34 @@ def constant_tokens_check(records: Sequence[Mapping[str, Any]]) -> Check:
     )
 
 
+def _guarded_pool(
+    run: Mapping[str, Any], pool_doc: Mapping[str, Any]
+) -> tuple[Check, dict[str, tuple[float, float] | None]]:
+    """For a pool the env builds in code: the bundle's pool.json must describe that pool (its
+    agents, models, prices and backends), and its prices are orchenv's own."""
+    try:
+        env, pool = env_pool_env(run)
+        env.close()
+    except (OrchEnvError, OSError, ValueError, TypeError) as exc:
+        return Check("pool", FAIL, f"the env cannot build the run's pool: {exc}"), {}
+    own = {a.name: (a.price_prompt, a.price_completion) for a in pool.agents}
+    keys = ("name", "model", "price_prompt", "price_completion", "backend")
+    built = {a.name: tuple(getattr(a, k) for k in keys) for a in pool.agents}
+    doc = {str(a.get("name")): tuple(a.get(k) for k in keys) for a in pool_doc.get("agents", [])}
+    diffs = [n for n in sorted(set(built) | set(doc)) if built.get(n) != doc.get(n)]
+    if diffs:
+        return (
+            Check(
+                "pool",
+                FAIL,
+                f"pool.json differs from the pool {run.get('env_id')} builds for agent(s) "
+                f"{', '.join(diffs[:5])} (model, price or backend)",
+            ),
+            dict(own),
+        )
+    return Check("pool", PASS, f"pool.json is the pool {run.get('env_id')} builds"), dict(own)
+
+
 def _guarded(name: str, run_check: Any) -> Check:
     """``run_check()``, or ``not checked`` with the reason when the check itself cannot run
     on this bundle (the verifier reports, it does not crash)."""
@@ -504,30 +539,31 @@ def _oracle(
     run: Mapping[str, Any],
     pool_doc: Mapping[str, Any],
     limit: int,
+    pool_source: str = "document",
 ) -> Check:
     from orchenv.discrete import available, current_choices
     from orchenv.eval.harness import episode_seed
     from orchenv.pool import make_pool
 
-    live = [
-        a["name"]
-        for a in pool_doc["agents"]
-        if a.get("backend", "simulated") not in DETERMINISTIC_BACKENDS
-    ]
+    live = live_agents(pool_doc, pool_source)
     if live:
         return Check(
             "oracle",
             NOT_CHECKED,
-            f"agents {', '.join(map(str, live))} are live: the oracle needs every agent's answer on every branch",
+            f"agents {', '.join(map(str, live))} are live: the oracle needs every agent's "
+            "answer on every branch",
         )
     import tempfile
 
     env_kwargs = dict(run.get("env_kwargs") or {})
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "pool.json"
-        path.write_text(json.dumps(pool_doc), encoding="utf-8")
-        pool = make_pool(path, backend_kwargs=env_kwargs.get("backend_kwargs") or {})
-    env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
+    if pool_source == "env":
+        env, _ = env_pool_env(run)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "pool.json"
+            path.write_text(json.dumps(pool_doc), encoding="utf-8")
+            pool = make_pool(path, backend_kwargs=env_kwargs.get("backend_kwargs") or {})
+        env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
     try:
         base = env.unwrapped
         if not hasattr(base, "action_choices") or not callable(getattr(base, "fork", None)):
@@ -697,24 +733,41 @@ def _replay_part(
     rows: list[dict[str, Any]],
     pool_doc: Mapping[str, Any],
     prices: Mapping[str, tuple[float, float] | None],
+    pool_source: str = "document",
 ) -> tuple[list[ReplayedEpisode], Problems, CallStats, list[dict[str, Any]], list[Any]]:
+    """Replay ``rows`` against ``root``'s recording. A pool document is rebuilt with every
+    backend answering from the recording; a pool the env builds is the env's own, its
+    backends wrapped the same way (its deterministic ones kept to re-derive answers)."""
     from orchenv.eval.harness import episode_seed
     from orchenv.pool import make_backend
 
     store, records = _load_store(root / CALLS)
     problems, stats = Problems(), CallStats()
     env_kwargs = dict(run.get("env_kwargs") or {})
-    sims = {
-        b: make_backend(b, **dict(env_kwargs.get("backend_kwargs") or {}))
-        for b in {str(a.get("backend", "simulated")) for a in pool_doc["agents"]}
-        if b in DETERMINISTIC_BACKENDS
-    }
-    backend = CheckingBackend(store, prices, sims, problems, stats)
+    backend = CheckingBackend(store, prices, {}, problems, stats)
     override = (env_kwargs.get("backend_kwargs") or {}).get("model")
     if isinstance(override, str):
         backend.model_overrides.append(override)
-    pool, specs = build_pool(pool_doc, backend, str(root / POOL))
-    env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
+    if pool_source == "env":
+        env, pool = env_pool_env(run)
+
+        def wrap(name: str, original: Any) -> Any:
+            if name not in LIVE_BACKENDS:
+                backend.simulators[name] = original
+            return backend
+
+        pool.wrap_backends(wrap)
+        specs: list[Any] = list(pool.agents)
+    else:
+        backend.simulators.update(
+            {
+                b: make_backend(b, **dict(env_kwargs.get("backend_kwargs") or {}))
+                for b in {str(a.get("backend", "simulated")) for a in pool_doc["agents"]}
+                if b in DETERMINISTIC_BACKENDS
+            }
+        )
+        pool, specs = build_pool(pool_doc, backend, str(root / POOL))
+        env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
     try:
         replayed = replay_episodes(env, rows, backend, episode_seed=episode_seed)
     finally:
@@ -865,7 +918,14 @@ def verify_bundle(
         )
     )
     checks.append(_check_privileged(run))
-    price_check, prices = _check_prices(pool_doc, manifest.get("run_date"))
+    pool_source = str(manifest.get("pool_source") or "document")
+    price_check, prices = _check_prices(pool_doc, manifest.get("run_date"), pool_source)
+    if pool_source == "env":
+        pool_check, own = _guarded_pool(run, pool_doc)
+        checks.append(pool_check)
+        for agent, price in own.items():  # orchenv's own price where the table has none
+            if prices.get(agent) is None:
+                prices[agent] = price
     checks.append(price_check)
 
     # replay
@@ -876,7 +936,7 @@ def verify_bundle(
     rows_in_plan = list(first_rows.values())
     try:
         replayed, problems, stats, records, specs = _replay_part(
-            root, run, rows_in_plan, pool_doc, prices
+            root, run, rows_in_plan, pool_doc, prices, pool_source
         )
     except (OrchEnvError, OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
         checks.append(Check("replay", FAIL, f"the run cannot be replayed: {exc}"))
@@ -999,7 +1059,9 @@ def verify_bundle(
             ref_rows = plan_order(
                 read_episode_log(ref_root / "episodes.jsonl"), ref_run.get("seeds")
             )
-            ref_eps, ref_problems, *_ = _replay_part(ref_root, ref_run, ref_rows, pool_doc, prices)
+            ref_eps, ref_problems, *_ = _replay_part(
+                ref_root, ref_run, ref_rows, pool_doc, prices, pool_source
+            )
             bad = sum(bool(episode_diffs(r, e)) for r, e in zip(ref_rows, ref_eps, strict=True))
             if bad or ref_problems.total("missing_call", "answer_replaced", "tokens_changed"):
                 checks.append(
@@ -1026,7 +1088,7 @@ def verify_bundle(
     checks.append(_alignment(replayed, ref_eps))
     limit = int(THRESHOLDS["oracle_episodes"][0]) if oracle_episodes is None else oracle_episodes
     checks.append(
-        _guarded("oracle", lambda: _oracle(rows_in_plan, run, pool_doc, limit))
+        _guarded("oracle", lambda: _oracle(rows_in_plan, run, pool_doc, limit, pool_source))
         if limit > 0
         else Check("oracle", NOT_CHECKED, "skipped (oracle_episodes=0)")
     )

@@ -37,6 +37,9 @@ from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message,
 
 #: backends whose answers are a pure function of the request: re-asked during verification
 DETERMINISTIC_BACKENDS = frozenset({"simulated"})
+#: backends that call a model (or stand for one): their answers cannot be re-derived. An
+#: env-built pool's own backends (e.g. MultihopQA's role simulator) are taken as deterministic
+LIVE_BACKENDS = frozenset({"openai", "hf", "vllm", "recording", "replay"})
 #: how many problems of one kind are kept verbatim (the rest are counted)
 KEEP = 20
 
@@ -244,6 +247,53 @@ def build_pool(
 class _Null:
     def complete(self, *args: Any, **kwargs: Any) -> Completion:  # pragma: no cover
         raise BackendError("not used")
+
+
+def env_pool_env(run: Mapping[str, Any]) -> tuple[gym.Env, AgentPool]:
+    """The env a run declares, made with its own pool (envs that build their pool in code,
+    e.g. MultihopQA, OrchMAS, Puppeteer); ``ConfigError`` when its pool is not the run's."""
+    kwargs = dict(run.get("env_kwargs") or {})
+    if run.get("split") is not None:
+        kwargs["split"] = run["split"]
+    env_id = str(run.get("env_id"))
+    try:
+        env = gym.make(env_id, **kwargs)
+        pool = getattr(env.unwrapped, "pool", None)
+    except (gym.error.Error, TypeError, OrchEnvError) as exc:
+        raise ConfigError(f"cannot make {env_id!r} as the run declares it: {exc}") from exc
+    if not isinstance(pool, AgentPool) or str(pool.name) != str(run.get("pool")):
+        env.close()
+        raise ConfigError(
+            f"{env_id} builds pool {getattr(pool, 'name', None)!r}, but the run used "
+            f"{run.get('pool')!r}; pass --pool-file with the pool it used"
+        )
+    return env, pool
+
+
+def pool_document(pool: AgentPool) -> dict[str, Any]:
+    """A pool file's document describing ``pool`` (what the bundle stores for env-built pools)."""
+    import json
+
+    agents = []
+    for a in pool.agents:
+        entry: dict[str, Any] = {
+            "name": a.name,
+            "model": a.model,
+            "tier": a.tier,
+            "price_prompt": a.price_prompt,
+            "price_completion": a.price_completion,
+            "backend": a.backend,
+            "calibration": {k: float(v) for k, v in dict(a.calibration).items()},
+            "backend_kwargs": json.loads(json.dumps(dict(a.backend_kwargs), default=str)),
+        }
+        if a.role_prompt is not None:
+            entry["role_prompt"] = a.role_prompt
+        agents.append(entry)
+    return {
+        "name": str(pool.name),
+        "description": "built by the env (not a pool file)",
+        "agents": agents,
+    }
 
 
 def make_replay_env(
