@@ -86,6 +86,7 @@ class RunSummary:
     truncated_call_share: float = 0.0
     truncated_call_ci95: tuple[float, float] = (0.0, 0.0)
     truncated_calls: int = 0
+    agent_calls_total: int = 0
     #: share of the controller's model replies (its actions) cut at ``max_tokens``; None
     #: when the controller calls no model
     truncated_action_share: float | None = None
@@ -216,6 +217,7 @@ def truncation_shares(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
         "truncated_call_share": agent_cut / agent_calls if agent_calls else 0.0,
         "truncated_call_ci95": wilson_interval(agent_cut, agent_calls),
         "truncated_calls": agent_cut,
+        "agent_calls_total": agent_calls,
         "truncated_action_share": replies_cut / replies if replies else None,
         "truncated_action_ci95": wilson_interval(replies_cut, replies) if replies else None,
         "truncated_actions": replies_cut,
@@ -342,7 +344,7 @@ def _truncation_line(summary: RunSummary) -> str:
     lo, hi = summary.truncated_call_ci95
     line = (
         f"cut at max   {summary.truncated_call_share:.3f} of agent calls "
-        f"({summary.truncated_calls}, 95% CI {lo:.3f}-{hi:.3f})"
+        f"({summary.truncated_calls} of {summary.agent_calls_total}, 95% CI {lo:.3f}-{hi:.3f})"
     )
     if summary.truncated_action_share is not None and summary.truncated_action_ci95:
         lo, hi = summary.truncated_action_ci95

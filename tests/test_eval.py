@@ -591,6 +591,7 @@ def test_summaries_report_the_share_of_calls_and_actions_cut_at_max_tokens(tmp_p
     assert cut >= 1 and calls > cut
     pooled = result.summary["pooled"]
     assert pooled["truncated_calls"] == cut and pooled["truncated_call_share"] == cut / calls
+    assert pooled["agent_calls_total"] == calls
     assert pooled["truncated_actions"] == 4 and pooled["controller_replies"] == turns
     assert pooled["truncated_action_share"] == 4 / turns
     lo, hi = pooled["truncated_call_ci95"]
