@@ -36,6 +36,30 @@ from orchenv.eval.journal import JOURNAL_DIR
 from orchenv.runner import EpisodeRecord
 from orchenv.schema import EVAL_ROW, RUN_INFO, SUMMARY_POOLED, Schema, parse_json
 
+__all__ = [
+    "EPISODES_FILE",
+    "IDENTITY_KEYS",
+    "LINE_DIGEST",
+    "LOCK_FILE",
+    "RUN_FILE",
+    "SCHEMA",
+    "SUMMARY_FILE",
+    "EpisodeLog",
+    "check_identity",
+    "clear_run",
+    "episode_row",
+    "episode_seed",
+    "line_header",
+    "load_summary",
+    "locked",
+    "read_episode_log",
+    "read_json_file",
+    "run_key",
+    "scan_log",
+    "truncate",
+    "write_json_atomic",
+]
+
 logger = logging.getLogger(__name__)
 
 SCHEMA = 1
