@@ -557,8 +557,26 @@ def build(rep: Reproduction) -> list[Section]:
         f"and the action mask) took {np.mean(train_seconds):.0f} s per run seed here."
     )
     sections.append(_prompt_section(rep, missing, run_llm, llm_episodes))
-    sections.append(_turns_section(rep, base, trained, policies, steps, episodes))
+    sweep = _turns_section(rep, base, trained, policies, steps, episodes)
+    # each headline says how far it holds across the horizons (issue 26)
+    where = {f.claim.removesuffix(SWEPT): f.observed.split(" (", 1)[0] for f in sweep.findings}
+    for section in sections:
+        section.findings = [_with_sweep(f, where) for f in section.findings]
+    sections.append(sweep)
     return sections
+
+
+#: the end of a sweep finding's claim (the rest is the headline's own claim)
+SWEPT = ", at every max_turns swept"
+
+
+def _with_sweep(finding: Finding, where: dict[str, str]) -> Finding:
+    for claim, text in where.items():
+        if finding.claim.startswith(claim):
+            return finding.with_(
+                why=f"{finding.why} Across max_turns 2-5 (last section): {text}.".strip()
+            )
+    return finding
 
 
 def _turns_section(
@@ -656,7 +674,7 @@ def _turns_section(
     )
     findings = [
         check_sweep(
-            claims[kind].format(mode) + ", at every max_turns swept",
+            claims[kind].format(mode) + SWEPT,
             points,
             why="Each point is the same check as the page's own finding at that horizon.",
         ).with_(sources=sources)
