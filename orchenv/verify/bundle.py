@@ -289,7 +289,8 @@ def _rerecord(dst: Path, found: Mapping[str, Any], pool_path: Path, pool_source:
     env_kwargs = dict(run.get("env_kwargs") or {})
     if pool_source == "env":
         env, pool = env_pool_env(run)
-        pool.wrap_backends(lambda name, b: make_backend("recording", inner=b, path=dst / CALLS))
+        if pool.agents:
+            pool.wrap_backends(lambda name, b: make_backend("recording", inner=b, path=dst / CALLS))
     else:
         backend_kwargs = env_kwargs.get("backend_kwargs") or {}
         pool = make_pool(pool_path, backend_kwargs=backend_kwargs, record_to=dst / CALLS)

@@ -756,7 +756,8 @@ def _replay_part(
                 backend.simulators[name] = original
             return backend
 
-        pool.wrap_backends(wrap)
+        if pool.agents:  # an env whose learner acts alone (WebShop) has nothing to wrap
+            pool.wrap_backends(wrap)
         specs: list[Any] = list(pool.agents)
     else:
         backend.simulators.update(
@@ -976,6 +977,8 @@ def verify_bundle(
             ("answer_replaced", "tokens_changed"),
             f"{stats.checked_against_backend} recorded answers re-derived from their deterministic backend"
             if stats.checked_against_backend
+            else "no agent call was made"
+            if not stats.calls
             else "no deterministic agent to re-derive answers from (live agents: see tokenizer)",
         )
     )

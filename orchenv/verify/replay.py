@@ -249,9 +249,10 @@ class _Null:
         raise BackendError("not used")
 
 
-def env_pool_env(run: Mapping[str, Any]) -> tuple[gym.Env, AgentPool]:
+def env_pool_env(run: Mapping[str, Any]) -> tuple[gym.Env, Any]:
     """The env a run declares, made with its own pool (envs that build their pool in code,
-    e.g. MultihopQA, OrchMAS, Puppeteer); ``ConfigError`` when its pool is not the run's."""
+    e.g. MultihopQA, OrchMAS, Puppeteer; or no agents at all, WebShop, ALFWorld);
+    ``ConfigError`` when its pool is not the run's."""
     kwargs = dict(run.get("env_kwargs") or {})
     if run.get("split") is not None:
         kwargs["split"] = run["split"]
@@ -261,16 +262,18 @@ def env_pool_env(run: Mapping[str, Any]) -> tuple[gym.Env, AgentPool]:
         pool = getattr(env.unwrapped, "pool", None)
     except (gym.error.Error, TypeError, OrchEnvError) as exc:
         raise ConfigError(f"cannot make {env_id!r} as the run declares it: {exc}") from exc
-    if not isinstance(pool, AgentPool) or str(pool.name) != str(run.get("pool")):
+    no_agents = not isinstance(pool, AgentPool) and not getattr(pool, "agents", None)
+    name = getattr(pool, "name", None)
+    if not (isinstance(pool, AgentPool) or no_agents) or str(name) != str(run.get("pool")):
         env.close()
         raise ConfigError(
-            f"{env_id} builds pool {getattr(pool, 'name', None)!r}, but the run used "
+            f"{env_id} builds pool {name!r}, but the run used "
             f"{run.get('pool')!r}; pass --pool-file with the pool it used"
         )
     return env, pool
 
 
-def pool_document(pool: AgentPool) -> dict[str, Any]:
+def pool_document(pool: Any) -> dict[str, Any]:
     """A pool file's document describing ``pool`` (what the bundle stores for env-built pools)."""
     import json
 
