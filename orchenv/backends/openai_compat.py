@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import email.utils
 import functools
 import json
@@ -80,6 +81,7 @@ from orchenv.backends.simulated import (
     estimate_tokens,
 )
 from orchenv.backends.token_ids import PieceIndex, fill_token_ids
+from orchenv.choice_policy import ChoiceScores
 from orchenv.error import BackendError, ConfigError, SchemaError, require
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
 from orchenv.schema import USAGE, JSONLimitError, parse_json
@@ -446,7 +448,11 @@ class OpenAICompatBackend(RebuiltOnCopy):
         return json.dumps(body).encode("utf-8")
 
     async def _call(
-        self, spec: AgentSpec, target: _Target, payload: bytes
+        self,
+        spec: AgentSpec,
+        target: _Target,
+        payload: bytes,
+        parse: Callable[[bytes, int], dict[str, Any]] | None = None,
     ) -> tuple[dict[str, Any], int, float, float]:
         """The parsed reply, attempts, call and attempt latency; retries transient faults."""
         session = self._http()
@@ -461,7 +467,11 @@ class OpenAICompatBackend(RebuiltOnCopy):
                 attempt_start = time.monotonic()
                 try:
                     data = await self._attempt(
-                        session, target, payload, min(target.timeout_s, deadline - attempt_start)
+                        session,
+                        target,
+                        payload,
+                        min(target.timeout_s, deadline - attempt_start),
+                        parse or _parse_reply,
                     )
                 except _Failure as failure:
                     if not failure.retryable or attempts > target.max_retries:
@@ -483,6 +493,79 @@ class OpenAICompatBackend(RebuiltOnCopy):
                     continue
                 end = time.monotonic()
                 return data, attempts, end - start, end - attempt_start
+
+    # -- choice mode (orchenv.choice_policy) --------------------------------------------
+    def score_choices(
+        self, spec: AgentSpec, messages: Sequence[Message], choices: Sequence[str]
+    ) -> ChoiceScores:
+        """The summed log-probability of each choice as the reply to ``messages``, from the
+        server's prompt log-probabilities: one ``POST /completions`` with every
+        ``chat-template(messages) + choice + end-of-turn`` as a prompt, ``echo`` and
+        ``logprobs`` (vLLM returns them, and its prefix cache shares the prompt's KV). The
+        chat template is applied here, so the backend needs ``tokenizer=`` naming the served
+        model's tokenizer. A server that returns no prompt log-probabilities (llama.cpp's
+        server does not echo them) fails loudly."""
+        if not choices:
+            raise ConfigError("score_choices needs at least one choice")
+        if self.tokenizer is None or callable(self.tokenizer):
+            raise ConfigError(
+                "choice scoring through an openai server renders the chat template locally: "
+                "give the backend tokenizer= the served model's tokenizer (a name, a path or "
+                "a .gguf file), not a counting callable"
+            )
+        tok = self._load_tokenizer()
+        if not getattr(tok, "chat_template", None):
+            raise ConfigError(f"tokenizer {self.tokenizer!r} has no chat template to render")
+        chat = [dict(m) for m in messages]
+        prompt = str(tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True))
+        stop = str(tok.eos_token or "")
+        target = self._target(spec)
+        url = target.url.removesuffix("/chat/completions") + "/completions"
+        target = dataclasses.replace(target, url=url, proxy=_proxy_for(url))
+        texts = [prompt + c + stop for c in choices]
+        body = {"model": target.model, "prompt": texts, "echo": True, "logprobs": 1}
+        body.update(max_tokens=1, temperature=0.0)
+        payload = json.dumps(body).encode("utf-8")
+        shared_loop()
+        data, _, _, _ = run_sync(lambda: self._call(spec, target, payload, _parse_choice_reply))
+        rows = sorted(data["choices"], key=lambda c: int(c.get("index", 0)))
+        if len(rows) != len(texts):
+            raise BackendError(
+                f"{url} answered {len(rows)} choices for {len(texts)} prompts (agent {spec.name!r})"
+            )
+        scores, counted = [], 0
+        for text, row in zip(texts, rows, strict=True):
+            lp = row.get("logprobs") or {}
+            tokens, values = lp.get("tokens"), lp.get("token_logprobs")
+            offsets = lp.get("text_offset")
+            if not (isinstance(tokens, list) and isinstance(values, list)) or not isinstance(
+                offsets, list
+            ):
+                raise BackendError(
+                    f"{url} returned no prompt log-probabilities (echo + logprobs with "
+                    "tokens, token_logprobs and text_offset): choice mode needs a server that "
+                    "does, such as vLLM; llama.cpp's server does not"
+                )
+            total, n = 0.0, 0
+            for token, value, offset in zip(tokens, values, offsets, strict=False):
+                # the choice's tokens: those ending after the prompt, starting inside the text
+                if offset + len(str(token)) <= len(prompt) or offset >= len(text):
+                    continue
+                if value is None or not isinstance(value, (int, float)):
+                    raise BackendError(f"{url} returned a non-number log-probability {value!r}")
+                total += float(value)
+                n += 1
+            if n == 0:
+                raise BackendError(f"{url} echoed no token of choice {text[len(prompt) :][:60]!r}")
+            scores.append(total)
+            counted += n
+        prompt_tokens = self._tokenizer_count(prompt)
+        return ChoiceScores(
+            logprobs=scores,
+            prompt_tokens=prompt_tokens,
+            choice_tokens=counted,
+            cost_usd=(prompt_tokens * spec.price_prompt + counted * spec.price_completion) / 1e6,
+        )
 
     # -- internals ------------------------------------------------------------------
     def _target(self, spec: AgentSpec) -> _Target:
@@ -560,11 +643,17 @@ class OpenAICompatBackend(RebuiltOnCopy):
         )
 
     async def _attempt(
-        self, session: Any, target: _Target, payload: bytes, budget_s: float
+        self,
+        session: Any,
+        target: _Target,
+        payload: bytes,
+        budget_s: float,
+        parse: Callable[[bytes, int], dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """One request, bounded as a whole by ``budget_s``; the parsed reply, or a ``_Failure``."""
         import aiohttp
 
+        parse = parse or _parse_reply
         if budget_s <= 0:
             raise _Failure("timeout", "no time left before the call deadline")
         timeout = aiohttp.ClientTimeout(
@@ -609,7 +698,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
         if status != 200:
             retryable = status == _TOO_MANY_REQUESTS or status >= _RETRY_STATUS_MIN
             if 200 < status < 300:  # an odd success code: accept it if the body is a completion
-                return _parse_reply(body, status)
+                return parse(body, status)
             raise _Failure(
                 f"HTTP {status}",
                 _excerpt(body),
@@ -617,7 +706,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
                 retryable=retryable,
                 retry_after=parse_retry_after(headers) if retryable else None,
             )
-        return _parse_reply(body, status)
+        return parse(body, status)
 
     async def _read_body(self, response: Any) -> bytes:
         """The whole body, or a ``_Failure`` once it passes ``max_response_bytes`` (the
@@ -880,6 +969,23 @@ def _check_params(params: Mapping[str, Any], label: str) -> None:
 def _meta_text(value: Any) -> str | None:
     """A reply's ``model`` / ``id`` / ``finish_reason`` when it is a short string, else None."""
     return value if isinstance(value, str) and len(value) <= _META_TEXT_CHARS else None
+
+
+def _parse_choice_reply(body: bytes, status: int) -> dict[str, Any]:
+    """A ``/completions`` reply with a ``choices`` list (choice-mode scoring), or a failure."""
+    try:
+        data = parse_json(body, f"HTTP {status} reply")
+    except JSONLimitError as exc:
+        raise _Failure("malformed response", str(exc), status=status, retryable=False) from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise _Failure(
+            "malformed response", f"HTTP {status}, not JSON: {_excerpt(body)}", status=status
+        ) from None
+    if not (isinstance(data, dict) and isinstance(data.get("choices"), list)):
+        raise _Failure("malformed response", f"HTTP {status}, no choices list: {_excerpt(body)}")
+    if not all(isinstance(c, dict) for c in data["choices"]):
+        raise _Failure("malformed response", f"HTTP {status}, a choice is not an object")
+    return data
 
 
 def _parse_reply(body: bytes, status: int) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Why: the live backend's retry, timeout and concurrency behaviour can only be
 trusted when tested against real sockets, yet tests must run offline. This
-server speaks ``POST /v1/chat/completions`` (and ``GET /v1/models``) from the
+server speaks ``POST /v1/chat/completions`` (and ``GET /v1/models``; and, for choice-mode
+scoring, ``POST /v1/completions`` with ``echo`` and ``logprobs``: prompt log-probabilities
+as vLLM returns them, scripted by ``prompt_logprob``) from the
 standard library, answers concurrently (one thread per connection), and
 injects faults per request from a queue::
 
@@ -22,6 +24,7 @@ import collections
 import contextlib
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -144,6 +147,9 @@ class _Handler(BaseHTTPRequestHandler):
         if delay > 0 and owner._stopping.wait(delay):
             self.close_connection = True  # shutting down: drop
             return
+        if self.path.rstrip("/") == "/v1/completions" and not (fault.status or fault.drop):
+            self._reply(record, 200, _echo_completion(owner, record))
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._reply(record, 404, _error_body(404, f"no route POST {self.path}"))
             return
@@ -215,6 +221,37 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+def _echo_completion(owner: FakeOpenAIServer, record: ReceivedRequest) -> dict[str, Any]:
+    """A legacy completions reply; with ``echo`` and ``logprobs``, each prompt's tokens
+    (whitespace-led words) and their scripted log-probabilities (the first is None, as in
+    vLLM), then one generated token "." (``max_tokens`` >= 1)."""
+    body = record.body if isinstance(record.body, dict) else {}
+    prompts = body.get("prompt")
+    prompts = [prompts] if isinstance(prompts, str) else list(prompts or [])
+    choices = []
+    for index, prompt in enumerate(prompts):
+        text = str(prompt) + "." if body.get("echo") else "."
+        choice: dict[str, Any] = {"index": index, "text": text, "finish_reason": "length"}
+        if body.get("logprobs") is not None and owner.prompt_logprob is not None:
+            pieces = [(m.start(), m.group()) for m in re.finditer(r"\s*\S+|\s+$", str(prompt))]
+            if not body.get("echo"):
+                pieces = []
+            tokens = [t for _, t in pieces] + ["."]
+            offsets = [o for o, _ in pieces] + [len(str(prompt))]
+            logprobs: list[float | None] = [
+                None if k == 0 else owner.prompt_logprob(t, str(prompt)[:o])
+                for k, (o, t) in enumerate(pieces)
+            ]
+            choice["logprobs"] = {
+                "tokens": tokens,
+                "token_logprobs": [*logprobs, -0.5],
+                "text_offset": offsets,
+                "top_logprobs": None,
+            }
+        choices.append(choice)
+    return {"id": "cmpl-fake", "object": "text_completion", "choices": choices}
+
+
 def _error_body(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "fake_error", "code": status}}
 
@@ -228,6 +265,10 @@ class FakeOpenAIServer:
         default_fault: applied to requests when the fault queue is empty
             (e.g. ``Fault(status=503)`` for a server that always fails).
         model: the ``model`` field of answers (default: echo the request's).
+        prompt_logprob: ``/v1/completions`` with ``echo``: the log-probability of each
+            prompt token (``token_text, text_before -> float``; tokens are whitespace-led
+            words); ``None`` answers without prompt log-probabilities, as a server that
+            cannot echo them (llama.cpp's) does.
     """
 
     def __init__(
@@ -237,8 +278,10 @@ class FakeOpenAIServer:
         latency_s: float = 0.0,
         default_fault: Fault | None = None,
         model: str | None = None,
+        prompt_logprob: Callable[[str, str], float] | None = lambda token, before: -1.0,
     ) -> None:
         self.reply = reply
+        self.prompt_logprob = prompt_logprob
         self.latency_s = latency_s
         self.default_fault = default_fault or Fault()
         self.model = model

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# GPU check of the GRPO trainer (issue 31, item 5), prepared for a session that is lent a GPU.
+#
+# UNTESTED ON A GPU: the session that wrote it had no GPU; only its CPU fallback (--cpu-only)
+# ran. Run it once on a lent machine (under 8 minutes; the `device` tool's `run`), e.g.
+#
+#     bash scripts/gpu_check.sh                        # tiny Qwen2 only
+#     SMOL_GGUF=path/SmolLM2-135M-Instruct.Q4_1.gguf bash scripts/gpu_check.sh   # + a real model
+#
+# What it checks, each as one short `orchenv.agents.grpo` run, on CUDA and then on the CPU
+# (so the throughput ratios come from the same machine):
+#   1. text mode: bf16-mixed autocast, gradient checkpointing, LoRA, the tiny Qwen2 builder
+#      (agents/grpo/tiny.py): generation and update throughput (tokens/s);
+#   2. choice mode (--action-space choices): the same settings, with and without gradient
+#      checkpointing (with it, the update scores prompt+choice rows instead of sharing the
+#      prompt's KV cache); its log-prob ratio must be 1 at the first update (sampler == update);
+#   3. with SMOL_GGUF set (a model small enough to carry): both modes on SmolLM2-135M.
+# It prints one JSON line per run and writes them to $OUT/gpu_check.jsonl when $OUT is set.
+# Exit status: non-zero when CUDA is missing (without --cpu-only) or a check fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+[ -x "$PY" ] || PY=python
+CPU_ONLY=0
+[ "${1:-}" = "--cpu-only" ] && CPU_ONLY=1
+export CPU_ONLY TOKENIZERS_PARALLELISM=false
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv || true
+
+timeout 450 "$PY" - <<'EOF'
+import json, os, sys, tempfile, time
+import torch
+import orchenv  # noqa: F401
+from orchenv.agents.grpo.config import GRPOConfig
+from orchenv.agents.grpo.tiny import build_tiny_qwen2
+from orchenv.agents.grpo.trainer import train
+
+cpu_only = os.environ.get("CPU_ONLY") == "1"
+if not cpu_only and not torch.cuda.is_available():
+    sys.exit("gpu_check: torch sees no CUDA device (torch %s); nothing checked" % torch.__version__)
+devices = ["cpu"] if cpu_only else ["cuda", "cpu"]
+tmp = tempfile.mkdtemp(prefix="gpu-check-")
+models = {"tiny-qwen2": str(build_tiny_qwen2(os.path.join(tmp, "tiny")))}
+gguf = os.environ.get("SMOL_GGUF")
+if gguf:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    folder, name = os.path.split(os.path.abspath(gguf))
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(model.state_dict())
+    plain.save_pretrained(os.path.join(tmp, "smol"))
+    AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(os.path.join(tmp, "smol"))
+    models["smollm2-135m"] = os.path.join(tmp, "smol")
+
+out = open(os.path.join(os.environ["OUT"], "gpu_check.jsonl"), "w") if os.environ.get("OUT") else None
+failures = []
+for label, path in models.items():
+    for device in devices:
+        runs = [("text", True), ("choices", False), ("choices", True)]
+        if device == "cpu":
+            runs = runs[:2]  # the CPU figures to compare with
+        for mode, checkpointing in runs:
+            cfg = GRPOConfig(
+                model_path=path, env_id="orch/MathRoute-v0", max_turns=2, action_space=mode,
+                mode="tree", group_size=4, queries_per_step=4 if device == "cuda" else 2,
+                total_steps=2, max_new_tokens=48, max_prompt_tokens=1024,
+                temperature=50.0 if label == "tiny-qwen2" and mode == "choices" else 1.0,
+                lora={"r": 8}, gradient_checkpointing=checkpointing, device=device,
+                precision="bf16-mixed" if device == "cuda" else "fp32", learning_rate=1e-4,
+                micro_batch_size=16, checkpoint_every=0,
+                output_dir=os.path.join(tmp, f"{label}-{device}-{mode}-{int(checkpointing)}"),
+            )
+            t0 = time.perf_counter()
+            if device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            try:
+                metrics = train(cfg).metrics
+            except Exception as exc:  # report and go on: the other checks still say something
+                failures.append(f"{label}/{device}/{mode}: {type(exc).__name__}: {exc}")
+                print("FAILED", failures[-1], flush=True)
+                continue
+            first, last = metrics[0], metrics[-1]
+            row = {
+                "model": label, "device": device, "mode": mode,
+                "gradient_checkpointing": checkpointing, "wall_s": round(time.perf_counter() - t0, 2),
+                "step_s": [round(m["time/step_s"], 2) for m in metrics],
+                "generation_tokens_per_s": last.get("throughput/generation_tokens_per_s"),
+                "update_tokens_per_s": last.get("throughput/update_tokens_per_s"),
+                "invalid_fraction": last["invalid_fraction"], "first_ratio": first.get("loss/ratio"),
+                "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3)
+                if device == "cuda" else None,
+            }
+            if mode == "choices" and row["invalid_fraction"] != 0.0:
+                failures.append(f"{label}/{device}/choices: invalid actions {row['invalid_fraction']}")
+            ratio = row["first_ratio"]
+            if mode == "choices" and ratio is not None and abs(ratio - 1.0) > 1e-2:
+                failures.append(f"{label}/{device}/choices: first-update ratio {ratio} != 1")
+            print(json.dumps(row), flush=True)
+            if out:
+                out.write(json.dumps(row) + "\n"); out.flush()
+if failures:
+    sys.exit("gpu_check failures:\n  " + "\n  ".join(failures))
+print("gpu_check: all checks passed")
+EOF
