@@ -54,7 +54,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, cast
 
 import gymnasium as gym
 import numpy as np
@@ -72,6 +72,9 @@ from orchenv.pool import (
 )
 from orchenv.spaces import AnyText
 from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: what the notice after an unusable action says after the parse error
 DEFAULT_FORMAT_REMINDER = "Reply again in the required format."
@@ -149,33 +152,106 @@ def escape_controls(text: str) -> str:
     )
 
 
-def arguments_for(function: Callable[..., Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of ``values`` that ``function`` takes as keyword arguments.
+class SharedArguments(TypedDict, total=False):
+    """The arguments every ``OrchestrationEnv`` takes (documented once, in its docstring).
 
-    Lets a subclass list the common arguments in its own signature (its own defaults and
-    docs, typos still rejected) and pass them on in one line:
-    ``super().__init__(**arguments_for(super().__init__, locals()))``.
+    An env declares only its own arguments and passes these on untouched:
+    ``def __init__(self, *, own=1, **shared: Unpack[SharedArguments]) -> None:
+    super().__init__(**shared)``; its defaults for them are its ``shared_defaults``.
     """
-    names = [
-        name
-        for name, param in inspect.signature(function).parameters.items()
-        if param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD)
-    ]
+
+    pool: str | AgentPool | None
+    task_source: str | TaskSource | None
+    task_source_kwargs: Mapping[str, Any] | None
+    split: str
+    max_turns: int
+    format_penalty: float
+    backend: str | None
+    backend_kwargs: Mapping[str, Any] | None
+    max_obs_chars: int
+    render_mode: str | None
+
+
+#: the base's defaults for the shared arguments (an env overrides some in ``shared_defaults``)
+SHARED_DEFAULTS: dict[str, Any] = {
+    "pool": None,
+    "task_source": None,
+    "task_source_kwargs": None,
+    "split": "train",
+    "max_turns": 1,
+    "format_penalty": 0.0,
+    "backend": None,
+    "backend_kwargs": None,
+    "max_obs_chars": 1_000_000,
+    "render_mode": None,
+}
+
+#: ``unused_shared_arguments`` of an env whose learner acts alone (no agent pool, so no
+#: backends) on tasks the env brings itself (no task source)
+NO_POOL_OWN_TASKS = ("pool", "task_source", "task_source_kwargs", "backend", "backend_kwargs")
+
+
+def arguments_for(function: Callable[..., Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``values`` that ``function`` takes as keyword arguments (a ``**shared``
+    parameter takes the shared arguments, ``SharedArguments``).
+
+    Builds a collaborator from the same arguments (e.g. a role game from its env's locals).
+    Envs no longer need it for the base: they pass ``**shared`` on (see ``SharedArguments``).
+    """
+    names = []
+    for name, param in inspect.signature(function).parameters.items():
+        if param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD):
+            names.append(name)
+        elif param.kind is param.VAR_KEYWORD:
+            names += list(SHARED_DEFAULTS)
     return {name: values[name] for name in names if name in values}
+
+
+#: the heading of the section ``shared_arguments_section`` adds to an env's docstring
+SHARED_DEFAULTS_HEADING = "## Shared argument defaults"
+
+
+def shared_arguments_section(cls: type[OrchestrationEnv]) -> str:
+    """The section an env's docstring gets (at its end): its defaults for the shared
+    arguments and the ones it does not use (``OrchestrationEnv`` documents them)."""
+    defaults = {**SHARED_DEFAULTS, **cls.shared_defaults}
+    taken = [n for n in SHARED_DEFAULTS if n not in cls.unused_shared_arguments]
+    lines = [
+        SHARED_DEFAULTS_HEADING,
+        "The arguments every orchenv env takes are documented once, in "
+        "``orchenv.core.OrchestrationEnv``; this env's defaults for them:",
+        "",
+        *(f"- {name} = {defaults[name]!r}" for name in taken),
+    ]
+    if cls.unused_shared_arguments:
+        lines += [
+            "",
+            f"Not used here (passing one is an error): {', '.join(cls.unused_shared_arguments)}.",
+        ]
+    return "\n".join(lines)
 
 
 class OrchestrationEnv(gym.Env[str, str], ABC):
     """Text-in, text-out environment around an agent pool (see the module docstring).
 
-    Args (common to every env; subclasses document them in their ``Arguments`` section):
-        pool: a preset name, a pool file, an ``AgentPool``, or ``None`` for envs where the
-            learner acts alone.
+    Shared arguments: every env takes these keyword arguments (``SharedArguments``), and they
+    are documented here only. An env's ``## Arguments`` names its own arguments; its
+    ``shared_defaults`` give its defaults for these (its docstring ends with them, under
+    "## Shared argument defaults"), and an optional ``## Shared arguments`` section says only
+    what is particular to the env (the presets its ``pool`` accepts, its split names). An env
+    that has no use for some of them (no agent pool, tasks of its own) lists them in
+    ``unused_shared_arguments``; passing one is a ``ConfigError``.
+
+    Args:
+        pool: a preset name (``orchenv.pool.list_presets()``), a pool file, an ``AgentPool``,
+            or ``None`` for envs where the learner acts alone.
         task_source: a registered task-source name or a ``TaskSource``.
         task_source_kwargs: arguments for a named task source.
         split: the split episodes draw tasks from.
-        max_turns: the horizon, in controller turns.
+        max_turns: the horizon, in controller turns (see "Episode end" above).
         format_penalty: added to the reward of a step whose action could not be used.
-        backend, backend_kwargs: override the pool's backends (e.g. ``"openai"``).
+        backend, backend_kwargs: override the pool's backends (e.g. ``"openai"`` with
+            ``{"base_url": ...}``).
         max_obs_chars: longer observations keep their head and tail.
         render_mode: ``None`` or ``"ansi"`` (the transcript).
     """
@@ -193,21 +269,45 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     horizon_is_terminal: ClassVar[bool] = False
     #: the longest action the env reads (``normalize_action``): longer ones are refused unread
     max_action_chars: ClassVar[int] = MAX_ACTION_CHARS
+    #: this env's defaults for the shared arguments (the others keep ``SHARED_DEFAULTS``)
+    shared_defaults: ClassVar[Mapping[str, Any]] = {}
+    #: shared arguments this env has no use for: passing one is a ``ConfigError``
+    unused_shared_arguments: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(
-        self,
-        *,
-        pool: str | AgentPool | None = None,
-        task_source: str | TaskSource | None = None,
-        task_source_kwargs: Mapping[str, Any] | None = None,
-        split: str = "train",
-        max_turns: int = 1,
-        format_penalty: float = 0.0,
-        backend: str | None = None,
-        backend_kwargs: Mapping[str, Any] | None = None,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
-    ) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check ``shared_defaults`` / ``unused_shared_arguments`` name shared arguments, and
+        add the env's defaults for them to its docstring (a "## Shared arguments" section)."""
+        super().__init_subclass__(**kwargs)
+        for attr in ("shared_defaults", "unused_shared_arguments"):
+            unknown = sorted(set(getattr(cls, attr)) - set(SHARED_DEFAULTS))
+            if unknown:
+                raise TypeError(
+                    f"{cls.__name__}.{attr} names {unknown}, which are not shared arguments "
+                    f"({', '.join(SHARED_DEFAULTS)})"
+                )
+        own = "shared_defaults" in vars(cls) or "unused_shared_arguments" in vars(cls)
+        if own and cls.__doc__ and SHARED_DEFAULTS_HEADING not in cls.__doc__:
+            cls.__doc__ = inspect.cleandoc(cls.__doc__) + "\n\n" + shared_arguments_section(cls)
+
+    def __init__(self, **shared: Unpack[SharedArguments]) -> None:
+        unknown = sorted(set(shared) - set(SHARED_DEFAULTS))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}() got unexpected keyword arguments {unknown}; the shared "
+                f"ones are {', '.join(SHARED_DEFAULTS)} (see the env's docstring for its own)"
+            )
+        unused = [name for name in shared if name in self.unused_shared_arguments]
+        if unused:
+            raise ConfigError(
+                f"{type(self).__name__} does not use {', '.join(unused)} (its "
+                "unused_shared_arguments); see its docstring for what it takes"
+            )
+        args: dict[str, Any] = {**SHARED_DEFAULTS, **self.shared_defaults, **shared}
+        pool, task_source = args["pool"], args["task_source"]
+        task_source_kwargs, split = args["task_source_kwargs"], args["split"]
+        max_turns, format_penalty = args["max_turns"], args["format_penalty"]
+        backend, backend_kwargs = args["backend"], args["backend_kwargs"]
+        max_obs_chars, render_mode = args["max_obs_chars"], args["render_mode"]
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode {render_mode!r} is not supported; use one of {self.metadata['render_modes']}"

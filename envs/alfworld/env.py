@@ -13,11 +13,11 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.core import NO_POOL_OWN_TASKS, OrchestrationEnv, Outcome, SharedArguments
 from orchenv.envs.alfworld.choices import (
     DEFAULT_SLOTS,
     SLOT_FEATURES,
@@ -38,6 +38,9 @@ from orchenv.error import ConfigError, EnvStateError, UnknownNameError
 from orchenv.parsing import strip_reasoning
 from orchenv.pool import Message
 from orchenv.tasks import Task
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 SYSTEM_PROMPT = """\
 You are a household robot in a text world. Each turn you read what you see and type one \
@@ -152,14 +155,10 @@ class ALFWorldEnv(OrchestrationEnv):
     ``metrics["success"]`` (1.0 when won).
 
     ## Arguments
-    - ``split``: ``"train"``, ``"valid_seen"`` or ``"valid_unseen"``; aliases:
-      ``"test"`` and alfworld's ``"eval_out_of_distribution"`` are ``valid_unseen``,
-      ``"validation"`` and ``"eval_in_distribution"`` are ``valid_seen``.
     - ``data_dir``: an ALFWorld data folder (overrides ``ALFWORLD_DATA``).
     - ``game_files``: explicit ``game.tw-pddl`` paths, each beside its
       ``traj_data.json`` (an empty list is a ``DataError``).
     - ``task_types``: names or ALFWorld's ids 1-6 to keep (default: all six).
-    - ``max_turns``: commands per episode (default 50).
     - ``expert``: ``None``, ``"planner"`` or ``"handcoded"``: adds alfworld's expert's
       plan to ``info["privileged"]``.
     - ``observation_mode``: ``"raw"`` (default, alfworld's text) or ``"chat"``.
@@ -167,10 +166,7 @@ class ALFWorldEnv(OrchestrationEnv):
     - ``history``: previous steps shown in the chat observation (default 0; needs
       ``observation_mode="chat"``).
     - ``max_command_chars``: longer commands never reach the engine (default 1,000).
-    - ``format_penalty``: added to the reward of a step whose command was not
-      admissible (default 0.0, as in ALFWorld).
     - ``choice_slots``: the size of the discrete action set (default 16; see below).
-    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Discrete actions
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``):
@@ -196,6 +192,13 @@ class ALFWorldEnv(OrchestrationEnv):
     (the C planner state cannot be copied); it costs one game load plus the
     replayed steps. ``close()`` hands the engine back.
 
+    ## Shared arguments
+    - ``split``: ``"train"``, ``"valid_seen"`` or ``"valid_unseen"``; aliases: ``"test"`` and
+      alfworld's ``"eval_out_of_distribution"`` are ``valid_unseen``, ``"validation"`` and
+      ``"eval_in_distribution"`` are ``valid_seen``.
+    - ``max_turns``: commands per episode (default 50).
+    - ``format_penalty``: added when a command was not admissible (default 0.0, as in ALFWorld).
+
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
       ``max_turns`` (it was ``max_steps``); ``format_penalty`` (default 0) and ``info["metrics"]`` are new; a
@@ -212,25 +215,29 @@ class ALFWorldEnv(OrchestrationEnv):
     #: the original protocol answers an inadmissible command with "Nothing happens." only
     shows_invalid_notice: ClassVar[bool] = False
 
+    #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
+    shared_defaults = {
+        "max_turns": 50,
+    }
+
+    #: the learner acts alone on tasks of its own (passing one of these is an error)
+    unused_shared_arguments = NO_POOL_OWN_TASKS
+
     def __init__(
         self,
         *,
-        split: str = "train",
         data_dir: str | os.PathLike[str] | None = None,
         game_files: Sequence[str | os.PathLike[str]] | None = None,
         task_types: Sequence[str | int] | None = None,
-        max_turns: int = 50,
         expert: str | None = None,
         observation_mode: str = "raw",
         command_matching: str = "original",
         history: int = 0,
         max_command_chars: int = 1000,
-        format_penalty: float = 0.0,
         choice_slots: int = DEFAULT_SLOTS,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
+        **shared: Unpack[SharedArguments],
     ) -> None:
-        super().__init__(**arguments_for(super().__init__, locals()))
+        super().__init__(**shared)
         if choice_slots < 1:
             raise ConfigError(f"choice_slots must be >= 1, got {choice_slots}")
         self.choice_slots = int(choice_slots)

@@ -36,11 +36,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.core import OrchestrationEnv, Outcome, SharedArguments, arguments_for
 from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role, subgoal
 from orchenv.envs.alfworld.choices import role_choices, role_shortcuts
 from orchenv.envs.alfworld.env import NOTHING_HAPPENS, ALFWorldEnv, normalize_command
@@ -57,6 +57,9 @@ from orchenv.teams import (
     assign_role_agents,
     inner_env_kwargs,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _WORD = re.compile(r"[a-z]{4,}")
 _GOAL_STOPWORDS = frozenset({"some", "them", "then", "with", "under", "find", "into", "look"})
@@ -412,8 +415,6 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     per turn).
 
     ## Arguments
-    - ``pool``: ``"alfworld-roles"`` (default: the simulated agents), or a pool
-      name, pool file or ``AgentPool`` with an agent per role.
     - ``role_agents``: role -> agent name, for pools whose agents are not named
       after the roles.
     - ``seed``: the simulated agents' luck.
@@ -424,16 +425,9 @@ class ALFWorldControllerEnv(OrchestrationEnv):
       importance score (``weights``, ``decay``; appendix E), selection (``selector``:
       ``"greedy"``, Algorithm 1, or ``"exact"``) and the memory's duplicate test
       (``novelty_threshold``, default 1.0).
-    - ``max_turns``: coordinator turns per episode (default 20, about twice the longest
-      bundled plan plus a planner call; it was 30 before issue 25, when a fixed schedule
-      had turns to spare. Raise it for the full ALFWorld data, whose plans are longer).
     - ``token_counter``: how memory items are measured (default: 4 chars/token).
-    - ``format_penalty``: added to the reward of an invalid action (default -0.1).
     - ``cost_weight``: dollars-to-reward weight of the call cost (default 0, >= 0).
-    - ``split``, ``data_dir``, ``game_files``, ``task_types``: the games, as for
-      ``ALFWorldEnv``.
-    - ``backend``, ``backend_kwargs``: override the backends of a named pool.
-    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+    - ``data_dir``, ``game_files``, ``task_types``: the games, as for ``ALFWorldEnv``.
 
     ## Discrete actions
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``): one
@@ -441,6 +435,14 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     ``audit_strategies()`` names the shortcuts the audit must find clearly worse than the
     best response (``choices.py``); ``observation_features()`` adds the last role called
     and what came of it, and whether the memory holds a plan and feedback.
+
+    ## Shared arguments
+    - ``pool``: ``"alfworld-roles"`` (default: the simulated agents), or a pool name, pool file
+      or ``AgentPool`` with an agent per role.
+    - ``split``: the ALFWorld split, as for ``orch/ALFWorld-v0``.
+    - ``max_turns``: coordinator turns per episode (default 20, about twice the longest bundled
+      plan plus a planner call; it was 30 before issue 25, when a fixed schedule had turns to
+      spare. Raise it for the full ALFWorld data, whose plans are longer).
 
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
@@ -459,33 +461,36 @@ class ALFWorldControllerEnv(OrchestrationEnv):
       fixed schedules drop (``docs/alfworld.md``).
     """
 
+    #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
+    shared_defaults = {
+        "pool": "alfworld-roles",
+        "max_turns": 20,
+        "format_penalty": -0.1,
+    }
+
+    #: shared arguments this env has no use for (passing one is an error)
+    unused_shared_arguments = ("task_source", "task_source_kwargs")
+
     def __init__(
         self,
         *,
-        pool: str | AgentPool = "alfworld-roles",
         role_agents: Mapping[str, str] | None = None,
         seed: int = 0,
         router: str = "rcr",
         routing: RoutingSettings | Mapping[str, Any] | None = None,
-        max_turns: int = 20,
         token_counter: str | TokenCounter | None = "estimate",
-        format_penalty: float = -0.1,
         cost_weight: float = 0.0,
-        split: str = "train",
         data_dir: str | os.PathLike[str] | None = None,
         game_files: Sequence[str | os.PathLike[str]] | None = None,
         task_types: Sequence[str | int] | None = None,
-        backend: str | None = None,
-        backend_kwargs: Mapping[str, Any] | None = None,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
+        **shared: Unpack[SharedArguments],
     ) -> None:
-        super().__init__(**arguments_for(super().__init__, locals()))
+        super().__init__(**shared)
         if cost_weight < 0:
             raise ConfigError(f"cost_weight must be >= 0 (it subtracts dollars), got {cost_weight}")
-        house = {"split": split, "data_dir": data_dir, "game_files": game_files}
+        house = {"split": self.split, "data_dir": data_dir, "game_files": game_files}
         self.game = ALFWorldRoleGame(
-            **arguments_for(ALFWorldRoleGame, locals()),
+            **arguments_for(ALFWorldRoleGame, {**locals(), "max_turns": self.max_turns}),
             expert="planner",
             env_kwargs={**house, "task_types": task_types},
         )

@@ -8,12 +8,12 @@ rewards, budgets and defaults follow the paper.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from orchenv.backends.simulated import SimulatedBackend, estimate_prompt_tokens
-from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.core import OrchestrationEnv, Outcome, SharedArguments
 from orchenv.envs.budgetroute.experts import (
     KeyStepReply,
     canonical_requests,
@@ -35,8 +35,10 @@ from orchenv.envs.budgetroute.protocol import (
 from orchenv.envs.budgetroute.strategies import budget_blind_plan, shortcuts
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, extract_boxed, math_answer
-from orchenv.pool import AgentPool, AgentSpec, CallContext, Message
-from orchenv.tasks import TaskSource
+from orchenv.pool import AgentSpec, CallContext, Message
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: Appendix A: per-query cost budgets (USD) of the multi-expert study
 DEFAULT_BUDGETS: dict[str, float] = {"low": 0.001, "medium": 0.006, "high": 1000.0}
@@ -136,18 +138,11 @@ class BudgetRouteEnv(OrchestrationEnv):
     ``expert_calls`` and ``answered``.
 
     ## Arguments
-    - ``pool``: preset name (default ``"corl"``: o3 / GPT-4.1 / GPT-4.1-nano
-      with public prices), pool file or ``AgentPool``; its agents are the experts.
-    - ``task_source``, ``task_source_kwargs``, ``split``: where problems come from
-      (default: procedural math, ``"train"``).
-    - ``max_turns``: controller turns (rounds) per episode (default 3: an assumption, seed
-      001 states no limit on rounds; docs/budgetroute.md measures 2 to 5).
     - ``budgets``: budget mode -> USD per query (default appendix A: low 0.001,
       medium 0.006, high 1000).
     - ``budget_mode``: ``None`` (default) draws the mode uniformly per episode
       from the env's ``np_random``; a mode name fixes it;
       ``reset(options={"budget_mode": ...})`` overrides both.
-    - ``format_penalty``: added to a step whose action cannot be parsed (default 0).
     - ``prompt_style``: how the prompt states the budget mode: ``"guidance"`` (default;
       section 4.5's Prompt B, prefer / avoid experts) or ``"hard"`` (Prompt A, a rule:
       no expert in low, always one in high; ``protocol.HARD_MODE_GUIDANCE``).
@@ -155,10 +150,8 @@ class BudgetRouteEnv(OrchestrationEnv):
       its own (default 0.708, Table 2's Qwen2.5-7B-Instruct on MATH500); it only
       drives the discrete "answer yourself" choice with a simulated pool (``None``:
       no such choice).
-    - ``backend``, ``backend_kwargs``: override the pool's backends.
     - ``max_reply_chars``: how much of each expert reply the controller sees
       (default 4000).
-    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Discrete actions
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``), built from
@@ -176,6 +169,12 @@ class BudgetRouteEnv(OrchestrationEnv):
     come within 0.05 of it: by the paper's costs and budgets the budget mode is worth about
     0.03 (docs/budgetroute.md).
 
+    ## Shared arguments
+    - ``pool``: a preset (default ``"corl"``: o3 / GPT-4.1 / GPT-4.1-nano with public prices),
+      pool file or ``AgentPool``; its agents are the experts.
+    - ``max_turns``: rounds per episode (default 3: an assumption, seed 001 states no limit on
+      rounds; docs/budgetroute.md measures 2 to 5).
+
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
       ``max_turns`` (it was ``max_rounds``), and reaching it without an answer is
@@ -190,26 +189,24 @@ class BudgetRouteEnv(OrchestrationEnv):
 
     format_reminder = FORMAT_REMINDER
 
+    #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
+    shared_defaults = {
+        "pool": "corl",
+        "task_source": "procedural-math",
+        "max_turns": 3,
+    }
+
     def __init__(
         self,
         *,
-        pool: str | AgentPool = "corl",
-        task_source: str | TaskSource = "procedural-math",
-        task_source_kwargs: Mapping[str, Any] | None = None,
-        split: str = "train",
-        max_turns: int = 3,
         budgets: Mapping[str, float] | None = None,
         budget_mode: str | None = None,
-        format_penalty: float = 0.0,
         prompt_style: str = "guidance",
         controller_accuracy: float | None = CONTROLLER_ACCURACY,
-        backend: str | None = None,
-        backend_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = 4000,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
+        **shared: Unpack[SharedArguments],
     ) -> None:
-        super().__init__(**arguments_for(super().__init__, locals()))
+        super().__init__(**shared)
         self.budgets = dict(DEFAULT_BUDGETS if budgets is None else budgets)
         if not self.budgets:
             raise ConfigError("budgets must name at least one budget mode")

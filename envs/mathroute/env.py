@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.core import OrchestrationEnv, Outcome, SharedArguments
 from orchenv.envs.mathroute.critique import (
     CRITIQUE_LOGITS,
     CRITIQUE_MODES,
@@ -49,7 +49,10 @@ from orchenv.envs.mathroute.rewards import (
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, math_answer
 from orchenv.pool import AgentPool, CallContext, Message
-from orchenv.tasks import Task, TaskSource
+from orchenv.tasks import Task
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class MathRouteEnv(OrchestrationEnv):
@@ -106,10 +109,6 @@ class MathRouteEnv(OrchestrationEnv):
     calls per episode.
 
     ## Arguments
-    - ``pool``: preset name (``"system1"``, ``"system2"``), pool file or ``AgentPool``.
-    - ``task_source``, ``task_source_kwargs``, ``split``: where problems come from
-      (default: procedural math, ``"train"``).
-    - ``max_turns``: controller turns per episode (default 3, Table 9).
     - ``alpha``: weight of routing vs verification in eq. (3) (default 0.5).
     - ``route_reward``, ``verify_reward``: the values of r^R and r^V (default 1).
     - ``use_lagrangian``, ``lagrange_multipliers``: the per-agent lambda_a
@@ -131,10 +130,12 @@ class MathRouteEnv(OrchestrationEnv):
       non-empty critique, orchenv's earlier model) or ``"off"``. ``critique_logits``
       overrides the judged values.
     - ``require_stronger``: a rejection must name a stronger solver (default True).
-    - ``format_penalty``: added to a step whose action cannot be parsed (default -1).
-    - ``backend``, ``backend_kwargs``: override the pool's backends.
     - ``max_feedback_chars``: how much of the critique reaches the next solver.
-    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+
+    ## Shared arguments
+    - ``pool``: a preset (``"system1"``, ``"system2"``: seed 000's two systems), a pool file or
+      an ``AgentPool``.
+    - ``max_turns``: 3 by default, seed 000's horizon (Table 9).
 
     ## Version history
     - v0: initial version. Since the one-shape refactor the format penalty is
@@ -164,14 +165,17 @@ class MathRouteEnv(OrchestrationEnv):
         "used for both systems"
     )
 
+    #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
+    shared_defaults = {
+        "pool": "system1",  # seed 000's two systems: "system1", "system2"
+        "task_source": "procedural-math",
+        "max_turns": 3,  # Table 9
+        "format_penalty": -1.0,
+    }
+
     def __init__(
         self,
         *,
-        pool: str | AgentPool = "system1",
-        task_source: str | TaskSource = "procedural-math",
-        task_source_kwargs: Mapping[str, Any] | None = None,
-        split: str = "train",
-        max_turns: int = 3,
         alpha: float = 0.5,
         route_reward: float = 1.0,
         verify_reward: float = 1.0,
@@ -179,20 +183,16 @@ class MathRouteEnv(OrchestrationEnv):
         lagrange_multipliers: Mapping[str, float] | None = None,
         usage_constraints: Mapping[str, float] | None = None,
         require_stronger: bool = True,
-        format_penalty: float = -1.0,
         enforce_usage_constraints: bool = False,
         usage_budget_queries: int | None = None,
         reward: str = "outcome",
         usage_denominator: str | None = None,
         critique_bonus: str = "judged",
         critique_logits: Mapping[str, float] | None = None,
-        backend: str | None = None,
-        backend_kwargs: Mapping[str, Any] | None = None,
         max_feedback_chars: int = 4000,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
+        **shared: Unpack[SharedArguments],
     ) -> None:
-        super().__init__(**arguments_for(super().__init__, locals()))
+        super().__init__(**shared)
         if not 0.0 <= alpha <= 1.0:
             raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
         if reward not in REWARDS:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.core import OrchestrationEnv, Outcome, SharedArguments, arguments_for
 from orchenv.envs.multihopqa.metrics import (
     METRIC_NAMES,
     RoundUsage,
@@ -49,6 +49,9 @@ from orchenv.teams import (
     TeamRole,
     assign_role_agents,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _NAME_RE = re.compile(r"[A-Z][\w'-]+(?:\s+(?:of\s+|the\s+)?[A-Z][\w'-]+)*")
 _NOT_NAMES = frozenset(
@@ -614,13 +617,9 @@ class MultihopQAEnv(OrchestrationEnv):
     the whole question.
 
     ## Arguments
-    - ``pool``: ``"multihop"`` (default: the simulated roles and judge), or a pool
-      name, pool file or ``AgentPool`` with an agent per pool-played role.
     - ``role_agents``: role -> agent name, for pools whose agents are not named
       after the roles (the Planner is the learner and needs none).
     - ``judge``: the agent that scores answers 1-5 (default ``"judge"``), or None.
-    - ``task_source``, ``task_source_kwargs``, ``split``: where questions come from
-      (default: the embedded generator ``"multihop-synth"``, ``"test"``).
     - ``router``: ``"rcr"`` (default), ``"full"`` or ``"static"``.
     - ``routing``: changes to ``MultihopQAGame.default_routing``, a
       ``RoutingSettings`` or a mapping of its fields (e.g. ``{"beta_base": 512}``):
@@ -631,7 +630,6 @@ class MultihopQAEnv(OrchestrationEnv):
       Algorithm 1, or ``"exact"``; ``on_overflow``: ``"stop"``, the default, or
       ``"skip"``) and the memory's duplicate test (``novelty_threshold``, default 0.9).
     - ``on_overflow``: shorthand for ``routing={"on_overflow": ...}``.
-    - ``max_turns``: T, rounds per episode (default 3, the paper's best).
     - ``verifier``: add the Verifier role (default False).
     - ``search_k``: paragraphs per search (default 2).
     - ``token_counter``: how prompts and memory items are counted (default
@@ -639,11 +637,14 @@ class MultihopQAEnv(OrchestrationEnv):
     - ``track_names``: add the names of the question, plans and queries to the
       Planner's, Recommender's and Verifier's RCR keywords K_i (default False:
       appendix E's fixed per-role lists).
-    - ``format_penalty``: added to the reward of an invalid action (default -0.1).
     - ``token_penalty``: lambda of eq. 2, per 1,000 tokens (default 0).
     - ``seed``: the simulated agents' luck.
-    - ``backend``, ``backend_kwargs``: override the backends of a named pool.
-    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
+
+    ## Shared arguments
+    - ``pool``: ``"multihop"`` (default: the simulated roles and judge), or a pool name, pool
+      file or ``AgentPool`` with an agent per pool-played role.
+    - ``task_source``: the embedded generator ``"multihop-synth"`` by default, on ``"test"``.
+    - ``max_turns``: T, rounds per episode (default 3, the paper's best).
 
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
@@ -678,35 +679,36 @@ class MultihopQAEnv(OrchestrationEnv):
         "action_space",
     )
 
+    #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
+    shared_defaults = {
+        "pool": "multihop",
+        "task_source": "multihop-synth",
+        "split": "test",
+        "max_turns": 3,
+        "format_penalty": -0.1,
+    }
+
     def __init__(
         self,
         *,
-        pool: str | AgentPool = "multihop",
         role_agents: Mapping[str, str] | None = None,
         judge: str | None = "judge",
-        task_source: str | TaskSource = "multihop-synth",
-        task_source_kwargs: Mapping[str, Any] | None = None,
-        split: str = "test",
         router: str = "rcr",
         routing: RoutingSettings | Mapping[str, Any] | None = None,
         on_overflow: str | None = None,
-        max_turns: int = 3,
         verifier: bool = False,
         search_k: int = 2,
         token_counter: str | TokenCounter | None = "auto",
         track_names: bool = False,
-        format_penalty: float = -0.1,
         token_penalty: float = 0.0,
         seed: int = 0,
-        backend: str | None = None,
-        backend_kwargs: Mapping[str, Any] | None = None,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
+        **shared: Unpack[SharedArguments],
     ) -> None:
-        super().__init__(**arguments_for(super().__init__, locals()))
+        super().__init__(**shared)
         # the env picks each task and hands it to the game
+        game_args = {**locals(), "max_turns": self.max_turns, "split": self.split}
         self.game = MultihopQAGame(
-            **arguments_for(MultihopQAGame, locals()) | {"task_source": None}
+            **arguments_for(MultihopQAGame, game_args) | {"task_source": None}
         )
         self._role_agents_arg = {r: a for r, a in (role_agents or {}).items() if r != "planner"}
         self._role_agents: dict[str, str] | None = None

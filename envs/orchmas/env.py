@@ -11,11 +11,11 @@ reconstruction is documented in ``OrchMASEnv`` (## Rewards).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.core import OrchestrationEnv, Outcome, SharedArguments
 from orchenv.envs.orchmas.choices import (
     CHOICE_ROLES,
     SUBQUESTION_PREFIX,
@@ -41,7 +41,9 @@ from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import exact_match, extract_boxed, f1_score, match_any
 from orchenv.parsing import extract_tag, is_placeholder
 from orchenv.pool import AgentPool, CallContext, Message
-from orchenv.tasks import TaskSource
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "DEMO_ROLES",
@@ -179,21 +181,9 @@ class OrchMASEnv(OrchestrationEnv):
     gate opened), ``executor_calls`` and, for summaries, ``cos``.
 
     ## Arguments
-    - ``pool``: ``"orchmas"`` (default) builds the one-executor pool in code
-      (``executor.orchmas_pool``: Qwen2.5-7B-Instruct, calibration accuracy
-      ``executor_accuracy``, ``RoleAwareExecutorBackend``, which reads the
-      request: whether it carries the question or a correct sub-question of the
-      task's hop chain, the role's fit, a verification request, the evidence of
-      earlier replies; an irrelevant request gets no answer); another preset name,
-      a pool file or an ``AgentPool`` is accepted.
     - ``executor``: the pool agent to call (default: the pool's strongest).
-    - ``task_source``, ``task_source_kwargs``, ``split``: where questions come
-      from (default: ``"orchmas-qa"``, math and multi-hop interleaved, ``"train"``;
-      ``task_source_kwargs={"dataset": ..., "path": ...}`` picks another set).
     - ``max_calls``: executor calls per episode (default 5, section 4.1); the
       episode has ``max_calls + 1`` turns.
-    - ``max_turns``: orchestrator turns, answer turn included; overrides
-      ``max_calls`` when given (``max_turns=5`` is the earlier budget of 4 calls).
     - ``gate``: ``"final-checks"`` (default) or ``"cap"`` (see Rewards).
     - ``math_precision``: ``"f1"`` (default, eq. 11-12) or ``"exact"`` (pay the
       exact match on math tasks, the earlier behaviour).
@@ -204,11 +194,6 @@ class OrchMASEnv(OrchestrationEnv):
       B_v and I_c in the format reward (default 0.1 each).
     - ``executor_accuracy``: the default pool's calibration accuracy, in (0, 1)
       (default 0.6): a one-shot call with a generic role on a one-hop task.
-    - ``format_penalty``: added to a step whose action cannot be used (default 0).
-    - ``backend``: override the backends of a preset or pool file (not
-      available with ``pool="orchmas"``, whose backend is built in code).
-    - ``backend_kwargs``: arguments for the pool's backends (with
-      ``pool="orchmas"``: ``seed`` and the ``RoleAwareExecutorBackend`` logits).
     - ``max_reply_chars``: how much of each executor reply the orchestrator
       sees (default 4000).
     - ``fixed_role``: ``None`` (default: the role the orchestrator writes is sent) or a
@@ -219,7 +204,6 @@ class OrchMASEnv(OrchestrationEnv):
       ``HIDDEN_REPLY``; ``action_choices`` and ``observation_features`` read no reply),
       so the pipeline runs open-loop, and the answer graded is the executor's last boxed
       answer (the last call's answer is the system's), else the orchestrator's own.
-    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ## Discrete actions
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``),
@@ -238,6 +222,20 @@ class OrchMASEnv(OrchestrationEnv):
     ``REALISTIC_SKILL_SOURCE``); ``observation_features()`` adds the calls so far and
     whether the last reply holds an answer.
 
+    ## Shared arguments
+    - ``pool``: ``"orchmas"`` (default) builds the one-executor pool in code
+      (``executor.orchmas_pool``: Qwen2.5-7B-Instruct, calibration accuracy
+      ``executor_accuracy``, ``RoleAwareExecutorBackend``, which reads the request: whether it
+      carries the question or a correct sub-question of the task's hop chain, the role's fit, a
+      verification request, the evidence of earlier replies; an irrelevant request gets no
+      answer); another preset name, a pool file or an ``AgentPool`` is accepted.
+    - ``task_source``: ``"orchmas-qa"`` by default (math and multi-hop interleaved);
+      ``task_source_kwargs={"dataset": ..., "path": ...}`` picks another set.
+    - ``max_turns``: orchestrator turns, answer turn included; overrides ``max_calls`` when
+      given (``max_turns=5`` is the earlier budget of 4 calls).
+    - ``backend``: not available with ``pool="orchmas"``, whose backend is built in code;
+      ``backend_kwargs`` there: ``seed`` and the ``RoleAwareExecutorBackend`` logits.
+
     ## Version history
     - v0: initial version. Since the one-shape refactor, reaching ``max_turns``
       without an answer is ``truncated`` (it was ``terminated``); the
@@ -255,16 +253,18 @@ class OrchMASEnv(OrchestrationEnv):
       ``skill_action``, ``realistic_skill`` and three more audit strategies.
     """
 
+    #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
+    shared_defaults = {
+        "pool": "orchmas",
+        "task_source": "orchmas-qa",
+        "max_turns": None,
+    }
+
     def __init__(
         self,
         *,
-        pool: str | AgentPool = "orchmas",
         executor: str | None = None,
-        task_source: str | TaskSource = "orchmas-qa",
-        task_source_kwargs: Mapping[str, Any] | None = None,
-        split: str = "train",
         max_calls: int = 5,
-        max_turns: int | None = None,
         gate: str = "final-checks",
         math_precision: str = "f1",
         summary_metric: str = "cosine",
@@ -274,19 +274,16 @@ class OrchMASEnv(OrchestrationEnv):
         gamma: float = 0.1,
         delta: float = 0.1,
         executor_accuracy: float = 0.6,
-        format_penalty: float = 0.0,
-        backend: str | None = None,
-        backend_kwargs: Mapping[str, Any] | None = None,
         max_reply_chars: int = 4000,
         fixed_role: str | None = None,
         feedback: bool = True,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
+        **shared: Unpack[SharedArguments],
     ) -> None:
         if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0:
             raise ConfigError(f"max_calls must be an int >= 0, got {max_calls!r}")
-        turns = max_calls + 1 if max_turns is None else max_turns
-        super().__init__(**{**arguments_for(super().__init__, locals()), "max_turns": turns})
+        if shared.get("max_turns") is None:  # the horizon follows the call budget
+            shared["max_turns"] = max_calls + 1
+        super().__init__(**shared)
         for label, value, allowed in (
             ("gate", gate, GATES),
             ("math_precision", math_precision, MATH_PRECISIONS),
@@ -305,7 +302,7 @@ class OrchMASEnv(OrchestrationEnv):
             raise ConfigError("alpha, beta, gamma and delta must be >= 0")
         if not 0.0 < executor_accuracy < 1.0:
             raise ConfigError(f"executor_accuracy must lie in (0, 1), got {executor_accuracy}")
-        if pool == "orchmas" and backend is not None:
+        if self._pool_arg == "orchmas" and self._backend is not None:
             raise ConfigError(
                 'backend overrides a preset\'s backends; pool="orchmas" is built in code '
                 "with the simulated executor (pass a preset, a pool file or an AgentPool)"

@@ -16,12 +16,12 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from orchenv.backends.simulated import estimate_tokens
-from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.core import OrchestrationEnv, Outcome, SharedArguments
 from orchenv.envs.puppeteer import outputs, revision
 from orchenv.envs.puppeteer.agents import (
     PATTERNS,
@@ -65,6 +65,9 @@ from orchenv.envs.puppeteer.tools import (
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.pool import AgentPool, CallContext, Message
 from orchenv.seeding import stable_uniform
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: the skill level a trained puppeteer realistically reaches (``skill_action``): a calibration,
 #: see docs/puppeteer.md "Skill reference"
@@ -174,19 +177,15 @@ class PuppeteerEnv(OrchestrationEnv):
 
     ## Arguments
     - ``preset``: ``"mimas"`` (default), ``"titan"``, ``"mimas-mono"``, ``"titan-mono"``.
-    - ``pool``: an ``AgentPool``, preset name or pool file to use instead (its agents are
-      the models; a live model receives the pattern's prompts and writes its own tool
-      calls, parsed by ``agents.parse_tool_call``).
     - ``tasks``: the task kind, one of ``tasks.TASK_KINDS`` (default ``"gsm-hard"``).
-    - ``split``, ``task_seed``, ``n_tasks``: the tasks of a split are ``make_task(tasks,
-      task_seed, i, split)`` for ``i < n_tasks``; ``reset`` draws one, or takes
+    - ``task_seed``, ``n_tasks``: the tasks of a split are ``make_task(tasks, task_seed, i,
+      split)`` for ``i < n_tasks``; ``reset`` draws one, or takes
       ``options={"task_index": i}`` / ``{"task_id": ...}``.
-    - ``max_turns`` (4), ``lam`` (0.1), ``gamma`` (0.99), ``phi`` (None: ``max_turns``),
-      ``format_penalty`` (-0.1), ``width`` (1; at most ``MAX_WIDTH``).
+    - ``lam`` (0.1), ``gamma`` (0.99), ``phi`` (None: the horizon, max_turns), ``width``
+      (1; at most ``MAX_WIDTH``).
     - ``tool_timeout_s`` (4 s per ``run_python``), ``sandbox`` (``"bwrap"``: bubblewrap, or
       the call is refused with the fix; ``"unsafe-no-isolation"``: a plain subprocess, for
       trusted setups only), ``max_reply_chars`` (2,000 per trajectory entry).
-    - ``backend``, ``backend_kwargs``, ``max_obs_chars``, ``render_mode``: as for every env.
 
     ## Discrete actions
     ``action_choices()``: every ``MODEL:PATTERN`` and ``MODEL:TOOL`` (pool order) and
@@ -194,6 +193,11 @@ class PuppeteerEnv(OrchestrationEnv):
     names the shortcuts the audit must find clearly worse than the best response;
     ``observation_features()`` adds whether there is an answer and whether the last step
     was a reasoning agent's.
+
+    ## Shared arguments
+    - ``pool``: an ``AgentPool``, preset name or pool file to use instead of ``preset`` (its
+      agents are the models; a live model receives the pattern's prompts and writes its own tool
+      calls, parsed by ``agents.parse_tool_call``).
 
     ## Version history
     - v0: initial version; later ``tasks`` kinds, ``width``, the one-shape refactor
@@ -213,30 +217,32 @@ class PuppeteerEnv(OrchestrationEnv):
         "_grades",
     )
 
+    #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
+    shared_defaults = {
+        "max_turns": 4,
+        "format_penalty": -0.1,
+    }
+
+    #: shared arguments this env has no use for (passing one is an error)
+    unused_shared_arguments = ("task_source", "task_source_kwargs")
+
     def __init__(
         self,
         *,
         preset: str = "mimas",
-        pool: str | AgentPool | None = None,
         tasks: str = "gsm-hard",
-        split: str = "train",
         task_seed: int = 0,
         n_tasks: int = 10_000,
-        max_turns: int = 4,
         lam: float = 0.1,
         gamma: float = 0.99,
         phi: float | None = None,
-        format_penalty: float = -0.1,
         width: int = 1,
         tool_timeout_s: float = 4.0,
         sandbox: str = "bwrap",
         max_reply_chars: int = 2000,
-        backend: str | None = None,
-        backend_kwargs: Mapping[str, Any] | None = None,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
+        **shared: Unpack[SharedArguments],
     ) -> None:
-        super().__init__(**arguments_for(super().__init__, locals()))
+        super().__init__(**shared)
         if tasks not in TASK_KINDS:
             raise UnknownNameError("puppeteer tasks", tasks, TASK_KINDS)
         if not 1 <= int(width) <= self.MAX_WIDTH:
@@ -245,17 +251,17 @@ class PuppeteerEnv(OrchestrationEnv):
             raise ConfigError(f"phi must be > 0 (or None: max_turns), got {phi}")
         if int(n_tasks) < 1:
             raise ConfigError(f"n_tasks must be >= 1, got {n_tasks}")
-        if pool is None and preset not in PRESETS:
+        if self._pool_arg is None and preset not in PRESETS:
             raise UnknownNameError("puppeteer preset", preset, PRESETS)
-        if pool is None and (backend is not None or backend_kwargs):
+        if self._pool_arg is None and (self._backend is not None or self._backend_kwargs):
             raise ConfigError("backend / backend_kwargs need a pool given by name or file")
-        if split not in SPLITS:
-            raise UnknownNameError("split", split, SPLITS)
+        if self.split not in SPLITS:
+            raise UnknownNameError("split", self.split, SPLITS)
         if sandbox not in SANDBOX_MODES:
             raise UnknownNameError("run_python sandbox", sandbox, SANDBOX_MODES)
         self.preset, self.tasks, self.width = preset, tasks, int(width)
         self.lam, self.gamma = lam, gamma
-        self.phi = float(max_turns if phi is None else phi)
+        self.phi = float(self.max_turns if phi is None else phi)
         self.task_seed, self.n_tasks = task_seed, int(n_tasks)
         self.tool_timeout_s, self.sandbox = tool_timeout_s, sandbox
         self.max_reply_chars = max_reply_chars

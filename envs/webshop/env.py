@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from orchenv.core import OrchestrationEnv, Outcome, arguments_for
+from orchenv.core import NO_POOL_OWN_TASKS, OrchestrationEnv, Outcome, SharedArguments
 from orchenv.envs.webshop import original
 from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, get_catalog
 from orchenv.envs.webshop.choices import canonical_choices, page_features, shortcuts, slot_count
@@ -28,6 +28,9 @@ from orchenv.error import ConfigError, UnknownNameError
 from orchenv.parsing import is_placeholder, strip_reasoning
 from orchenv.pool import Message
 from orchenv.tasks import Task, TaskSource
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: observation modes: the original text env's two, and orchenv's chat prompt
 OBSERVATION_MODES = ("text", "text_rich", "chat")
@@ -204,9 +207,6 @@ class WebShopEnv(OrchestrationEnv):
     - ``test_fraction``: the share of a generated catalog's goals in ``test`` (0.2).
     - ``data_dir``: the folder of the original data files (``"files"`` only).
     - ``goals``: ``"human"`` (default) or ``"synthetic"`` instructions (``"files"`` only).
-    - ``split``: ``"train"`` or ``"test"`` (files: also ``"eval"``).
-    - ``max_turns``: actions per episode (default 100; the original has no limit, its RL
-      baselines stop at 100).
     - ``show_attrs``: add the original's optional ``attributes`` sub-page.
     - ``reward``: ``"original"`` (default; master's ``get_reward``, needs the ``webshop``
       extra) or ``"approx"`` (orchenv's earlier dependency-free rule, a departure).
@@ -216,8 +216,6 @@ class WebShopEnv(OrchestrationEnv):
       clickables as the original lists them) or ``"orchenv"`` (the earlier strict one).
     - ``index_fields``: ``"original"`` (title, description, first bullet, options) or
       ``"extended"`` (plus attributes and category path, a departure).
-    - ``format_penalty``: added to the reward of an invalid action (default 0.0, <= 0).
-    - ``max_obs_chars``, ``render_mode``: as for every orchenv env.
 
     ``reset(options={"task_id": ...})`` picks a goal, ``{"task_index": i}`` the i-th
     goal of the split, ``{"goal": Goal(...)}`` a custom goal. The catalog and its
@@ -235,6 +233,11 @@ class WebShopEnv(OrchestrationEnv):
     best response. ``observation_features()`` adds the page (one-hot), which option slots
     the instruction names, and the share of option groups chosen.
 
+    ## Shared arguments
+    - ``split``: ``"train"`` or ``"test"`` (files: also ``"eval"``).
+    - ``max_turns``: 100 by default (the original has no limit; its RL baselines stop at 100).
+    - ``format_penalty``: must be <= 0 (default 0.0).
+
     ## Version history
     - v0: initial version. Since the one-shape refactor the horizon argument is
       ``max_turns`` (it was ``max_steps``), the notice after an invalid action is the
@@ -246,6 +249,14 @@ class WebShopEnv(OrchestrationEnv):
     _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source", "_catalog", "_site")
     format_reminder: ClassVar[str] = "Reply with one of the available actions."
 
+    #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
+    shared_defaults = {
+        "max_turns": 100,
+    }
+
+    #: the learner acts alone on tasks of its own (passing one of these is an error)
+    unused_shared_arguments = NO_POOL_OWN_TASKS
+
     def __init__(
         self,
         *,
@@ -256,22 +267,18 @@ class WebShopEnv(OrchestrationEnv):
         test_fraction: float = 0.2,
         data_dir: str | None = None,
         goals: str = "human",
-        split: str = "train",
-        max_turns: int = 100,
         show_attrs: bool = False,
         reward: str = "original",
         observation_mode: str = "text",
         protocol: str = "original",
         index_fields: str = "original",
-        format_penalty: float = 0.0,
-        max_obs_chars: int = 1_000_000,
-        render_mode: str | None = None,
+        **shared: Unpack[SharedArguments],
     ) -> None:
-        super().__init__(**arguments_for(super().__init__, locals()))
-        if format_penalty > 0:
+        super().__init__(**shared)
+        if self.format_penalty > 0:
             raise ConfigError(
                 f"format_penalty is added to the reward of an invalid action and must be <= 0, "
-                f"got {format_penalty}"
+                f"got {self.format_penalty}"
             )
         if reward not in REWARD_RULES:
             raise UnknownNameError("WebShop reward", reward, REWARD_RULES)
