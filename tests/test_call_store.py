@@ -196,3 +196,32 @@ def test_eval_retries_get_the_same_answers_with_and_without_recording_and_in_rep
     replayed, requests = run("replayed", replay=tmp_path / "rec.jsonl", fault=False)
     assert requests == 0
     assert [a[:3] for a in replayed] == [a[:3] for a in live]  # each call its live answer
+
+
+def test_call_log_fsyncs_every_record_or_at_most_once_per_interval(tmp_path, monkeypatch):
+    import os
+
+    from orchenv.backends import store
+
+    synced: list[int] = []
+    monkeypatch.setattr(store.os, "fsync", lambda fd: synced.append(fd))
+
+    def log(name, interval):
+        return store.CallLog(tmp_path / name, key_of=lambda r: r["k"],
+                             validate=lambda row, where: row, who="test",
+                             fsync_interval_s=interval)  # fmt: skip
+
+    every = log("every.jsonl", None)
+    for n in range(3):
+        every.append("a", n, {"k": "a", "occurrence": n}, b'{"k":"a"}\n')
+    assert len(synced) == 3
+    every.close()
+    batched = log("batched.jsonl", 3600.0)
+    for n in range(3):
+        batched.append("a", n, {"k": "a", "occurrence": n}, b'{"k":"a"}\n')
+    assert len(synced) == 3  # none yet: the interval has not passed
+    batched.close()
+    assert len(synced) == 4  # the rest, once, when the file is closed
+    batched.append("a", 3, {"k": "a", "occurrence": 3}, b'{"k":"a"}\n')
+    batched.close(sync=False)  # about to be deleted: not synced
+    assert len(synced) == 4 and os.path.getsize(tmp_path / "batched.jsonl") == 4 * 10

@@ -38,6 +38,7 @@ import logging
 import os
 import stat
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -283,7 +284,11 @@ class CallLog:
         key_of: a record's key.
         validate: the schema check of one parsed line (``Validator``).
         who: the owner's name, for messages.
-        fsync: ``fsync`` after every record (durable across power loss).
+        fsync: ``fsync`` the records (durable across power loss; a killed process loses no
+            finished record either way, since each is one ``write``).
+        fsync_interval_s: with ``fsync``, at most one ``fsync`` per this many seconds (and one
+            at ``close``), as ``episodes.jsonl`` does: a power cut then loses at most that
+            long's records. ``None``: after every record.
         write_error: builds the exception for a failed write from the ``OSError`` (the file
             is already cut back to its last complete record); ``OSError`` is re-raised as is
             when not given.
@@ -301,6 +306,7 @@ class CallLog:
         validate: Validator,
         who: str,
         fsync: bool = True,
+        fsync_interval_s: float | None = None,
         write_error: Callable[[OSError], Exception] | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
@@ -309,6 +315,9 @@ class CallLog:
         self.validate = validate
         self.who = who
         self.fsync = bool(fsync)
+        self.fsync_interval_s = fsync_interval_s
+        self._synced_at = time.monotonic()
+        self._unsynced = False
         self.write_error = write_error
         self.max_line_bytes = max_line_bytes
         self._fd: int | None = None
@@ -394,7 +403,12 @@ class CallLog:
                 written = os.write(fd, view)
                 view = view[written:]
             if self.fsync:
-                os.fsync(fd)
+                now = time.monotonic()
+                if self.fsync_interval_s is None or now - self._synced_at >= self.fsync_interval_s:
+                    os.fsync(fd)
+                    self._synced_at, self._unsynced = now, False
+                else:
+                    self._unsynced = True
         except OSError as exc:
             if before is not None:
                 try:
@@ -405,10 +419,18 @@ class CallLog:
                 raise
             raise self.write_error(exc) from exc
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
         """Close the file (idempotent; the records stay loaded, and a later ``append``
-        opens it again)."""
+        opens it again), after an ``fsync`` of records not yet synced unless ``sync`` is
+        False (the file is about to be deleted)."""
         with self._lock:
             fd, self._fd = self._fd, None
+            unsynced, self._unsynced = self._unsynced, False
         if fd is not None:
-            os.close(fd)
+            try:
+                if unsynced and sync:
+                    os.fsync(fd)
+            except OSError:
+                logger.warning("%s: the last records could not be fsynced", self.path)
+            finally:
+                os.close(fd)

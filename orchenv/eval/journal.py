@@ -129,12 +129,23 @@ class CallJournal:
 
     Thread-safe: ``AgentPool.call_many`` calls from several threads at once. The file is an
     ``orchenv.backends.store.CallLog`` (the store recording and replay use): atomic appends,
-    ``fsync``, torn-line repair and a schema check of every line read back.
+    torn-line repair and a schema check of every line read back; ``fsync`` at most once per
+    ``fsync_interval_s`` (default 1 s, like ``episodes.jsonl``, and when the episode stops;
+    ``None``: after every call, about 7 ms per call on the sandbox's disk). A killed
+    process loses no journaled call either way; a power cut at most the last second's, which
+    are bought again.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        fsync_interval_s: float | None = 1.0,
+    ) -> None:
         self.directory = Path(directory)
         self.fsync = fsync
+        self.fsync_interval_s = fsync_interval_s
         self._lock = threading.Lock()
         self._log: CallLog | None = None
         #: calls served from the journal / bought, in the current episode
@@ -159,6 +170,7 @@ class CallJournal:
             validate=_JournalRows(),
             who="call journal",
             fsync=self.fsync,
+            fsync_interval_s=self.fsync_interval_s,
             write_error=lambda exc: self._write_error(path, exc),
         )
         try:
@@ -172,7 +184,9 @@ class CallJournal:
     def finish(self) -> None:
         """The episode's line is safely logged: its journal is no longer needed."""
         path = self._path
-        self.close()
+        with self._lock:
+            if self._log is not None:
+                self._log.close(sync=False)  # deleted next: nothing to make durable
         if path is not None:
             path.unlink(missing_ok=True)
         self._log = None
