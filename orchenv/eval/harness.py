@@ -486,7 +486,11 @@ def _play(
     with its own journal, on orchenv's event loop (``run_concurrently``). Either way a lane
     builds one controller per seed, and the finished episodes come back here to be logged.
     """
-    lanes = _Lanes(env, source, done, journal, retries, concurrency, len(todo))
+    try:
+        lanes = _Lanes(env, source, done, journal, retries, concurrency, len(todo))
+    except BaseException:
+        log.close()
+        raise
     n_seen, n_correct, ran = total - len(todo), correct_on_disk, 0
     bar = tqdm(
         total=total,
