@@ -48,6 +48,7 @@ with the error.
 from __future__ import annotations
 
 import copy
+import difflib
 import inspect
 import math
 import re
@@ -70,6 +71,7 @@ from orchenv.pool import (
     UsageMeter,
     make_pool,
 )
+from orchenv.schema import show
 from orchenv.spaces import AnyText
 from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
 
@@ -291,10 +293,14 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
 
     def __init__(self, **shared: Unpack[SharedArguments]) -> None:
         unknown = sorted(set(shared) - set(SHARED_DEFAULTS))
-        if unknown:
+        if unknown:  # a misspelt argument: name it, with the closest known one
+            name = unknown[0]
+            close = difflib.get_close_matches(name[:100], list(SHARED_DEFAULTS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise TypeError(
-                f"{type(self).__name__}() got unexpected keyword arguments {unknown}; the shared "
-                f"ones are {', '.join(SHARED_DEFAULTS)} (see the env's docstring for its own)"
+                f"{type(self).__name__}() got an unexpected keyword argument {show(name)}{hint} "
+                f"({len(unknown)} unknown in all); the shared ones are "
+                f"{', '.join(SHARED_DEFAULTS)}, its own are in its docstring"
             )
         unused = [name for name in shared if name in self.unused_shared_arguments]
         if unused:
