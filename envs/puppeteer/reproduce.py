@@ -820,7 +820,7 @@ def _sweeps(
         [key for key, *_ in SWEEP_HEADLINES],
         rows=rows,
         findings=findings,
-        digits=3,
+        digits=2,
         intro="lambda (eq. 6's token cost) and the stopping rule (episode length, which is "
         "also phi) are free parameters the page picks (0.1 and 4). Each headline below is "
         "checked at every value the Figure 3 and Figure 7 runs swept (Puppeteer-Mono, Titan, "
