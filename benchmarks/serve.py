@@ -67,7 +67,7 @@ def mean_ci(values: list[float]) -> tuple[float, float, float]:
     if len(values) < 2:
         return mean, float("nan"), float("nan")
     half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
-    return mean, mean - half, mean + half
+    return mean, max(mean - half, 0.0), mean + half  # a rate is never negative
 
 
 class InProcess:
@@ -160,13 +160,15 @@ def cpu_seconds(proc: psutil.Process) -> float:
     return total
 
 
-def start_server(env_id: str, workers: int, max_sessions: int) -> tuple[subprocess.Popen, str]:
+def start_server(
+    env_id: str, workers: int, max_sessions: int, extra: list[str]
+) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchenv", "serve", env_id, "--port", str(port)]
-        + ["--workers", str(workers), "--max-sessions", str(max_sessions)],
+        + ["--workers", str(workers), "--max-sessions", str(max_sessions), *extra],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
     )
@@ -194,21 +196,25 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds, each side")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64, 256])
     parser.add_argument("--json", help="write the rows here too")
+    parser.add_argument("--inline", action="store_true", help="serve with --inline")
     args = parser.parse_args()
 
     plays = episodes(args.env_id, 64)
-    proc, url = start_server(args.env_id, args.workers, max(args.sessions))
+    extra = ["--inline"] if args.inline else []
+    proc, url = start_server(args.env_id, args.workers, max(args.sessions), extra)
     server = psutil.Process(proc.pid)
     rows = []
     try:
         for n in args.sessions:
             local_rates, local_lat, remote_rates, remote_lat = [], [], [], []
-            server_cpu = client_cpu = 0.0
+            server_cpu = client_cpu = local_cpu = 0.0
             local, remote = InProcess(args.env_id, n, plays), Served(url, n, plays)
             local.run(args.warmup)  # tasks generated, write-ups cached: steady state
             remote.run(args.warmup)
             for _ in range(args.reps):  # alternate, so load drift hits both alike
+                cpu0 = time.process_time()
                 rate, lat = local.run(args.seconds)
+                local_cpu += time.process_time() - cpu0
                 local_rates.append(rate)
                 local_lat += lat
                 s0, c0 = cpu_seconds(server), resource.getrusage(resource.RUSAGE_SELF)
@@ -227,12 +233,14 @@ def main() -> None:
                 "in_process_steps_s": [lm, llo, lhi],
                 "served_steps_s": [rm, rlo, rhi],
                 "ratio": rm / lm,
-                "ratio_bounds": [rlo / lhi, rhi / llo],
+                # the ratio's range over the two intervals (conservative; inf: unbounded)
+                "ratio_bounds": [rlo / lhi, rhi / llo if llo > 0 else float("inf")],
                 "in_process_p50_ms": pct(local_lat, 50),
                 "in_process_p99_ms": pct(local_lat, 99),
                 "served_p50_ms": pct(remote_lat, 50),
                 "served_p99_ms": pct(remote_lat, 99),
-                # resets included (they are not counted as steps)
+                # CPU per counted step, resets included: load-independent, unlike steps/s
+                "in_process_cpu_ms_per_step": 1000 * local_cpu / max(len(local_lat), 1),
                 "server_cpu_ms_per_step": 1000 * server_cpu / max(remote_steps, 1),
                 "client_cpu_ms_per_step": 1000 * client_cpu / max(remote_steps, 1),
             }
@@ -242,12 +250,13 @@ def main() -> None:
         proc.terminate()
         proc.wait(20)
     print(
-        f"\n{args.env_id}, {args.workers} worker(s), {args.reps} x {args.seconds:g} s per cell, "
+        f"\n{args.env_id}, {args.workers} worker(s){' --inline' if args.inline else ''}, {args.reps} x {args.seconds:g} s per cell, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n"
     )
     print(
         "| sessions | in process steps/s (95% CI) | served steps/s (95% CI) | ratio (bounds) "
-        "| p50 / p99 ms in process | p50 / p99 ms served | server / client CPU ms per step |"
+        "| p50 / p99 ms in process | p50 / p99 ms served "
+        "| CPU ms per step: in process / server / client |"
     )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
@@ -258,7 +267,8 @@ def main() -> None:
             f"| {r['ratio']:.3f} ({r['ratio_bounds'][0]:.3f}-{r['ratio_bounds'][1]:.3f}) "
             f"| {r['in_process_p50_ms']:.3f} / {r['in_process_p99_ms']:.3f} "
             f"| {r['served_p50_ms']:.1f} / {r['served_p99_ms']:.1f} "
-            f"| {r['server_cpu_ms_per_step']:.2f} / {r['client_cpu_ms_per_step']:.2f} |"
+            f"| {r['in_process_cpu_ms_per_step']:.3f} / {r['server_cpu_ms_per_step']:.2f} "
+            f"/ {r['client_cpu_ms_per_step']:.2f} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

@@ -92,7 +92,7 @@ def servers() -> Iterator[dict[str, Server]]:
     started = {
         "mathroute": Server("orch/MathRoute-v0"),
         "multihop": Server("orch/MultihopQA-v0"),
-        "puppeteer": Server("orch/Puppeteer-v0"),
+        "puppeteer": Server("orch/Puppeteer-v0", "--inline"),  # steps on the event loop
     }
     try:
         yield {name: server.wait() for name, server in started.items()}

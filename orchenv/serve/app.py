@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from orchenv.serve.environment import (
+    InlineOrchServeEnvironment,
     OrchAction,
     OrchObservation,
     OrchServeEnvironment,
@@ -52,9 +53,8 @@ def build_app(config: ServeConfig) -> FastAPI:
         config.state_key = secrets.token_hex(32)
     runtime = Runtime(config)
     runtime.make_env().close()  # fail now, loudly, on a bad id or argument
-    session_cls = type(
-        "OrchEnvSession", (OrchServeEnvironment,), {"runtime": runtime, "__module__": __name__}
-    )
+    base = InlineOrchServeEnvironment if config.inline else OrchServeEnvironment
+    session_cls = type("OrchEnvSession", (base,), {"runtime": runtime, "__module__": __name__})
     app = create_app(
         session_cls,
         OrchAction,
@@ -85,6 +85,7 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000) -> Non
         "host": host,
         "port": port,
         "ws_max_size": WS_MAX_BYTES,
+        "ws_per_message_deflate": config.ws_deflate,
         "log_level": "warning",
     }
     if config.workers > 1:

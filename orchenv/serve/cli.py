@@ -30,6 +30,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None,
         seat_timeout_s=args.seat_timeout,
         state_key=os.environ.get("ORCHENV_SERVE_STATE_KEY", ""),
+        inline=args.inline,
+        ws_deflate=args.ws_deflate,
     )
     print(
         f"orchenv serve {args.env_id} on http://{args.host}:{args.port} "
@@ -97,5 +99,18 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=60.0,
         help="how long a seat waits for the other seats of its group (default: 60)",
+    )
+    p.add_argument(
+        "--inline",
+        action="store_true",
+        help="step on the event loop, no thread hop per message: faster for CPU-only envs "
+        "(simulated / replayed agents); never with live backends (a network wait stalls "
+        "every session of the worker)",
+    )
+    p.add_argument(
+        "--ws-deflate",
+        action="store_true",
+        help="compress WebSocket messages (permessage-deflate; off by default: it costs "
+        "more CPU per step than the env on a local network)",
     )
     p.set_defaults(func=_cmd_serve)

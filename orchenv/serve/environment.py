@@ -15,6 +15,7 @@ reward earned since its last action.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 import itertools
@@ -111,6 +112,10 @@ class ServeConfig:
     idle_timeout_s: float | None = 600.0
     seat_timeout_s: float = 60.0
     state_key: str = ""
+    #: step on the event loop (no thread hop per message): for CPU-only envs
+    inline: bool = False
+    #: permessage-deflate on the WebSocket (off: CPU is scarcer than bandwidth on a cluster)
+    ws_deflate: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -206,20 +211,20 @@ class Runtime:
         with self.lock:
             self._expire()
             group = self.groups.get(group_id)
-            if group is None:
-                if len(self.groups) >= max(self.config.max_sessions, 1):
+        if group is None:
+            aec = self.make_aec()  # outside the lock: building a game may load data
+            if role not in aec.possible_agents:  # checked before the group exists
+                raise UnknownNameError("seat (agent)", role, aec.possible_agents)
+            with self.lock:
+                if group_id not in self.groups and len(self.groups) >= self.config.max_sessions:
                     raise ConfigError(
                         f"too many seat groups ({len(self.groups)}); finish or close one first"
                     )
-                group = _SeatGroup(self.make_aec())
-                self.groups[group_id] = group
-                new_game = True
-            else:
-                new_game = role in group.joined or group.over or group.left is not None
+                group = self.groups.setdefault(group_id, _SeatGroup(aec))
         if role not in group.aec.possible_agents:
             raise UnknownNameError("seat (agent)", role, group.aec.possible_agents)
         with group.cond:
-            if new_game or group.generation == 0:
+            if role in group.joined or group.over or group.left is not None or not group.generation:
                 group.aec.reset(seed=seed, options=options)
                 group.generation += 1
                 group.joined = set()
@@ -301,6 +306,16 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
             raise ConfigError("seed must be in [0, 2**63)")
         if options is not None and not isinstance(options, dict):
             raise ConfigError("options must be an object")
+        for name, value, kind in (
+            ("episode_id", episode_id, str),
+            ("split", split, str),
+            ("task_id", task_id, str),
+            ("index", index, int),
+        ):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+                raise ConfigError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+        if episode_id is not None and len(episode_id) > 200:
+            raise ConfigError("episode_id is at most 200 characters")
         opts = dict(options or {})
         if index is not None:
             opts["task_index"] = index
@@ -530,3 +545,25 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
             truncated=truncated,
             agent=agent,
         )
+
+
+class InlineOrchServeEnvironment(OrchServeEnvironment):
+    """``--inline``: reset and step run on the server's event loop instead of hopping to the
+    session's thread (OpenEnv awaits ``reset_async`` / ``step_async`` when a class overrides
+    them). Saves the hop for envs whose step is CPU work (simulated or replayed agents);
+    a live backend's network wait would stall every session of the worker, so do not use it
+    there. Seats always wait in a thread (they block until the other seats act)."""
+
+    async def reset_async(  # type: ignore[override]
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> OrchObservation:
+        if kwargs.get("agent") is not None or kwargs.get("group") is not None:
+            return await asyncio.to_thread(self.reset, seed, episode_id, **kwargs)
+        return self.reset(seed, episode_id, **kwargs)
+
+    async def step_async(  # type: ignore[override]
+        self, action: OrchAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> OrchObservation:
+        if self._seat is not None:
+            return await asyncio.to_thread(self.step, action)
+        return self.step(action)
