@@ -71,6 +71,12 @@ def _statements(node: ast.AST, lazy: bool) -> Iterator[ast.Import | ast.ImportFr
         yield from _statements(child, lazy)
 
 
+@functools.lru_cache(maxsize=1024)
+def _parse(path: Path) -> ast.Module:
+    """``path``'s syntax tree (each file is parsed once for both graphs)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def import_graph(found: dict[str, Path], lazy: bool) -> dict[str, set[str]]:
     """module -> the orchenv modules it imports (see the module docstring)."""
 
@@ -83,7 +89,7 @@ def import_graph(found: dict[str, Path], lazy: bool) -> dict[str, set[str]]:
     for name, path in found.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str | None] = set()
-        for stmt in _statements(ast.parse(path.read_text(encoding="utf-8")), lazy):
+        for stmt in _statements(_parse(path), lazy):
             if isinstance(stmt, ast.Import):
                 targets.update(resolve(alias.name) for alias in stmt.names)
                 continue
