@@ -108,7 +108,7 @@ def test_choice_mode_is_seeded_and_greedy_at_temperature_zero(tiny) -> None:
         )
         controller.bind(env)
         out = []
-        for episode in range(4):
+        for episode in range(2):
             obs, info = env.reset(seed=episode)
             controller.reset(seed + episode)
             controller.act(obs, info)
