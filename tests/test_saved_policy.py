@@ -74,3 +74,17 @@ def test_every_saved_policy_controller_refuses_bad_input(name, kwargs, match, tm
     with pytest.raises(ConfigError, match=match) as caught:
         make_controller(name, **kwargs)
     assert name in str(caught.value) or match == "model=PATH"
+
+
+def test_the_documented_subclass_works(tmp_path: Path):
+    """docs/adding-a-controller.md's ``SavedPolicy`` subclass runs as printed: it refuses a
+    missing file with its own name and what makes the files."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "adding-a-controller.md").read_text()
+    (block,) = re.findall(r"```py\n(.*?)```", doc, flags=re.S)
+    scope: dict = {}
+    exec(compile(block, "adding-a-controller.md", "exec"), scope)
+    with pytest.raises(ConfigError, match=r"myenv-ppo-policy: no saved policy .* reproduce 999"):
+        scope["MyEnvPolicy"](model=str(tmp_path / "p-{seed}.zip"), seed=2)
+    assert scope["MyEnvPolicy"].feature_kwargs(None) == {"n_features": 64}
