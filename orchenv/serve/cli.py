@@ -103,9 +103,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--inline",
         action="store_true",
-        help="step on the event loop, no thread hop per message: faster for CPU-only envs "
-        "(simulated / replayed agents); never with live backends (a network wait stalls "
-        "every session of the worker)",
+        help="step on the event loop, no thread hop per message: less CPU per step for "
+        "CPU-only envs (simulated / replayed agents; see benchmarks/README.md for "
+        "throughput); never with live backends (a network wait stalls every session of "
+        "the worker)",
     )
     p.add_argument(
         "--ws-deflate",

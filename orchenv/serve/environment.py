@@ -550,7 +550,8 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
 class InlineOrchServeEnvironment(OrchServeEnvironment):
     """``--inline``: reset and step run on the server's event loop instead of hopping to the
     session's thread (OpenEnv awaits ``reset_async`` / ``step_async`` when a class overrides
-    them). Saves the hop for envs whose step is CPU work (simulated or replayed agents);
+    them). Saves the hop's CPU for envs whose step is CPU work (simulated or replayed
+    agents; throughput: benchmarks/README.md);
     a live backend's network wait would stall every session of the worker, so do not use it
     there. Seats always wait in a thread (they block until the other seats act)."""
 
