@@ -19,8 +19,10 @@ import os
 import secrets
 from typing import Any
 
+import gymnasium as gym
 from fastapi import FastAPI
 
+from orchenv.error import OrchEnvError
 from orchenv.serve.environment import (
     InlineOrchServeEnvironment,
     OrchAction,
@@ -51,8 +53,11 @@ def build_app(config: ServeConfig) -> FastAPI:
 
     if not config.state_key:
         config.state_key = secrets.token_hex(32)
-    runtime = Runtime(config)
-    runtime.make_env().close()  # fail now, loudly, on a bad id or argument
+    try:  # fail now, loudly, on a bad id or argument
+        runtime = Runtime(config)
+        runtime.make_env().close()
+    except (gym.error.Error, TypeError) as exc:
+        raise OrchEnvError(f"cannot serve {config.env_id!r}: {exc}. See `orchenv list`.") from exc
     base = InlineOrchServeEnvironment if config.inline else OrchServeEnvironment
     session_cls = type("OrchEnvSession", (base,), {"runtime": runtime, "__module__": __name__})
     app = create_app(
@@ -88,11 +93,19 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000) -> Non
         "ws_per_message_deflate": config.ws_deflate,
         "log_level": "warning",
     }
+    banner = (
+        f"orchenv serve {config.env_id} on http://{host}:{port} ({config.workers} worker(s), "
+        f"at most {config.max_sessions} sessions each); clients: openenv's EnvClient / "
+        "GenericEnvClient over /ws"
+    )
     if config.workers > 1:
         os.environ[CONFIG_ENV] = json.dumps(config.to_dict())
         build_app(ServeConfig(**config.to_dict()))  # check the id and arguments in the parent
+        print(banner, flush=True)
         uvicorn.run(
             "orchenv.serve.app:app_from_env", factory=True, workers=config.workers, **common
         )
     else:
-        uvicorn.run(build_app(config), **common)
+        app = build_app(config)
+        print(banner, flush=True)
+        uvicorn.run(app, **common)

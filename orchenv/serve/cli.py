@@ -33,12 +33,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         inline=args.inline,
         ws_deflate=args.ws_deflate,
     )
-    print(
-        f"orchenv serve {args.env_id} on http://{args.host}:{args.port} "
-        f"({args.workers} worker(s), at most {args.max_sessions} sessions each); "
-        "clients: openenv's EnvClient / GenericEnvClient over /ws",
-        flush=True,
-    )
     serve(config, host=args.host, port=args.port)
     return 0
 
