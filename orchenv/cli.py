@@ -325,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_subcommands(sub)  # eval, leaderboard (orchenv.eval.cli)
     _add_audit(sub)
     _add_reproduce(sub)
+    __import__("orchenv.demos").demos.add_subcommands(sub)  # demos, sft (issue 31)
     __import__("orchenv.verify.cli").verify.cli.add_subcommands(sub)  # submit, verify
     __import__("orchenv.serve.cli").serve.cli.add_subcommands(sub)  # serve (issue 29)
     from orchenv.registry import CLI_COMMANDS
