@@ -90,7 +90,7 @@ class Server:
 def servers() -> Iterator[dict[str, Server]]:
     """The three servers, started at once (their imports overlap)."""
     started = {
-        "mathroute": Server("orch/MathRoute-v0"),
+        "mathroute": Server("orch/MathRoute-v0", "--workers", "2"),  # pinned sessions
         "multihop": Server("orch/MultihopQA-v0"),
         "puppeteer": Server("orch/Puppeteer-v0", "--inline"),  # steps on the event loop
     }
@@ -382,3 +382,34 @@ def test_docs_plain_client_and_trl_environment_run(
     assert tool.done and tool.get_reward() == sum(rewards)
     assert tool.act("more") == "The episode is over."
     tool.client.close()
+
+
+def test_two_workers_pin_sessions_and_restore_each_others_snapshots(mathroute: Server) -> None:
+    """The MathRoute server runs --workers 2: a session stays on one worker for its whole
+    episode, and a snapshot exported on one worker restores on the other."""
+    clients = []
+    try:
+        for _ in range(12):  # the kernel picks the worker; open sessions until both are seen
+            client = GenericEnvClient(base_url=mathroute.url).sync()
+            client.reset(seed=11)
+            clients.append((client, client.state()["worker"]))
+            if len({w for _, w in clients}) == 2:
+                break
+        workers = {w for _, w in clients}
+        assert len(workers) == 2, "12 sessions all landed on one worker"
+        (root, root_worker), (child, child_worker) = (
+            clients[0],
+            next(c for c in clients if c[1] != clients[0][1]),
+        )
+        actions, rewards, prompts = _local_episode("orch/MathRoute-v0", 11)
+        first = root.step({"text": actions[0]})
+        assert first.observation["prompt"] == prompts[1]
+        assert root.state()["worker"] == root_worker  # pinned
+        restored = child.reset(injected_state=root.state()["snapshot"])
+        assert child.state()["worker"] == child_worker != root_worker
+        assert restored.observation["prompt"] == prompts[1]
+        rest = [child.step({"text": a}).reward for a in actions[1:]]
+        assert [first.reward, *rest] == rewards
+    finally:
+        for client, _ in clients:
+            client.close()

@@ -19,6 +19,7 @@ import asyncio
 import hashlib
 import inspect
 import itertools
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -93,6 +94,7 @@ class OrchState(State):
     agent: str | None = None
     group: str | None = None
     snapshot: str | None = None
+    worker: int = Field(default=0, description="the server process holding this session")
 
 
 @dataclass
@@ -399,6 +401,7 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
             agent=self._seat[1] if self._seat else None,
             group=self._seat[0] if self._seat else None,
             snapshot=snapshot,
+            worker=os.getpid(),
         )
 
     def get_metadata(self) -> EnvironmentMetadata:
