@@ -14,6 +14,7 @@ are TRL's, the adapter is peft's. Runs on CPU (fp32) or one GPU (bf16 when suppo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -22,6 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import ConfigError
+
+
+def dequantised(model: Any) -> Any:
+    """Drop the GGUF quantizer marker of a model loaded with ``gguf_file=``: its weights are
+    already dequantised to plain tensors, but transformers refuses to save (and Trainer to
+    fully train) a model that still carries the marker."""
+    model.hf_quantizer = None
+    for obj in (model, model.config):
+        if hasattr(obj, "quantization_config"):
+            delattr(obj, "quantization_config")
+    with contextlib.suppress(AttributeError):  # a read-only property in some versions
+        model.is_quantized = False
+    return model
 
 
 def run_sft(
@@ -80,6 +94,8 @@ def run_sft(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     lm = transformers.AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **gguf)
+    if gguf:
+        dequantised(lm)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = SFTConfig(
@@ -121,7 +137,7 @@ def run_sft(
     result = trainer.train()
     seconds = time.perf_counter() - started
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    trained = trainer.model
+    trained: Any = trainer.model
     if use_lora and merge:
         trained = trained.merge_and_unload()
     trained.save_pretrained(str(out_dir))

@@ -277,7 +277,7 @@ def load_demos(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     kind = None
     try:
-        fh = open(path, encoding="utf-8", errors="strict")
+        fh = open(path, encoding="utf-8", errors="strict")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise DataError(f"cannot read demonstrations file {path}: {exc.strerror}") from None
     with fh:
@@ -310,8 +310,7 @@ def load_demos(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             if has_pc == has_m:
                 raise DataError(
                     f"{where}: a demonstration holds either 'prompt' and 'completion' or "
-                    "'messages' (one of the two formats), not "
-                    + ("both" if has_m else "neither")
+                    "'messages' (one of the two formats), not " + ("both" if has_m else "neither")
                 )
             this = "messages" if has_m else "prompt-completion"
             if kind is not None and this != kind:

@@ -107,11 +107,15 @@ def _good() -> dict:
         (json.dumps({**_good(), "reward": 10**400})[:-1] + "}", "digits"),
         (json.dumps({**_good(), "reward": 1e300}), "finite number"),
         (json.dumps({**_good(), "reward": float("nan")}), "NaN"),
-        (json.dumps({**_good(), "completion": [{"role": "assistant", "content": "\ud800"}]}),
-         "lone surrogate"),  # fmt: skip
+        (
+            json.dumps({**_good(), "completion": [{"role": "assistant", "content": "\ud800"}]}),
+            "lone surrogate",
+        ),  # fmt: skip
         (json.dumps({**_good(), "prompt": [{"role": "tool", "content": "x"}]}), "one of"),
-        (json.dumps({**_good(), "prompt": [{"role": "user", "content": "x" * 1_000_001}]}),
-         "at most"),  # fmt: skip
+        (
+            json.dumps({**_good(), "prompt": [{"role": "user", "content": "x" * 1_000_001}]}),
+            "at most",
+        ),  # fmt: skip
         (json.dumps({**_good(), "rewrd": 1}), "did you mean 'reward'"),
         (json.dumps({k: v for k, v in _good().items() if k != "completion"}), "neither"),
         (json.dumps({**_good(), "completion": [{"role": "user", "content": "x"}]}), "assistant"),
