@@ -43,6 +43,7 @@ def register_controllers() -> None:
         register_controller(name, f"{_LAZY[cls]}:{cls}")
     # `orchenv train grpo ...`: the parser only, torch loads when training starts
     CLI_COMMANDS.register("train", "orchenv.agents.grpo.cli:add_subcommands")
+    CLI_COMMANDS.register("sft", "orchenv.agents.sft:add_subcommand")  # issue 31 item 3
 
 
 def __getattr__(name: str) -> Any:

@@ -391,7 +391,7 @@ def _cmd_demos(args: Any) -> int:
 
 
 def add_subcommands(sub: Any) -> None:
-    """Add ``demos`` (and ``sft``, from ``orchenv.agents.sft``) to the ``orchenv`` subparsers."""
+    """Add ``demos`` to the ``orchenv`` subparsers object ``sub``."""
     from orchenv.eval.cli import add_env_controller_arguments
 
     p = sub.add_parser(
@@ -422,9 +422,7 @@ def add_subcommands(sub: Any) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=_cmd_demos)
-    from orchenv.agents.sft import add_subcommand as add_sft
-
-    add_sft(sub)
+    # `orchenv sft` is orchenv.agents.sft's, registered in CLI_COMMANDS by orchenv.agents
 
 
 __all__ = [
