@@ -2,8 +2,8 @@
 
 Every figure asserted here is what users rely on with a served model: token counts come from
 the server, the ``llm`` controller's invalid replies are penalised rather than fatal, a
-recorded run replays identically with the server out of reach, and each env that takes a
-pool plays an episode end to end. The measured numbers are printed (``-s``) and appended to
+recorded run replays identically with the server out of reach (each env that takes a pool
+plays an episode per model in ``test_live_envs.py``). The measured numbers are printed (``-s``) and appended to
 ``ORCHENV_LIVE_REPORT`` for docs/live.md.
 """
 
