@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # GPU check of the GRPO trainer (issue 31, item 5), prepared for a session that is lent a GPU.
 #
-# UNTESTED ON A GPU: the session that wrote it had no GPU; only its CPU fallback (--cpu-only)
-# ran. Run it once on a lent machine (under 8 minutes; the `device` tool's `run`), e.g.
+# UNTESTED ON A GPU: the session that wrote it was lent no GPU. Its CPU fallback
+# (`--cpu-only`) was started once here, at nice 19 on a 2-core machine with load average
+# 10-13, and hit the 450 s timeout inside the first (text-mode) run without a result, so no
+# part of it is verified. Its pieces are: the trainer's CUDA path (bf16-mixed, gradient
+# checkpointing, LoRA), which is tested on CPU only (tests/test_grpo_trainer.py), and the
+# choice-mode step, tested on CPU in tests/test_choice_mode.py. Run it once on a lent
+# machine (meant to take under 8 minutes; the `device` tool's `run`), e.g.
 #
 #     bash scripts/gpu_check.sh                        # tiny Qwen2 only
 #     SMOL_GGUF=path/SmolLM2-135M-Instruct.Q4_1.gguf bash scripts/gpu_check.sh   # + a real model
