@@ -161,7 +161,11 @@ def main() -> int:
     if args.only == "base":
         (out / "results_base.json").write_text(json.dumps(results, indent=2) + "\n")
         return 0
+    import torch
+
     from orchenv.agents.sft import run_sft
+
+    torch.set_num_threads(1)  # a shared, busy machine: one thread each
 
     tuned = out / "tuned"
     results["sft"] = run_sft(
