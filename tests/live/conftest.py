@@ -218,8 +218,8 @@ class LiveServers:
             return self._current
         if os.environ.get("ORCHENV_LIVE_URL"):  # a server the user runs (any model)
             url = os.environ["ORCHENV_LIVE_URL"].rstrip("/")
-            gguf = find_model(model_id) or Path(MODELS[model_id].file)
-            self._current = LiveServer(url=url, gguf=gguf, log=self.logs / "none", model=model_id)
+            known = find_model(model_id) or Path(MODELS[model_id].file)
+            self._current = LiveServer(url=url, gguf=known, log=self.logs / "none", model=model_id)
             return self._current
         reason = missing_reason(model_id)
         if reason is not None:
