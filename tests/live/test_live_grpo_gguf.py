@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.live, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.live, pytest.mark.timeout(3600)]  # 1,696 s once on the busy 2 cores
 
 
 def test_one_grpo_step_on_the_gguf_policy(tmp_path: Any, live_gguf: Any, live_report: Any) -> None:
