@@ -504,7 +504,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
         ``logprobs`` (vLLM returns them, and its prefix cache shares the prompt's KV). The
         chat template is applied here, so the backend needs ``tokenizer=`` naming the served
         model's tokenizer. A server that returns no prompt log-probabilities (llama.cpp's
-        server does not echo them) fails loudly."""
+        server may not echo them: untested here) fails loudly."""
         if not choices:
             raise ConfigError("score_choices needs at least one choice")
         if self.tokenizer is None or callable(self.tokenizer):
@@ -544,7 +544,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
                 raise BackendError(
                     f"{url} returned no prompt log-probabilities (echo + logprobs with "
                     "tokens, token_logprobs and text_offset): choice mode needs a server that "
-                    "does, such as vLLM; llama.cpp's server does not"
+                    "does (vLLM documents echo with prompt logprobs; not checked against llama.cpp here)"
                 )
             total, n = 0.0, 0
             for token, value, offset in zip(tokens, values, offsets, strict=False):

@@ -268,7 +268,7 @@ class FakeOpenAIServer:
         prompt_logprob: ``/v1/completions`` with ``echo``: the log-probability of each
             prompt token (``token_text, text_before -> float``; tokens are whitespace-led
             words); ``None`` answers without prompt log-probabilities, as a server that
-            cannot echo them (llama.cpp's) does.
+            cannot echo them does.
     """
 
     def __init__(
