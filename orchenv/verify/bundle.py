@@ -58,6 +58,21 @@ REFERENCE = "reference"
 MAX_FILE_BYTES = 2 * 2**30
 
 
+#: the run's configuration a bundle declares and a verification report repeats
+RUN_FIELDS = (
+    "env_id",
+    "env_kwargs",
+    "pool",
+    "split",
+    "controller",
+    "controller_kwargs",
+    "controller_label",
+    "seeds",
+    "episodes",
+    "privileged",
+)
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -177,22 +192,7 @@ def write_bundle(
         "version": VERSION,
         "orchenv": orchenv.__version__,
         "created_at": _now(),
-        "run": {
-            k: run.get(k)
-            for k in (
-                "env_id",
-                "env_kwargs",
-                "pool",
-                "split",
-                "controller",
-                "controller_kwargs",
-                "controller_label",
-                "seeds",
-                "episodes",
-                "privileged",
-                "run_key",
-            )
-        },
+        "run": {k: run.get(k) for k in (*RUN_FIELDS, "run_key")},
         "run_date": _run_date(
             dst / CALLS if calls_source.startswith("recorded") else None, src / "run.json"
         ),

@@ -67,6 +67,7 @@ from orchenv.verify.bundle import (
     MANIFEST,
     POOL,
     REFERENCE,
+    RUN_FIELDS,
     RUN_FILES,
     digest_files,
     file_digests,
@@ -858,21 +859,7 @@ def verify_bundle(
     pooled = summary["pooled"]
     if pooled.get("privileged", run.get("privileged")) != run.get("privileged"):
         mismatch.append("privileged (summary.json)")
-    run_view = {
-        k: run.get(k)
-        for k in (
-            "env_id",
-            "env_kwargs",
-            "pool",
-            "split",
-            "controller",
-            "controller_kwargs",
-            "controller_label",
-            "seeds",
-            "episodes",
-            "privileged",
-        )
-    }
+    run_view = {k: run.get(k) for k in RUN_FIELDS}
 
     # plan: every (seed, episode) once
     seeds, n_eps = list(run.get("seeds") or []), int(run.get("episodes") or 0)
