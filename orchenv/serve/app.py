@@ -15,8 +15,10 @@ exported on one worker restores on another.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -32,6 +34,8 @@ from orchenv.serve.environment import (
     Runtime,
     ServeConfig,
 )
+
+logger = logging.getLogger(__name__)
 
 #: the env variable that carries the config to uvicorn's worker processes
 CONFIG_ENV = "ORCHENV_SERVE_CONFIG"
@@ -80,9 +84,17 @@ def app_from_env() -> FastAPI:
     return build_app(ServeConfig(**data))
 
 
-def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Run the server until interrupted."""
+def serve(
+    config: ServeConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Run the server until interrupted; ``announce`` gets the one-line banner once the app
+    is built (the CLI prints it; by default it is logged at INFO)."""
     import uvicorn
+
+    announce = announce or logger.info
 
     if not config.state_key:
         config.state_key = os.environ.get("ORCHENV_SERVE_STATE_KEY") or secrets.token_hex(32)
@@ -101,11 +113,11 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000) -> Non
     if config.workers > 1:
         os.environ[CONFIG_ENV] = json.dumps(config.to_dict())
         build_app(ServeConfig(**config.to_dict()))  # check the id and arguments in the parent
-        print(banner, flush=True)
+        announce(banner)
         uvicorn.run(
             "orchenv.serve.app:app_from_env", factory=True, workers=config.workers, **common
         )
     else:
         app = build_app(config)
-        print(banner, flush=True)
+        announce(banner)
         uvicorn.run(app, **common)

@@ -33,7 +33,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         inline=args.inline,
         ws_deflate=args.ws_deflate,
     )
-    serve(config, host=args.host, port=args.port)
+    serve(config, host=args.host, port=args.port, announce=lambda line: print(line, flush=True))
     return 0
 
 
