@@ -116,7 +116,9 @@ def parse_json(raw: bytes | str, where: str, *, finite: bool = True) -> Any:
 
 
 def depth_and_finite(value: Any, stop: int = MAX_DEPTH + 1) -> tuple[int, bool]:
-    """``nesting_depth`` and whether every float in ``value`` is finite, in one pass."""
+    """How deeply lists and dicts nest in ``value`` (0 for a scalar; counted without
+    recursion, stopping once past ``stop``) and whether every float in it is finite (as far
+    as the count went), in one pass."""
     deepest, finite = 0, True
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
@@ -154,23 +156,8 @@ def _first_non_finite(value: Any) -> tuple[str, float]:
 
 def nesting_depth(value: Any, stop: int = MAX_DEPTH + 1) -> int:
     """How deeply lists and dicts nest in ``value`` (0 for a scalar), counted without
-    recursion and stopping once past ``stop``."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Iterable[Any] = node.values()
-        elif isinstance(node, (list, tuple)):
-            children = node
-        else:
-            continue
-        depth += 1
-        deepest = max(deepest, depth)
-        if deepest >= stop:
-            return deepest
-        stack.extend((child, depth) for child in children)
-    return deepest
+    recursion and stopping once past ``stop`` (``depth_and_finite``'s first half)."""
+    return depth_and_finite(value, stop)[0]
 
 
 # -- checks: each returns the (normalised) value or raises Invalid ------------------------------

@@ -34,6 +34,7 @@ from orchenv.backends.replay import replay_key
 from orchenv.backends.store import OccurrenceStore
 from orchenv.error import BackendError, ConfigError, OrchEnvError
 from orchenv.pool import AgentPool, AgentSpec, CallContext, Completion, Message, make_pool
+from orchenv.runner import EpisodeRecord
 
 #: backends whose answers are a pure function of the request: re-asked during verification
 DETERMINISTIC_BACKENDS = frozenset({"simulated"})
@@ -199,23 +200,14 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
 
 
-@dataclass
-class ReplayedEpisode:
-    """One episode as the replay derived it."""
+@dataclass(kw_only=True)
+class ReplayedEpisode(EpisodeRecord):
+    """One episode as the replay derived it: the fields a run logs (``EpisodeRecord``; the
+    replay leaves timing, cache counts and actions at their defaults) plus where it stands
+    in the run and the verdicts the outcome-alignment check counts."""
 
     seed: int
     episode: int
-    task_id: str
-    correct: bool
-    score: float
-    reward: float
-    turns: int
-    cost_usd: float
-    prompt_tokens: int
-    completion_tokens: int
-    agent_calls: dict[str, int]
-    invalid_actions: int
-    final_answer: Any
     right_drafts: int = 0  # verdicts given on a right draft (the env knows it is right)
     accepted_right: int = 0  # of those, acceptances (agreeing with the answer key)
     wrong_drafts: int = 0  # verdicts given on a wrong draft
