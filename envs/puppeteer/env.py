@@ -500,20 +500,25 @@ class PuppeteerEnv(OrchestrationEnv):
     def _context(self, b: int, branch: Branch, **kwargs: Any) -> CallContext:
         return CallContext(task=self.task, turn=self.turn + 1000 * b, draft=branch.draft, **kwargs)
 
-    def _reasoning_agent(self, b: int, model: str, pattern: str, info: dict[str, Any]) -> int:
-        """Call a reasoning agent on branch ``b``; its ``FINAL ANSWER`` becomes the branch's
-        answer. Returns its tokens."""
+    def _agent_messages(self, b: int, branch: Branch, kind: str) -> list[Message]:
+        """The prompt of an agent acting as ``kind`` (a reasoning pattern or a tool) on
+        branch ``b``."""
         assert self.task is not None
-        branch = self.branches[b]
-        messages = agent_messages(
+        return agent_messages(
             self.tasks,
-            pattern,
+            kind,
             self.task.prompt,
             branch.history,
             draft=branch.draft,
             branch=b,
             width=self.width,
         )
+
+    def _reasoning_agent(self, b: int, model: str, pattern: str, info: dict[str, Any]) -> int:
+        """Call a reasoning agent on branch ``b``; its ``FINAL ANSWER`` becomes the branch's
+        answer. Returns its tokens."""
+        branch = self.branches[b]
+        messages = self._agent_messages(b, branch, pattern)
         feedback = branch.critique if pattern == "modify" else None
         context = self._context(b, branch, feedback=feedback, guidance=branch.guidance())
         completion = self.call_agent(model, messages, context)
@@ -534,17 +539,8 @@ class PuppeteerEnv(OrchestrationEnv):
     def _tool_agent(self, b: int, model: str, tool: str, info: dict[str, Any]) -> int:
         """Have ``model`` write a ``tool`` call on branch ``b``, run it, and log the result in
         the branch's trajectory. Returns the call's tokens plus the result's."""
-        assert self.task is not None
         branch = self.branches[b]
-        messages = agent_messages(
-            self.tasks,
-            tool,
-            self.task.prompt,
-            branch.history,
-            draft=branch.draft,
-            branch=b,
-            width=self.width,
-        )
+        messages = self._agent_messages(b, branch, tool)
         completion = self.call_agent(model, messages, self._context(b, branch))
         tokens = completion.prompt_tokens + completion.completion_tokens
         argument = parse_tool_call(tool, completion.text)
