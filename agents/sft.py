@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchenv.cliargs import forward
 from orchenv.error import ConfigError
 
 
@@ -170,16 +171,10 @@ def _cmd_sft(args: Any) -> int:
         args.demos,
         args.model,
         args.out,
-        max_steps=args.max_steps,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        lora_r=args.lora_r,
-        lora_alpha=args.lora_alpha,
-        max_length=args.max_length,
-        seed=args.seed,
         merge=not args.no_merge,
         use_lora=not args.full,
+        **forward(args, "max_steps", "epochs", "batch_size", "learning_rate"),
+        **forward(args, "lora_r", "lora_alpha", "max_length", "seed"),
     )
     print(json.dumps(summary, indent=2))
     return 0

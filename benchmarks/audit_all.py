@@ -30,6 +30,7 @@ from orchenv.audit import (
     AuditReport,
     audit,
 )
+from orchenv.cliargs import forward
 from orchenv.error import OrchEnvError
 from orchenv.registry import ENV_SUMMARIES
 
@@ -112,11 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             report = audit(
                 env_id,
-                tasks=args.tasks,
-                seed=args.seed,
-                tolerance=args.tolerance,
-                budget=args.budget,
-                blind_budget=args.blind_budget,
+                **forward(args, "tasks", "seed", "tolerance", "budget", "blind_budget"),
                 skill_levels=args.skill_levels,
                 best_response=not args.no_best_response,
                 time_limit_s=args.time_limit or None,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from orchenv.cliargs import forward
+
 
 def add_subcommands(sub: Any) -> None:
     """Add ``submit`` and ``verify`` to the ``orchenv`` subparsers object ``sub``."""
@@ -61,11 +63,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     out = write_bundle(
         args.run_dir,
         args.out,
-        calls=args.calls,
-        reference=args.reference,
-        reference_calls=args.reference_calls,
-        pool_file=args.pool_file,
-        overwrite=args.overwrite,
+        **forward(args, "calls", "reference", "reference_calls", "pool_file", "overwrite"),
     )
     print(f"bundle written to {out}; check it with `orchenv verify {out}`")
     return 0
