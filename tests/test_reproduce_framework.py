@@ -6,24 +6,10 @@ import json
 
 import pytest
 
+import orchenv.reproduce as kit
 from orchenv.cli import main
 from orchenv.error import ConfigError
-from orchenv.reproduce import (
-    Estimate,
-    Reproduction,
-    Row,
-    Section,
-    Source,
-    assumed,
-    calibrated,
-    check_direction,
-    check_equivalence,
-    check_order,
-    chosen,
-    count_statuses,
-    index_table,
-    resolve_seed,
-)
+from orchenv.reproduce import Estimate, Reproduction, Row, Section, Source
 
 
 def test_intervals_over_seeds_use_student_t_and_over_episodes_the_normal():
@@ -70,31 +56,31 @@ def test_row_verdict_is_computed_from_the_numbers():
 
 def test_order_check_needs_separated_intervals_unless_ties_are_allowed():
     a, b, c = (Estimate(m, m - 0.02, m + 0.02, 100) for m in (0.80, 0.70, 0.60))
-    assert check_order("a > b > c", {"a": a, "b": b, "c": c}, ["a", "b", "c"]).reproduced
+    assert kit.check_order("a > b > c", {"a": a, "b": b, "c": c}, ["a", "b", "c"]).reproduced
     close = Estimate(0.79, 0.77, 0.81, 100)
-    noisy = check_order("a > close", {"a": a, "close": close}, ["a", "close"])
+    noisy = kit.check_order("a > close", {"a": a, "close": close}, ["a", "close"])
     assert (
         not noisy.reproduced and "within noise, the intervals overlap: a ~ close" in noisy.observed
     )
-    reversed_ = check_order("close > a", {"a": a, "close": close}, ["close", "a"])
+    reversed_ = kit.check_order("close > a", {"a": a, "close": close}, ["close", "a"])
     assert not reversed_.reproduced and "a > close, within noise" in reversed_.observed
     # "no worse than": overlapping intervals are ties that break no order
-    assert check_order(
+    assert kit.check_order(
         "close >= a", {"a": a, "close": close}, ["close", "a"], strict=False
     ).reproduced
-    same = check_order("x > y", {"x": 0.0, "y": 0.0}, ["x", "y"])
+    same = kit.check_order("x > y", {"x": 0.0, "y": 0.0}, ["x", "y"])
     assert not same.reproduced and "identical: x = y" in same.observed
-    broken = check_order("c > a", {"a": a, "c": c}, ["c", "a"], strict=False)
+    broken = kit.check_order("c > a", {"a": a, "c": c}, ["c", "a"], strict=False)
     assert not broken.reproduced and "order broken: a > c" in broken.observed
     assert broken.render().startswith("- **not reproduced**")
 
 
 def test_direction_check_needs_separated_intervals():
     before, after = Estimate(0.5, 0.45, 0.55, 9), Estimate(0.7, 0.65, 0.75, 9)
-    assert check_direction("reward goes up", before, after, up=True).reproduced
-    assert not check_direction("tokens go down", before, after, up=False).reproduced
+    assert kit.check_direction("reward goes up", before, after, up=True).reproduced
+    assert not kit.check_direction("tokens go down", before, after, up=False).reproduced
     close = Estimate(0.52, 0.47, 0.57, 9)
-    finding = check_direction("reward goes up", before, close, up=True)
+    finding = kit.check_direction("reward goes up", before, close, up=True)
     assert not finding.reproduced and "within noise" in finding.observed
 
 
@@ -124,10 +110,14 @@ def test_cached_results_are_reused_until_the_config_changes(tmp_path):
 
 
 def test_seed_names_resolve_and_unknown_ones_fail_clearly(capsys):
-    assert resolve_seed("0") == resolve_seed("seed000") == resolve_seed("000_492bf7717164acb2")
-    assert resolve_seed("4") == "004"
+    assert (
+        kit.resolve_seed("0")
+        == kit.resolve_seed("seed000")
+        == kit.resolve_seed("000_492bf7717164acb2")
+    )
+    assert kit.resolve_seed("4") == "004"
     with pytest.raises(ConfigError, match="choose one of 000, 001"):
-        resolve_seed("7")
+        kit.resolve_seed("7")
     assert main(["reproduce", "9", "--quick", "--no-progress"]) == 2
     assert "unknown seed '9'" in capsys.readouterr().err
 
@@ -136,7 +126,8 @@ def test_a_match_counts_as_a_reproduction_only_by_mechanism():
     est = Estimate(0.95, 0.94, 0.96, 600)
     plain = Row("m", {"acc": est}, {"acc": 0.955}, compare="acc")
     assert plain.provenance == "mechanism" and plain.status == "reproduced"
-    for make, kind in ((calibrated, "calibrated"), (assumed, "assumed"), (chosen, "chosen")):
+    for kind in ("calibrated", "assumed", "chosen"):
+        make = getattr(kit, kind)
         row = Row("r", {"acc": est}, {"acc": 0.955}, compare="acc", sources=(make("o3 pass@1"),))
         assert row.provenance == kind and row.status == kind
         assert f"Not a reproduction: {kind}: o3 pass@1" in row.verdict()
@@ -146,10 +137,10 @@ def test_a_match_counts_as_a_reproduction_only_by_mechanism():
         {"acc": est},
         {"acc": 0.955},
         compare="acc",
-        sources=(chosen("budget"), calibrated("pass@1")),
+        sources=(kit.chosen("budget"), kit.calibrated("pass@1")),
     )
     assert both.provenance == "calibrated"
-    miss = Row("x", {"acc": est}, {"acc": 0.80}, compare="acc", sources=(calibrated("p"),))
+    miss = Row("x", {"acc": est}, {"acc": 0.80}, compare="acc", sources=(kit.calibrated("p"),))
     assert miss.status == "not reproduced"
     with pytest.raises(ValueError, match="kind"):
         Source("typed", "x")
@@ -180,13 +171,15 @@ def test_a_difference_of_the_opposite_sign_never_matches():
 
 def test_ties_and_overlaps_are_undecided_not_reproduced():
     a, close = Estimate(0.80, 0.78, 0.82, 100), Estimate(0.79, 0.77, 0.81, 100)
-    tie = check_order("a > close", {"a": a, "close": close}, ["a", "close"])
+    tie = kit.check_order("a > close", {"a": a, "close": close}, ["a", "close"])
     assert tie.status == "undecided" and not tie.decided
-    same = check_order("x > y", {"x": 0.5, "y": 0.5}, ["x", "y"])
+    same = kit.check_order("x > y", {"x": 0.5, "y": 0.5}, ["x", "y"])
     assert same.status == "undecided"
     far = Estimate(0.5, 0.48, 0.52, 100)
-    assert check_order("far > a", {"a": a, "far": far}, ["far", "a"]).status == "not reproduced"
-    up = check_direction("up", Estimate(0.5, 0.45, 0.55, 9), Estimate(0.52, 0.47, 0.57, 9), up=True)
+    assert kit.check_order("far > a", {"a": a, "far": far}, ["far", "a"]).status == "not reproduced"
+    up = kit.check_direction(
+        "up", Estimate(0.5, 0.45, 0.55, 9), Estimate(0.52, 0.47, 0.57, 9), up=True
+    )
     assert up.status == "undecided"
 
 
@@ -194,23 +187,23 @@ def test_saturation_is_an_equivalence_test_against_a_margin_not_overlap():
     # +8.8 points with overlapping intervals: not "saturates"
     before, after = Estimate(0.832, 0.76, 0.90, 50), Estimate(0.920, 0.87, 0.97, 50)
     assert before.hi > after.lo  # they overlap
-    sat = check_equivalence("gain saturates", before, after, margin=0.02)
+    sat = kit.check_equivalence("gain saturates", before, after, margin=0.02)
     assert sat.status == "not reproduced" or sat.status == "undecided"
     assert not sat.reproduced
-    flat = check_equivalence(
+    flat = kit.check_equivalence(
         "flat", Estimate(0.90, 0.895, 0.905, 5000), Estimate(0.901, 0.896, 0.906, 5000), margin=0.02
     )
     assert flat.status == "reproduced"
-    paired = check_equivalence(
+    paired = kit.check_equivalence(
         "paired", 0.9, 0.95, margin=0.02, difference=Estimate(0.05, 0.04, 0.06, 600)
     )
     assert paired.status == "not reproduced"
 
 
 def test_own_claims_are_shown_and_counted_apart(tmp_path):
-    mine = check_direction("orchenv: cost goes down", 1.0, 0.5, up=False).with_(paper=False)
-    theirs = check_direction("paper: accuracy goes up", 0.5, 0.9, up=True)
-    row = Row("a", {"acc": 0.955}, {"acc": 0.955}, compare="acc", sources=(calibrated("p"),))
+    mine = kit.check_direction("orchenv: cost goes down", 1.0, 0.5, up=False).with_(paper=False)
+    theirs = kit.check_direction("paper: accuracy goes up", 0.5, 0.9, up=True)
+    row = Row("a", {"acc": 0.955}, {"acc": 0.955}, compare="acc", sources=(kit.calibrated("p"),))
     section = Section("T", "Table 1", ["acc"], [row], findings=[theirs, mine])
     text = section.to_markdown()
     assert (
@@ -218,12 +211,12 @@ def test_own_claims_are_shown_and_counted_apart(tmp_path):
         < text.index("orchenv's own claims")
         < text.index("orchenv: cost")
     )
-    counts = count_statuses([section])
+    counts = kit.count_statuses([section])
     assert counts["rows"]["calibrated"] == 1 and counts["findings"]["reproduced"] == 1
     assert counts["own"]["reproduced"] == 1 and sum(counts["findings"].values()) == 1
     page = {"counts": counts, "sections": [section.to_dict()]}
     (tmp_path / "007.json").write_text(json.dumps(page))
-    table = index_table(tmp_path)
+    table = kit.index_table(tmp_path)
     assert "| 007 | table rows | 0 | 1 | 0 | 0 | 0 | 0 |" in table
     assert "| 007 | paper's claims | 1 | 0 | 0 | 0 | 0 | 0 |" in table
 
@@ -235,7 +228,7 @@ def test_the_count_tables_in_the_readmes_come_from_the_pages_json():
     from orchenv.reproduce import INDEX_END, INDEX_FILES, INDEX_START
 
     root = Path(__file__).resolve().parent.parent
-    table = index_table(root / "docs" / "reproduction")
+    table = kit.index_table(root / "docs" / "reproduction")
     for name in INDEX_FILES:
         text = (root / name).read_text(encoding="utf-8")
         block = text.split(INDEX_START, 1)[1].split(INDEX_END, 1)[0].strip()

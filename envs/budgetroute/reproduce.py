@@ -25,23 +25,11 @@ import numpy as np
 
 from orchenv.discrete import MaskedPolicyController
 from orchenv.eval.harness import EvalConfig, EvalResult
-from orchenv.reproduce import llamacpp
+from orchenv.reproduce import llamacpp, report
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
 from orchenv.reproduce.figures import curves_with_band, new_figure, points_with_intervals, save
 from orchenv.reproduce.papers import load_paper_numbers
-from orchenv.reproduce.report import (
-    Estimate,
-    Finding,
-    Row,
-    Section,
-    Source,
-    assumed,
-    calibrated,
-    check_direction,
-    check_order,
-    check_sweep,
-    chosen,
-)
+from orchenv.reproduce.report import Estimate, Finding, Row, Section, Source
 from orchenv.reproduce.stats import bins_by_position, over_seeds, unpaired_difference
 
 ENV_ID = "orch/BudgetRoute-v0"
@@ -313,11 +301,11 @@ def _expert_source(name: str) -> Source:
     number (checked here, not assumed)."""
     inp = _inputs()
     value, paper = inp["accuracy"].get(name, math.nan), PAPER_ACCURACY[name]
-    kind = calibrated if _set_to(value, paper) else assumed
+    kind = report.calibrated if _set_to(value, paper) else report.assumed
     return kind(
         f"{name} pass@1 (simulated expert)",
         f"{inp['preset']}.json calibration.accuracy {value:.3f} "
-        f"{'=' if kind is calibrated else 'vs'} Table 2's {paper:.3f}",
+        f"{'=' if kind is report.calibrated else 'vs'} Table 2's {paper:.3f}",
     )
 
 
@@ -325,10 +313,10 @@ def _controller_source() -> Source:
     """The controller model's own solution (the discrete "answer alone" choice)."""
     value, paper = _inputs()["controller"], PAPER_ACCURACY["controller alone"]
     value = math.nan if value is None else float(value)
-    kind = calibrated if _set_to(value, paper) else assumed
+    kind = report.calibrated if _set_to(value, paper) else report.assumed
     return kind(
         "the controller's own answer (simulated)",
-        f"env controller_accuracy {value:.3f} {'=' if kind is calibrated else 'vs'} "
+        f"env controller_accuracy {value:.3f} {'=' if kind is report.calibrated else 'vs'} "
         f"Table 2's {paper:.3f}",
     )
 
@@ -338,7 +326,7 @@ def _pool_source() -> Source:
     inp = _inputs()
     values = [inp["accuracy"].get(e, math.nan) for e in EXPERTS]
     same = all(_set_to(v, PAPER_ACCURACY[e]) for v, e in zip(values, EXPERTS, strict=True))
-    return (calibrated if same else assumed)(
+    return (report.calibrated if same else report.assumed)(
         "the experts' pass@1 (simulated)",
         f"{inp['preset']}.json calibration.accuracy "
         + " / ".join(f"{v:.3f}" for v in values)
@@ -366,14 +354,14 @@ def _cost_source(experts: tuple[str, ...] = EXPERTS) -> Source:
         f"${' / $'.join(f'{1000 * p:.2f}' for p in paper)}"
     )
     who = "the experts'" if len(experts) > 1 else f"{experts[0]}'s"
-    return (calibrated if same else assumed)(f"{who} cost per call", detail)
+    return (report.calibrated if same else report.assumed)(f"{who} cost per call", detail)
 
 
 def _guidance_source() -> Source:
     """The gains of a pointed or decomposed sub-query: logits chosen on the scale of the
     paper's effect (docs/budgetroute.md)."""
     logits = _inputs()["logits"]
-    return assumed(
+    return report.assumed(
         "sub-query gains",
         "experts.py guidance logits "
         + ", ".join(f"{k} {v:+g}" for k, v in logits.items())
@@ -383,7 +371,7 @@ def _guidance_source() -> Source:
 
 def _turns_source() -> Source:
     """The horizon: the paper states no limit on the controller's rounds."""
-    return chosen(
+    return report.chosen(
         f"max_turns={_inputs()['max_turns']}",
         "the paper states no limit; the last section sweeps 2 to 5",
     )
@@ -641,17 +629,17 @@ def _turns_section(
             checks.setdefault(("reward", mode), {})[point] = _no_worse(
                 "", reward[mode], best, _reward(base[best, mode]), margin=NONINFERIORITY_MARGIN
             )
-            checks.setdefault(("random", mode), {})[point] = check_order(
+            checks.setdefault(("random", mode), {})[point] = report.check_order(
                 "",
                 {"trained": acc[mode], "random assign": accuracy(base["random assign", mode])},
                 ["trained", "random assign"],
             )
-        checks.setdefault(("o3", "high"), {})[point] = check_order(
+        checks.setdefault(("o3", "high"), {})[point] = report.check_order(
             "",
             {"trained": acc["high"], "o3": accuracy(base["o3", "high"])},
             ["trained", "o3"],
         )
-        checks.setdefault(("budget", ""), {})[point] = check_order(
+        checks.setdefault(("budget", ""), {})[point] = report.check_order(
             "", acc, ["high", "medium", "low"]
         )
     claims = {
@@ -665,7 +653,7 @@ def _turns_section(
         "low (section 4.4, finding 3){}",
     }
     sources = (
-        chosen(
+        report.chosen(
             "max_turns",
             f"{', '.join(map(str, TURN_SWEEP))}; the page's other rows use {default}, the "
             "policies were trained at it",
@@ -673,7 +661,7 @@ def _turns_section(
         *_trained_sources()[:-1],
     )
     findings = [
-        check_sweep(
+        report.check_sweep(
             claims[kind].format(mode) + SWEPT,
             points,
             why="Each point is the same check as the page's own finding at that horizon.",
@@ -796,7 +784,7 @@ def _mode_section(
             f"test against a margin of {NONINFERIORITY_MARGIN:.2f} (the accuracy rows' "
             "tolerance).",
         ).with_(paper=False, sources=_trained_sources()),
-        check_order(
+        report.check_order(
             f"the trained controller ({mode} mode) is more accurate than random assign "
             "(section 4.4, finding 2)",
             {"trained": t_acc[mode], "random assign": accuracy(base["random assign", mode])},
@@ -810,7 +798,7 @@ def _mode_section(
     ]
     if mode == "high":
         findings.append(
-            check_order(
+            report.check_order(
                 "in the high mode the trained controller beats the best single expert, o3 "
                 "(section 4.4, finding 1)",
                 {"trained": t_acc[mode], "o3": accuracy(base["o3", mode])},
@@ -905,7 +893,7 @@ def _modes_section(
     first = {m: _curve_point(curves, m, 0) for m in MODES}
     last = {m: _curve_point(curves, m, -1) for m in MODES}
     findings = [
-        check_order(
+        report.check_order(
             "single models rank by accuracy o3 > GPT-4.1 > GPT-4.1-nano > the controller alone "
             "(Table 2)",
             expert_acc,
@@ -913,7 +901,7 @@ def _modes_section(
             why="The simulated experts are calibrated to Table 2, so this checks the "
             "calibration on the procedural test problems.",
         ).with_(sources=(*map(_expert_source, EXPERTS), _controller_source())),
-        check_order(
+        report.check_order(
             "single experts rank by cost o3 > GPT-4.1 > GPT-4.1-nano (Table 2; cost per 1k "
             "queries)",
             expert_cost,
@@ -921,7 +909,7 @@ def _modes_section(
             why="The preset's completion tokens are derived from Table 2's cost column, so "
             "this echoes the calibration.",
         ).with_(sources=(_cost_source(),)),
-        check_order(
+        report.check_order(
             "the trained controller's accuracy rises with the budget: high > medium > low "
             "(section 4.4, finding 3)",
             t_acc,
@@ -929,14 +917,14 @@ def _modes_section(
             why="Intervals over run seeds; a pair whose intervals overlap is not counted as "
             "ordered.",
         ).with_(sources=_trained_sources()),
-        check_order(
+        report.check_order(
             "the trained controller's cost rises with the budget: high > medium > low "
             "(section 4.4, finding 3; on MATH500 the paper's medium mode costs more than its "
             "high mode, on the other three sets the order holds)",
             t_cost,
             order,
         ).with_(sources=_trained_sources()),
-        check_order(
+        report.check_order(
             "the trained controller calls experts more as the budget grows (expert calls per "
             "query, high > medium > low; section 4.5, finding 1)",
             t_calls,
@@ -947,7 +935,7 @@ def _modes_section(
     ]
     for mode in ("low", "high"):
         findings.append(
-            check_direction(
+            report.check_direction(
                 f"during training the share of {mode}-mode episodes that call an expert rises "
                 "(section 4.5, finding 2; Figure 3)",
                 first[mode]["called"],
@@ -960,7 +948,7 @@ def _modes_section(
             ).with_(sources=_trained_sources())
         )
     findings.append(
-        check_direction(
+        report.check_direction(
             "during training the per-query cost in the high mode rises (Figure 6, finding 1)",
             first["high"]["cost_k"],
             last["high"]["cost_k"],
@@ -969,7 +957,7 @@ def _modes_section(
         ).with_(sources=_trained_sources())
     )
     findings.append(
-        check_order(
+        report.check_order(
             "at the end of training the high mode's per-query cost is above the low mode's "
             "(Figure 6, finding 2)",
             {"high": last["high"]["cost_k"], "low": last["low"]["cost_k"]},
@@ -1169,7 +1157,7 @@ def _prompt_section(rep: Reproduction, missing: str | None, run: bool, episodes:
             for m in MODES
         }
         section.findings.append(
-            check_order(
+            report.check_order(
                 f"with Prompt {'A' if style == 'hard' else 'B'} the share of episodes that "
                 "call an expert orders high > medium > low (section 4.5, finding 1)",
                 ratio,
@@ -1186,7 +1174,7 @@ def _prompt_section(rep: Reproduction, missing: str | None, run: bool, episodes:
         for s in ("hard", "guidance")
     }
     section.findings.append(
-        check_direction(
+        report.check_direction(
             "in the low mode the hard-constraint prompt (A) calls experts less than the "
             "guidance prompt (B) (section 4.5, finding 3)",
             low["guidance"],

@@ -27,20 +27,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from orchenv.reproduce import report
 from orchenv.reproduce.context import Reproduction
 from orchenv.reproduce.figures import bars_with_intervals, new_figure, points_with_intervals, save
 from orchenv.reproduce.papers import int_keys, load_paper_numbers
-from orchenv.reproduce.report import (
-    Estimate,
-    Finding,
-    Row,
-    Section,
-    Source,
-    assumed,
-    check_equivalence,
-    check_order,
-    chosen,
-)
+from orchenv.reproduce.report import Estimate, Finding, Row, Section, Source
 from orchenv.reproduce.stats import divided, paired_difference, relative_change, scaled
 
 INTRO = (
@@ -112,78 +103,78 @@ QUICK_SHOP = {"num_products": 200, "num_goals": 40, "split": "test"}
 # and the budgets are orchenv's choices, and the distraction term is an assumption chosen so
 # that a long context can hurt (the only reason full context can score below a routed one).
 #: the simulated multihop agents' levels: they set every F1 level on the page
-AGENTS = chosen(
+AGENTS = report.chosen(
     "simulated role agents' accuracy",
     "envs/multihopqa/agents.py DEFAULT_ACCURACY: Planner 0.9, Recommender 0.92; orchenv's "
     "levels, no paper number; the level of every F1 follows them",
 )
 #: the distraction term: what makes full context answer worse than a routed context
-DISTRACTION = assumed(
+DISTRACTION = report.assumed(
     "distraction 0.6 per 1K off-evidence prompt tokens",
     "envs/multihopqa/agents.py MultihopRoleBackend: a modelling assumption standing in for "
     "long-context degradation, the only reason full context can score below a routed context",
 )
 #: RCR's budgets: every token and runtime saving of RCR follows them
-BUDGETS = chosen(
+BUDGETS = report.chosen(
     "RCR budgets B_i (Planner 384, Searcher 128, Recommender 384)",
     "MultihopQAGame.default_routing, the paper's 2048 scaled by 384/2048 to the generator's "
     "~100-token paragraphs; the saving moves with them: 'tokens vs full' in Tables 3-4 sweeps "
     "B_i over 0.25x to 2x",
 )
 #: the budget scale of Tables 3-4
-BUDGET_AXIS = chosen(
+BUDGET_AXIS = report.chosen(
     "B_i scale 384/2048",
     "BUDGET_SCALE: orchenv's B_i is the paper's x 384/2048, chosen so the default fits one "
     "round's evidence",
 )
 #: static routing's per-role slices
-STATIC = chosen(
+STATIC = report.chosen(
     "static routing's per-role slices",
     "MultihopQAGame.team static_types (Searcher: task and query only); orchenv's choice, the "
     "paper lists none",
 )
 #: the memory's size: search_k paragraphs of the generator per search
-MEMORY = chosen(
+MEMORY = report.chosen(
     "shared memory's size",
     "2 paragraphs per search (search_k) of the generator's ~100 tokens; a saving is a share of it",
 )
 #: RCR's importance weights (free: both weightings are shown)
-WEIGHTS = chosen(
+WEIGHTS = report.chosen(
     "RCR weights w = (1, 1, 1), fixed K_i",
     "appendix E's; the former (0.5, 1, 1) with tracked names is in 'Router effect by Planner'",
 )
 #: the Planner of the team (free: three are shown)
-PLANNER = chosen(
+PLANNER = report.chosen(
     "simulated Planner that records resolved hops in its plan",
     "section 'Router effect by Planner' plays the same questions with two other Planners",
 )
 #: rounds T
-ROUNDS = chosen("rounds T = 3", "Table 5 and Figure 2 sweep T = 1..5")
+ROUNDS = report.chosen("rounds T = 3", "Table 5 and Figure 2 sweep T = 1..5")
 
 
 def _team_sources(name: str) -> dict[str, Source]:
     """The inputs of the ALFWorld / WebShop role-team rows."""
     if name == "ALFWorld":
-        agents = chosen(
+        agents = report.chosen(
             "simulated ALFWorld role agents' accuracy",
             "envs/alfworld/agents.py: 0.9 guided, 0.5 unguided; orchenv's levels",
         )
         budgets = f"beta_base {SCALED_BUDGETS['ALFWorld']['beta_base']} in the last row"
     else:
-        agents = chosen(
+        agents = report.chosen(
             "simulated WebShop role agents",
             "envs/webshop/roles.py webshop_role_pool: orchenv's rules, no paper number",
         )
         budgets = "384 / 192 in the last row"
     return {
         "agents": agents,
-        "budgets": chosen(
+        "budgets": report.chosen(
             f"{name} budgets B_i", f"the paper's setting, and orchenv's {budgets} (SCALED_BUDGETS)"
         ),
-        "static": chosen(
+        "static": report.chosen(
             f"{name} static slices", f"{name}RoleGame's team static_types; orchenv's choice"
         ),
-        "memory": chosen(
+        "memory": report.chosen(
             f"{name} shared memory's size", "set by what orchenv's simulated roles write"
         ),
     }
@@ -528,7 +519,7 @@ def _table2(
             )
         saving = {r: _saving(got[r], full) for r in ("static", "rcr")}
         findings.append(
-            check_order(
+            report.check_order(
                 f"{label}: tokens, RCR < static < full context (paper, {paper_name})",
                 {"RCR saving": saving["rcr"], "static saving": saving["static"], "full": 0.0},
                 ["RCR saving", "static saving", "full"],
@@ -670,7 +661,7 @@ def _budget_section(
         )
     tokens = {str(b): _mean(got[b], "tokens_total") for b in PAPER_B}
     findings = [
-        check_order(
+        report.check_order(
             f"{dataset}-shaped: total tokens grow with the per-agent budget",
             tokens,
             [str(b) for b in reversed(PAPER_B)],
@@ -722,7 +713,7 @@ def _saturation_finding(dataset: str, got: Mapping[int, Sequence[Mapping[str, An
     paper = PAPER_BUDGETS[dataset]
     margin = round(paper[2048]["f1"] - paper[1024]["f1"], 3)
     gain_mid = _paired(got[2048], got[1024], "f1")
-    finding = check_equivalence(
+    finding = report.check_equivalence(
         f"{dataset}-shaped: F1 saturates beyond B_i = 2048 (paper: {paper[2048]['f1']:.3f} -> "
         f"{paper[4096]['f1']:.3f} at 4096)",
         _mean(got[2048], "f1"),
@@ -876,7 +867,7 @@ def _rounds_section(
             "simulation makes late rounds hurt.",
             sources=(AGENTS, DISTRACTION),
         ),
-        check_order(
+        report.check_order(
             "Diminishing returns: the F1 gain per extra round shrinks after T = 3",
             {
                 "gain 2->3": _paired(got[3]["rcr"], got[2]["rcr"], "f1"),

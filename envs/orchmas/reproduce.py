@@ -43,19 +43,11 @@ from orchenv.envs.orchmas.executor import RoleAwareExecutorBackend
 from orchenv.envs.orchmas.paraphrase import STUFFED_ROLE
 from orchenv.envs.orchmas.scripted import decompose_orchestrator, single_executor
 from orchenv.eval.harness import EvalConfig, EvalResult
+from orchenv.reproduce import report
 from orchenv.reproduce.context import Reproduction, eval_command
 from orchenv.reproduce.figures import bars_with_intervals, curves_with_band, new_figure, save
 from orchenv.reproduce.papers import load_paper_numbers
-from orchenv.reproduce.report import (
-    Estimate,
-    Finding,
-    Row,
-    Section,
-    Source,
-    assumed,
-    check_order,
-    chosen,
-)
+from orchenv.reproduce.report import Estimate, Finding, Row, Section, Source
 from orchenv.reproduce.stats import bin_means, over_seeds, paired_difference, seed_difference
 
 ENV_ID = "orch/OrchMAS-v0"
@@ -118,13 +110,13 @@ LOGIT_WHAT: dict[str, tuple[str, str]] = {
 def logit_source(name: str) -> Source:
     """``assumed``: the executor term ``name`` at the value every run of the page uses."""
     what, why = LOGIT_WHAT[name]
-    return assumed(
+    return report.assumed(
         f"executor `{name}` {LOGITS[name]:+g}: {what}",
         f"RoleAwareExecutorBackend default, envs/orchmas/executor.py; {why}",
     )
 
 
-ACCURACY_SOURCE = assumed(
+ACCURACY_SOURCE = report.assumed(
     f"executor `executor_accuracy` {EXECUTOR_ACCURACY:g}: one generic call's accuracy on a "
     "one-hop question",
     "OrchMASEnv default, orchmas_pool's calibration accuracy: a 7B model's level, not set to "
@@ -365,12 +357,12 @@ def build(rep: Reproduction) -> list[Section]:
         partial(best_fixed_role, n_select, 1000),
     )
     use_fixed_role(str(selection["best"]))
-    role_source = chosen(
+    role_source = report.chosen(
         f"the '- Agent Roles' fixed role {selection['best']!r}",
         f"the best of {len(FIXED_ROLES)} fixed roles for the scripted plan on the train split "
         "(note below)",
     )
-    training_source = chosen(
+    training_source = report.chosen(
         f"MaskablePPO budget: {steps:,} steps per policy, {len(seeds)} run seed(s), the "
         "settings `PPO` and features `FEATURES` of envs/orchmas/reproduce.py",
         "picked for the page's compute; no sweep on the page",
@@ -794,7 +786,7 @@ def _ablation_table(
                 )
             paper_order = sorted(SETTINGS, key=lambda s: -paper[s][0])
             findings.append(
-                check_order(
+                report.check_order(
                     f"on {type_name}, the paper's ranking of the variants by mean F1 "
                     f"({' > '.join(paper_order)}; '- Agent Roles' is the largest drop) "
                     f"({'trained' if controller == 'ppo' else 'scripted'} orchestrator)",

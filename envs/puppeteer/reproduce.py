@@ -31,24 +31,11 @@ from typing import Any
 import numpy as np
 
 from orchenv.eval.harness import EvalConfig
+from orchenv.reproduce import report
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
 from orchenv.reproduce.figures import curves_with_band, new_figure, points_with_intervals, save
 from orchenv.reproduce.papers import load_paper_numbers
-from orchenv.reproduce.report import (
-    Estimate,
-    Finding,
-    Row,
-    Section,
-    Source,
-    assumed,
-    calibrated,
-    check_difference,
-    check_direction,
-    check_equivalence,
-    check_order,
-    check_sweep,
-    chosen,
-)
+from orchenv.reproduce.report import Estimate, Finding, Row, Section, Source
 from orchenv.reproduce.stats import moving_average, over_seeds, seed_difference
 
 INTRO = (
@@ -168,7 +155,7 @@ def _quality_source(model: str, tasks: str, paper: float | None = None) -> Sourc
     value = MODELS[model].quality[fam]
     if paper is not None and abs(value - paper) > 1e-9:
         return None
-    return calibrated(
+    return report.calibrated(
         f"{model} single-call quality on {FAMILIES[tasks]}",
         f"envs/puppeteer/presets.py MODELS[{model!r}].quality[{fam!r}] = {value:.4f}"
         + (", Table 1's number" if paper is not None else ""),
@@ -184,7 +171,7 @@ def _space_sources(preset: str, tasks: str) -> list[Source]:
     fam = PRESET_FAMILY[tasks]
     detail = ", ".join(f"{m} {MODELS[m].quality[fam]:.3f}" for m in names)
     return [
-        calibrated(
+        report.calibrated(
             f"{FAMILIES[tasks]} single-call qualities of the {preset} space",
             "envs/puppeteer/presets.py ModelProfile.quality, Table 1's numbers where the paper "
             "gives them" + (f": {detail}" if detail else ""),
@@ -197,7 +184,7 @@ def _revision_source(tasks: str) -> Source:
 
     fam = PRESET_FAMILY[tasks]
     r = REVISION[fam]
-    return assumed(
+    return report.assumed(
         f"revision rates on {FAMILIES[tasks]}",
         f"envs/puppeteer/revision.py REVISION[{fam!r}]: keep {r.keep}, keep after a false "
         f"alarm {r.keep_after_alarm}, fix {r.fix}, false alarm {r.false_alarm}; set so that "
@@ -211,7 +198,7 @@ def _error_sources(tasks: str) -> list[Source]:
     from orchenv.envs.puppeteer.revision import TASK_CORRELATION
 
     out = [
-        chosen(
+        report.chosen(
             "per-task error correlation",
             f"envs/puppeteer/revision.py TASK_CORRELATION = {TASK_CORRELATION}, picked so that "
             "agreeing answers gain about what self-consistency gains a real model",
@@ -219,7 +206,7 @@ def _error_sources(tasks: str) -> list[Source]:
     ]
     if tasks in BINARY:
         out.append(
-            chosen(
+            report.chosen(
                 "distractor shares",
                 f"envs/puppeteer/outputs.py DISTRACTOR_SHARES = {DISTRACTOR_SHARES}",
             )
@@ -230,12 +217,12 @@ def _error_sources(tasks: str) -> list[Source]:
 def _reward_sources(lam: float = MAIN_LAMBDA, depth: int = 4) -> list[Source]:
     """Eq. 6's free parameters as the page sets them."""
     return [
-        chosen(
+        report.chosen(
             "lambda (eq. 6 token cost)",
             f"{lam:g}; the paper names 0.1 as default without its token scale; Figure 3's "
             "rows sweep it",
         ),
-        chosen(
+        report.chosen(
             "stopping rule: episode length and phi",
             f"max_turns {depth} = phi; Figure 7's rows vary the depth",
         ),
@@ -248,7 +235,9 @@ def _training_sources(setting: Setting, episodes: int) -> list[Source]:
         _revision_source(setting.tasks),
         *_error_sources(setting.tasks),
         *_reward_sources(setting.lam, setting.depth),
-        chosen("training length", f"{episodes:,} episodes per run seed, lr {LR}, uniform start"),
+        report.chosen(
+            "training length", f"{episodes:,} episodes per run seed, lr {LR}, uniform start"
+        ),
     ]
 
 
@@ -374,7 +363,7 @@ def _table1_fixed(rep: Reproduction) -> Section:
                 [sr_scores[k][1] for k in keys], [pure_scores[k][1] for k in keys]
             )
             findings.append(
-                check_direction(
+                report.check_direction(
                     f"Self-Refine {'raises' if helps else 'lowers'} {name}'s {column} score "
                     f"(paper: {paper[i]:.3f} -> {refine[i]:.3f}); checked on the paired "
                     "per-task difference, Self-Refine minus one call",
@@ -487,7 +476,9 @@ def _fig2(
         )
         dynamics = (
             *_reward_sources(setting.lam, setting.depth),
-            chosen("training length", f"{n:,} episodes per run seed, lr {LR}, uniform start"),
+            report.chosen(
+                "training length", f"{n:,} episodes per run seed, lr {LR}, uniform start"
+            ),
         )
         for key, up, word in (
             ("return", True, "reward (eq. 6 return) rises"),
@@ -499,7 +490,7 @@ def _fig2(
                 for log in logs
             )
             findings.append(
-                check_direction(
+                report.check_direction(
                     f"{label}: {word} from the initialized to the evolved phase",
                     ours[f"{key}, initialized"],
                     ours[f"{key}, evolved"],
@@ -581,7 +572,7 @@ def _table1_puppeteer(
                 )
             )
         findings.append(
-            check_direction(
+            report.check_direction(
                 f"{label}: the evolved phase scores higher than the initialized one",
                 init,
                 evolved,
@@ -653,7 +644,7 @@ def _fig3(rep: Reproduction, logs: Mapping[float, list[dict[str, list[float]]]],
     order = sorted(logs)
     names = {lam: f"lambda {lam:g}" for lam in order}
     findings = [
-        check_order(
+        report.check_order(
             "Higher lambda, fewer tokens per episode (tokens ordered lambda 0 > 0.1 > 0.3 > 1)",
             {names[lam]: final["tokens"][lam] for lam in order},
             [names[lam] for lam in order],
@@ -661,13 +652,13 @@ def _fig3(rep: Reproduction, logs: Mapping[float, list[dict[str, list[float]]]],
             why="Each token costs lambda in eq. 6, so a larger lambda makes stopping early "
             "pay more.",
         ),
-        check_order(
+        report.check_order(
             "Higher lambda, fewer agents per episode",
             {names[lam]: final["agents"][lam] for lam in order},
             [names[lam] for lam in order],
             why="Agent calls are where the tokens are spent.",
         ),
-        check_direction(
+        report.check_direction(
             f"orchenv's claim: without the cost term accuracy is higher (evolved score, "
             f"lambda {order[-1]:g} -> lambda {order[0]:g})",
             final["score"][order[-1]],
@@ -679,11 +670,11 @@ def _fig3(rep: Reproduction, logs: Mapping[float, list[dict[str, list[float]]]],
         ).with_(paper=False),
     ]
     sweep = (
-        chosen(
+        report.chosen(
             "lambda values",
             f"{', '.join(f'{lam:g}' for lam in order)}; the paper does not state Figure 3's",
         ),
-        chosen("training length", f"{n:,} episodes per lambda and run seed"),
+        report.chosen("training length", f"{n:,} episodes per lambda and run seed"),
         *_error_sources(MAIN.tasks),
     )
     findings = [f.with_(sources=sweep) for f in findings]
@@ -791,22 +782,22 @@ def _sweeps(
     ]
     findings, summary = [], {}
     sweep_sources = (
-        chosen("lambda values", f"{', '.join(f'{lam:g}' for lam in sorted(lam_logs))}"),
-        chosen(
+        report.chosen("lambda values", f"{', '.join(f'{lam:g}' for lam in sorted(lam_logs))}"),
+        report.chosen(
             "stopping rule (episode length = phi)",
             ", ".join(str(d) for w, d in sorted(grid_logs) if w == MAIN.width),
         ),
-        chosen("training length", f"{e_lam:,} episodes per lambda, {e_grid:,} per depth"),
+        report.chosen("training length", f"{e_lam:,} episodes per lambda, {e_grid:,} per depth"),
         *_error_sources(MAIN.tasks),
     )
     for key, up, words, where in SWEEP_HEADLINES:
         per = {
-            name: check_difference(
+            name: report.check_difference(
                 "", changes[name][key], up=up, digits=0 if key == "tokens" else 3
             )
             for name in points
         }
-        finding = check_sweep(
+        finding = report.check_sweep(
             f"{MAIN.label}: {words} ({where}), at every lambda and stopping rule swept",
             per,
             why="Each point is checked on its own paired difference; a point whose interval "
@@ -863,14 +854,16 @@ def _fig7(
     for o in final["return"]:
         if o == d:
             continue
-        eq = check_equivalence(f"{d} vs {o}", final["return"][d], final["return"][o],
+        eq = report.check_equivalence(f"{d} vs {o}", final["return"][d], final["return"][o],
                                margin=TRADE_MARGIN)  # fmt: skip
-        ahead_of = check_direction("", final["return"][o], final["return"][d], up=True)
+        ahead_of = report.check_direction("", final["return"][o], final["return"][d], up=True)
         passed = eq.reproduced or ahead_of.reproduced
-        below = check_direction("", final["return"][d], final["return"][o], up=True).reproduced
+        below = report.check_direction(
+            "", final["return"][d], final["return"][o], up=True
+        ).reproduced
         trade.append((o, eq.observed, passed, below))
     findings = [
-        check_order(
+        report.check_order(
             "Deeper chains cost more tokens (tokens ordered by depth, deepest first)",
             {k: final["tokens"][k] for k in deeper},
             deeper,
@@ -878,7 +871,7 @@ def _fig7(
             why="A deeper budget lets the policy call more agents, and eq. 6's step factor "
             "log(1 + t / phi) grows more slowly when phi is the larger depth.",
         ),
-        check_order(
+        report.check_order(
             "Wider exploration costs more tokens (tokens ordered by width, widest first)",
             {k: final["tokens"][k] for k in wider},
             wider,
@@ -905,8 +898,10 @@ def _fig7(
         ),
     ]
     grid_sources = (
-        chosen("width x depth grid", f"{', '.join(final['return'])}; one axis at a time"),
-        chosen("training length", f"{n:,} episodes per setting and run seed (partly trained)"),
+        report.chosen("width x depth grid", f"{', '.join(final['return'])}; one axis at a time"),
+        report.chosen(
+            "training length", f"{n:,} episodes per setting and run seed (partly trained)"
+        ),
         *_reward_sources(),
         *_error_sources(MAIN.tasks),
     )
@@ -971,12 +966,14 @@ def _topology(
         )
         dynamics = (
             *_reward_sources(setting.lam, setting.depth),
-            chosen("training length", f"{n:,} episodes per run seed, lr {LR}, uniform start"),
+            report.chosen(
+                "training length", f"{n:,} episodes per run seed, lr {LR}, uniform start"
+            ),
         )
         for key, word in (("density", "graph density rises (compaction)"),
                           ("cycles", "cycles per trajectory rise (cyclicality)")):  # fmt: skip
             findings.append(
-                check_direction(
+                report.check_direction(
                     f"{label}: {word}",
                     ours[f"{key}, initialized"],
                     ours[f"{key}, evolved"],
