@@ -26,7 +26,7 @@ import functools
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -305,27 +305,52 @@ def _eval_pure(
     return metric(result, lambda r: float(r.score)), command, scores
 
 
+def _fixed_row(
+    rep: Reproduction,
+    cell: tuple[str, str, str],
+    workflow: tuple[Sequence[str], str],
+    label: str,
+    paper: float,
+    *,
+    why: str,
+    sources: tuple[Source, ...],
+    tolerance: float = 0.02,
+) -> tuple[Row, dict[tuple[int, int], tuple[str, float]]]:
+    """A Table 1 row of a fixed workflow (``(script, name)``) played by the ``(preset, model,
+    tasks)`` cell: its score against the paper's, and each episode's (task id, score) for
+    pairing."""
+    preset, model, tasks = cell
+    score, command, scores = _eval_pure(rep, preset, model, tasks, *workflow)
+    row = Row(
+        label,
+        {"score": score},
+        {"score": paper},
+        command=command,
+        why=why,
+        compare="score",
+        tolerance=tolerance,
+        sources=sources,
+    )
+    return row, scores
+
+
 def _table1_fixed(rep: Reproduction) -> Section:
     rows: list[Row] = []
     findings: list[Finding] = []
     for (preset, model), (name, paper) in PAPER_PURE.items():
         refine = PAPER_SELF_REFINE.get((preset, model))
         for i, (tasks, column) in enumerate(FAMILIES.items()):
-            pure, command, pure_scores = _eval_pure(
-                rep, preset, model, tasks, ["reasoning"], "pure"
+            row, pure_scores = _fixed_row(
+                rep,
+                (preset, model, tasks),
+                (["reasoning"], "pure"),
+                f"{name} · {column}",
+                paper[i],
+                why="One reasoning call is given this model's Table 1 chance "
+                "(docs/puppeteer.md), so only sampling noise separates the two.",
+                sources=tuple(s for s in (_quality_source(model, tasks, paper[i]),) if s),
             )
-            rows.append(
-                Row(
-                    f"{name} · {column}",
-                    {"score": pure},
-                    {"score": paper[i]},
-                    command=command,
-                    why="One reasoning call is given this model's Table 1 chance "
-                    "(docs/puppeteer.md), so only sampling noise separates the two.",
-                    compare="score",
-                    sources=tuple(s for s in (_quality_source(model, tasks, paper[i]),) if s),
-                )
-            )
+            rows.append(row)
             if refine is None:
                 continue
             sr_sources = tuple(
@@ -337,24 +362,20 @@ def _table1_fixed(rep: Reproduction) -> Section:
                 )
                 if s
             )
-            sr, command, sr_scores = _eval_pure(
-                rep, preset, model, tasks, SELF_REFINE, "self-refine"
+            row, sr_scores = _fixed_row(
+                rep,
+                (preset, model, tasks),
+                (SELF_REFINE, "self-refine"),
+                f"Self-Refine {name} · {column}",
+                refine[i],
+                why="Reasoning, critique, modify run orchenv's revision "
+                "dynamics, whose keep/fix rates were set for the paper's directions "
+                "(helps GSM-Hard and SRDD, hurts MMLU-Pro and CommonGen-Hard), not fitted "
+                "to these numbers; the draft is the calibrated single call.",
+                sources=sr_sources,
+                tolerance=0.05,
             )
-            rows.append(
-                Row(
-                    f"Self-Refine {name} · {column}",
-                    {"score": sr},
-                    {"score": refine[i]},
-                    command=command,
-                    why="Reasoning, critique, modify run orchenv's revision "
-                    "dynamics, whose keep/fix rates were set for the paper's directions "
-                    "(helps GSM-Hard and SRDD, hurts MMLU-Pro and CommonGen-Hard), not fitted "
-                    "to these numbers; the draft is the calibrated single call.",
-                    compare="score",
-                    tolerance=0.05,
-                    sources=sr_sources,
-                )
-            )
+            rows.append(row)
             helps = refine[i] > paper[i]
             keys = sorted(set(pure_scores) & set(sr_scores))
             if any(pure_scores[k][0] != sr_scores[k][0] for k in keys):
@@ -453,33 +474,71 @@ def _plot_curves(
     return link
 
 
-def _fig2(
-    rep: Reproduction,
+PHASES = ("initialized", "evolved")
+
+
+class _Phases(NamedTuple):
+    """One training setting's runs read by phase: its logs, length, the per-phase estimates
+    (``"KEY, initialized"`` / ``"KEY, evolved"``) and the sources its dynamics rest on."""
+
+    setting: Setting
+    logs: list[dict[str, list[float]]]
+    n: int
+    ours: dict[str, Any]
+    dynamics: tuple[Source, ...]
+
+
+def _phase_columns(keys: Sequence[str]) -> list[str]:
+    return [f"{k}, {p}" for k in keys for p in PHASES]
+
+
+def _phase_rows(
     runs: Mapping[Setting, list[dict[str, list[float]]]],
     sizes: Mapping[Setting, int],
-) -> Section:
-    rows, findings = [], []
+    keys: Sequence[str],
+    why: str,
+    *,
+    with_length: bool,
+) -> tuple[list[Row], list[_Phases]]:
+    """A row per training setting with ``keys`` over the first ('initialized') and the last
+    ('evolved') tenth of its episodes, intervals over run seeds; ``with_length`` puts the run's
+    length in the row's label."""
+    rows, phases = [], []
     for setting, logs in runs.items():
         n = sizes[setting]
-        label = setting.label
-        ours: dict[str, Any] = {}
-        for key in ("return", "tokens", "agents"):
-            ours[f"{key}, initialized"] = _phase(logs, key, n, last=False)
-            ours[f"{key}, evolved"] = _phase(logs, key, n, last=True)
-        rows.append(
-            Row(
-                f"{label} ({n:,} episodes)",
-                ours,
-                why="REINFORCE with a running-mean baseline, lr 0.1; intervals over run seeds.",
-                sources=tuple(_training_sources(setting, n)),
-            )
-        )
+        ours: dict[str, Any] = {
+            f"{key}, {phase}": _phase(logs, key, n, last=phase == "evolved")
+            for key in keys
+            for phase in PHASES
+        }
+        label = f"{setting.label} ({n:,} episodes)" if with_length else setting.label
+        rows.append(Row(label, ours, why=why, sources=tuple(_training_sources(setting, n))))
         dynamics = (
             *_reward_sources(setting.lam, setting.depth),
             report.chosen(
                 "training length", f"{n:,} episodes per run seed, lr {LR}, uniform start"
             ),
         )
+        phases.append(_Phases(setting, logs, n, ours, dynamics))
+    return rows, phases
+
+
+def _fig2(
+    rep: Reproduction,
+    runs: Mapping[Setting, list[dict[str, list[float]]]],
+    sizes: Mapping[Setting, int],
+) -> Section:
+    keys = ("return", "tokens", "agents")
+    rows, phases = _phase_rows(
+        runs,
+        sizes,
+        keys,
+        "REINFORCE with a running-mean baseline, lr 0.1; intervals over run seeds.",
+        with_length=True,
+    )
+    findings = []
+    for setting, logs, n, ours, dynamics in phases:
+        label = setting.label
         for key, up, word in (
             ("return", True, "reward (eq. 6 return) rises"),
             ("tokens", False, "tokens per episode fall"),
@@ -511,7 +570,7 @@ def _fig2(
     return Section(
         "Figure 2: reward up, tokens and agents down over training",
         "Figure 2 (Titan, tokens and agents per task along training; Figure 8 for Mono)",
-        [f"{k}, {p}" for k in ("return", "tokens", "agents") for p in ("initialized", "evolved")],
+        _phase_columns(keys),
         rows=rows,
         findings=findings,
         figures=[link],
@@ -948,28 +1007,13 @@ def _topology(
     runs: Mapping[Setting, list[dict[str, list[float]]]],
     sizes: Mapping[Setting, int],
 ) -> Section:
-    rows, findings = [], []
-    for setting, logs in runs.items():
-        n = sizes[setting]
+    keys = ("density", "cycles")
+    rows, phases = _phase_rows(
+        runs, sizes, keys, "Per episode, from the recorded agent sequences.", with_length=False
+    )
+    findings = []
+    for setting, _, _, ours, dynamics in phases:
         label = setting.label
-        ours: dict[str, Any] = {}
-        for key in ("density", "cycles"):
-            ours[f"{key}, initialized"] = _phase(logs, key, n, False)
-            ours[f"{key}, evolved"] = _phase(logs, key, n, True)
-        rows.append(
-            Row(
-                label,
-                ours,
-                why="Per episode, from the recorded agent sequences.",
-                sources=tuple(_training_sources(setting, n)),
-            )
-        )
-        dynamics = (
-            *_reward_sources(setting.lam, setting.depth),
-            report.chosen(
-                "training length", f"{n:,} episodes per run seed, lr {LR}, uniform start"
-            ),
-        )
         for key, word in (("density", "graph density rises (compaction)"),
                           ("cycles", "cycles per trajectory rise (cyclicality)")):  # fmt: skip
             findings.append(
@@ -985,7 +1029,7 @@ def _topology(
     return Section(
         "Section 3.3: topology before and after training (graph density, cycles)",
         "Section 3.3 and Figure 6 (graph density and cycle distributions)",
-        [f"{k}, {p}" for k in ("density", "cycles") for p in ("initialized", "evolved")],
+        _phase_columns(keys),
         rows=rows,
         findings=findings,
         figures=[link],
