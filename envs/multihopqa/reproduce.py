@@ -379,6 +379,32 @@ def _paired_finding(
     )
 
 
+#: the paired comparisons' measures: record key -> (its name on the page, unit, whether the
+#: claim is that it rises: a better answer, or that it falls: fewer tokens, a shorter runtime)
+PAIRED_MEASURES = {
+    "f1": ("F1", "", True),
+    "score": ("score", "", True),
+    "tokens_total": ("tokens", "", False),
+    "latency_parallel_s": ("runtime", " (s)", False),
+}
+
+
+def _paired_better(
+    claim: str,
+    rows: Sequence[Mapping[str, Any]],
+    ref: Sequence[Mapping[str, Any]],
+    key: str,
+    names: tuple[str, str],
+    **kwargs: Any,
+) -> Finding:
+    """``_paired_finding`` for the claim that ``rows`` do better than ``ref`` on ``key``
+    (``PAIRED_MEASURES`` says which way is better), paired by episode; ``names`` name the
+    two in the observed difference ("F1 RCR - full")."""
+    what, unit, up = PAIRED_MEASURES[key]
+    diff = _paired(rows, ref, key)
+    return _paired_finding(claim, diff, up=up, what=f"{what} {' - '.join(names)}{unit}", **kwargs)
+
+
 def _qa_row(
     label: str,
     rows: Sequence[Mapping[str, Any]],
@@ -526,13 +552,14 @@ def _table2(
                 why="Compared as the paired saving against full context (the share of its tokens a router avoids).",
             ).with_(sources=(BUDGETS, STATIC, MEMORY))
         )
-        findings.append(
-            _paired_finding(
+        findings += [
+            _paired_better(
                 f"{label}: RCR answers better than full context (paper, {paper_name}: F1 "
                 f"{paper['rcr']['f1']:.3f} vs {paper['full']['f1']:.3f})",
-                _paired(got["rcr"], full, "f1"),
-                up=True,
-                what="F1 RCR - full",
+                got["rcr"],
+                full,
+                "f1",
+                ("RCR", "full"),
                 why="The simulated agents answer from the evidence routed to them. RCR's "
                 "edge comes from the distraction term (fewer tokens outside the gold "
                 "sentences) and needs the simulated Planner's plan, which records the "
@@ -540,29 +567,27 @@ def _table2(
                 "other Planners it vanishes or reverses (section 'Router effect by "
                 "Planner').",
                 sources=(DISTRACTION, PLANNER, WEIGHTS, BUDGETS),
-            )
-        )
-        findings.append(
-            _paired_finding(
+            ),
+            _paired_better(
                 f"{label}: RCR answers better than static routing",
-                _paired(got["rcr"], got["static"], "f1"),
-                up=True,
-                what="F1 RCR - static",
+                got["rcr"],
+                got["static"],
+                "f1",
+                ("RCR", "static"),
                 sources=(DISTRACTION, PLANNER, WEIGHTS, BUDGETS, STATIC),
-            )
-        )
-        findings.append(
-            _paired_finding(
+            ),
+            _paired_better(
                 f"{label}: RCR runs faster than full context (paper: {paper['rcr']['runtime']}"
                 f" s vs {paper['full']['runtime']} s)",
-                _paired(got["rcr"], full, "latency_parallel_s"),
-                up=False,
-                what="runtime RCR - full (s)",
+                got["rcr"],
+                full,
+                "latency_parallel_s",
+                ("RCR", "full"),
                 why="Simulated runtime is tokens / (60 tokens/s) per call with the roles of a "
                 "round in parallel, so it shrinks only with the slowest role's prompt.",
                 sources=(BUDGETS, MEMORY),
-            )
-        )
+            ),
+        ]
     notes = [
         f"{paper}: not run: no local file; pass its path in `{var}` (e.g. `{var}=/data/"
         f"{loader}.json orchenv reproduce 004`) or put the official file in "
@@ -879,11 +904,12 @@ def _rounds_section(
     ]
     for t in range(1, 6):
         findings.append(
-            _paired_finding(
+            _paired_better(
                 f"T = {t}: RCR uses fewer tokens than full context at the same T",
-                _paired(got[t]["rcr"], got[t]["full"], "tokens_total"),
-                up=False,
-                what="tokens RCR - full",
+                got[t]["rcr"],
+                got[t]["full"],
+                "tokens_total",
+                ("RCR", "full"),
                 why=(
                     "In one round the memory holds little more than the question and the "
                     "first plan, which fits every budget, so RCR routes what full context "
@@ -1094,48 +1120,53 @@ def _team_section(
             )
         )
     findings = [
-        _paired_finding(
+        _paired_better(
             f"{name}: static routing uses fewer tokens than full context",
-            _paired(got["static"], full, "tokens_total"),
-            up=False,
-            what="tokens static - full",
+            got["static"],
+            full,
+            "tokens_total",
+            ("static", "full"),
             sources=(src["static"], src["memory"], src["agents"]),
         )
     ]
     for router in ("rcr", "rcr-scaled"):
         which = "the paper's B_i" if router == "rcr" else "small B_i"
         findings += [
-            _paired_finding(
+            _paired_better(
                 f"{name}: RCR ({which}) uses fewer tokens than full context",
-                _paired(got[router], full, "tokens_total"),
-                up=False,
-                what="tokens RCR - full",
+                got[router],
+                full,
+                "tokens_total",
+                ("RCR", "full"),
                 why=_team_fit_why(name, peak) if router == "rcr" else "",
                 sources=(src["budgets"], src["memory"], src["agents"]),
             ),
-            _paired_finding(
+            _paired_better(
                 f"{name}: RCR ({which}) uses fewer tokens than static routing",
-                _paired(got[router], got["static"], "tokens_total"),
-                up=False,
-                what="tokens RCR - static",
+                got[router],
+                got["static"],
+                "tokens_total",
+                ("RCR", "static"),
                 sources=(src["budgets"], src["static"], src["memory"], src["agents"]),
             ),
-            _paired_finding(
+            _paired_better(
                 f"{name}: RCR ({which}) scores higher than full context",
-                _paired(got[router], full, "score"),
-                up=True,
-                what="score RCR - full",
+                got[router],
+                full,
+                "score",
+                ("RCR", "full"),
                 why=_team_score_why(name, _paired(got[router], full, "score")),
                 sources=(src["agents"], src["budgets"]),
             ),
         ]
     runtime = _paired(got["rcr-scaled"], full, "latency_parallel_s")
     findings.append(
-        _paired_finding(
+        _paired_better(
             f"{name}: RCR (small B_i) runs faster than full context",
-            runtime,
-            up=False,
-            what="runtime RCR - full (s)",
+            got["rcr-scaled"],
+            full,
+            "latency_parallel_s",
+            ("RCR", "full"),
             why=""
             if runtime.hi < 0
             else "RCR's shorter prompts are offset by the extra rounds its episodes take "
@@ -1382,23 +1413,25 @@ def _planner_section(rep: Reproduction, runs: Runs) -> Section:
                 )
             )
         findings.append(
-            _paired_finding(
+            _paired_better(
                 f"{text}: RCR answers better than full context (orchenv's check of Table "
                 "2's claim under this Planner; the simulated Planner's is Table 2's finding)",
-                _paired(got[planner, "rcr"], ref, "f1"),
-                up=True,
-                what="F1 RCR - full",
+                got[planner, "rcr"],
+                ref,
+                "f1",
+                ("RCR", "full"),
                 sources=(DISTRACTION, WEIGHTS, BUDGETS),
                 paper=False,
             )
         )
     findings.append(
-        _paired_finding(
+        _paired_better(
             "simulated Planner: appendix E's weights (1, 1, 1) with fixed K_i answer better than "
             "the former (0.5, 1, 1) with tracked names",
-            _paired(got["simulated", "rcr"], weights[list(weights)[1]][1], "f1"),
-            up=True,
-            what="F1 default - former",
+            got["simulated", "rcr"],
+            weights[list(weights)[1]][1],
+            "f1",
+            ("default", "former"),
             why="Reported either way; the headline 'RCR beats full context' holds only "
             "where the Planner's plan carries the resolved hops (see the rows).",
             sources=(DISTRACTION, PLANNER, BUDGETS),
