@@ -1457,47 +1457,88 @@ def _planner_section(rep: Reproduction, runs: Runs) -> Section:
 
 # -- figures ----------------------------------------------------------------------------------
 def _plot_rounds(rep: Reproduction, got: Mapping[int, Mapping[str, list[dict[str, Any]]]]) -> str:
-    path, link = rep.figure("rounds")
     ts = sorted(got)
-    fig, (ax1, ax2) = new_figure(1, 2, size=(10, 4))
-    for router, style in (("rcr", "o-"), ("full", "s--")):
-        f1 = [_mean(got[t][router], "f1") for t in ts]
-        tok = [_mean(got[t][router], "tokens_total", 1 / 1000) for t in ts]
-        for ax, est in ((ax1, f1), (ax2, tok)):
-            points_with_intervals(ax, ts, est, fmt=style, label=f"orchenv {ROUTER_NAMES[router]}")
-    ax1.plot(ts, [PAPER_ROUNDS[t]["f1"] for t in ts], "k:", marker="x", label="paper RCR (Table 5)")
-    ax2.plot(
-        ts, [PAPER_ROUNDS[t]["tokens"] for t in ts], "k:", marker="x", label="paper RCR (Table 5)"
+    curves: list[_Curve] = [
+        (
+            f"orchenv {ROUTER_NAMES[router]}",
+            style,
+            [_mean(got[t][router], "f1") for t in ts],
+            [_mean(got[t][router], "tokens_total", 1 / 1000) for t in ts],
+        )
+        for router, style in (("rcr", "o-"), ("full", "s--"))
+    ]
+    paper = ([PAPER_ROUNDS[t]["f1"] for t in ts], [PAPER_ROUNDS[t]["tokens"] for t in ts])
+    curves.append(("paper RCR (Table 5)", "k:", *paper))
+    return _plot_f1_tokens(
+        rep, "rounds", ts, curves, "rounds T", ("Answer F1 by rounds", "Tokens by rounds")
     )
-    ax1.set(xlabel="rounds T", ylabel="F1", title="Answer F1 by rounds")
-    ax2.set(xlabel="rounds T", ylabel="tokens per episode (K)", title="Tokens by rounds")
-    for ax in (ax1, ax2):
-        ax.set_xticks(ts)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    save(fig, path)
-    return link
 
 
 def _plot_budgets(rep: Reproduction, got: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> str:
-    path, link = rep.figure("budgets")
-    fig, (ax1, ax2) = new_figure(1, 2, size=(10, 4))
+    curves: list[_Curve] = []
     for dataset, style in (("HotpotQA", "o-"), ("MuSiQue", "s-")):
-        f1 = [_mean(got[dataset][b], "f1") for b in PAPER_B]
-        tok = [_mean(got[dataset][b], "tokens_total", 1 / 1000) for b in PAPER_B]
-        for ax, est in ((ax1, f1), (ax2, tok)):
-            points_with_intervals(ax, PAPER_B, est, fmt=style, label=f"orchenv, {dataset}-shaped")
+        rows = [got[dataset][b] for b in PAPER_B]
+        curves.append(
+            (
+                f"orchenv, {dataset}-shaped",
+                style,
+                [_mean(r, "f1") for r in rows],
+                [_mean(r, "tokens_total", 1 / 1000) for r in rows],
+            )
+        )
         paper = PAPER_BUDGETS[dataset]
-        ax1.plot(PAPER_B, [paper[b]["f1"] for b in PAPER_B], ":", marker="x",
-                 label=f"paper, {dataset}")  # fmt: skip
-        ax2.plot(PAPER_B, [paper[b]["tokens"] for b in PAPER_B], ":", marker="x",
-                 label=f"paper, {dataset}")  # fmt: skip
-    ax1.set(xlabel="per-agent budget B_i (paper's units)", ylabel="F1", title="F1 by budget")
-    ax2.set(xlabel="per-agent budget B_i (paper's units)", ylabel="tokens per episode (K)",
-            title="Tokens by budget")  # fmt: skip
+        curves.append(
+            (
+                f"paper, {dataset}",
+                ":",
+                [paper[b]["f1"] for b in PAPER_B],
+                [paper[b]["tokens"] for b in PAPER_B],
+            )
+        )
+    return _plot_f1_tokens(
+        rep,
+        "budgets",
+        PAPER_B,
+        curves,
+        "per-agent budget B_i (paper's units)",
+        ("F1 by budget", "Tokens by budget"),
+        log2=True,
+    )
+
+
+#: one line of an F1 / tokens figure: label, format, F1 per x, tokens (K) per x; orchenv's
+#: values are estimates (drawn with their intervals), the paper's plain numbers
+_Curve = tuple[str, str, Sequence[Any], Sequence[Any]]
+
+
+def _plot_f1_tokens(
+    rep: Reproduction,
+    name: str,
+    xs: Sequence[int],
+    curves: Sequence[_Curve],
+    xlabel: str,
+    titles: tuple[str, str],
+    *,
+    log2: bool = False,
+) -> str:
+    """Answer F1 (left) and tokens per episode (right) against ``xs``, one line per curve in
+    the order given (the legend's order); ``log2``: a base-2 x axis labelled at ``xs``."""
+    path, link = rep.figure(name)
+    fig, (ax1, ax2) = new_figure(1, 2, size=(10, 4))
+    for label, fmt, f1, tokens in curves:
+        for ax, values in ((ax1, f1), (ax2, tokens)):
+            if all(isinstance(v, Estimate) for v in values):
+                points_with_intervals(ax, xs, values, fmt=fmt, label=label)
+            else:
+                ax.plot(xs, values, fmt, marker="x", label=label)
+    ax1.set(xlabel=xlabel, ylabel="F1", title=titles[0])
+    ax2.set(xlabel=xlabel, ylabel="tokens per episode (K)", title=titles[1])
     for ax in (ax1, ax2):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(PAPER_B, [str(b) for b in PAPER_B])
+        if log2:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(xs, [str(x) for x in xs])
+        else:
+            ax.set_xticks(xs)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     save(fig, path)
