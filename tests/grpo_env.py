@@ -23,15 +23,9 @@ import numpy as np
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source
 
 from orchenv.agents.grpo.algorithms import Sample
+from orchenv.agents.grpo.tiny import BOS, CHAT_TEMPLATE, EOS, PAD
 
-CHAT_TEMPLATE = (
-    "{{ bos_token }}"
-    "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-PAD, BOS, EOS, UNK, START = "<|pad|>", "<|bos|>", "<|im_end|>", "[UNK]", "<|im_start|>"
+UNK, START = "[UNK]", "<|im_start|>"
 ACTIONS = {agent: f"<model>{agent}</model>" for agent in (WEAK, MID, STRONG)}
 #: ordinary words: some appear in the prompts, some are filler the policy may emit
 WORDS = [

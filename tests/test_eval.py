@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import logged_rows, rows_without_timing
 
 from orchenv.cli import main
 from orchenv.error import DataError
 from orchenv.eval import EvalConfig, build_leaderboard, evaluate, read_episode_log
-from orchenv.eval.harness import EpisodeLog, episode_row
+from orchenv.eval.harness import EpisodeLog
 from orchenv.eval.leaderboard import Row, rank_rows
-from orchenv.runner import EpisodeRecord
 
 ENV = "orch/MathRoute-v0"
 EPISODE_FIELDS = {
@@ -269,28 +269,6 @@ def test_eval_errors_are_clear(tmp_path, capsys, args, message):
     assert message in capsys.readouterr().err
 
 
-def logged_rows(path: Path, n: int) -> bytes:
-    """``n`` episode rows written by ``EpisodeLog`` to ``path`` (its bytes)."""
-    record = EpisodeRecord(
-        task_id="t",
-        correct=True,
-        score=1.0,
-        reward=1.0,
-        turns=1,
-        cost_usd=0.001,
-        prompt_tokens=10,
-        completion_tokens=5,
-        agent_calls={"a": 1},
-        invalid_actions=0,
-        actions=["a"],
-    )
-    log = EpisodeLog(path, fsync_interval_s=None)
-    for i in range(n):
-        log.append(episode_row(0, i, record, 0.1, None))
-    log.close()
-    return path.read_bytes()
-
-
 def test_torn_tail_is_cut_but_a_bad_middle_line_is_corruption(tmp_path, caplog):
     path = tmp_path / "episodes.jsonl"
     good = logged_rows(path, 2)
@@ -456,15 +434,6 @@ def test_leaderboard_groups_and_missing_summaries(three_runs, tmp_path, capsys):
 
 
 # -- concurrency ------------------------------------------------------------------------------
-def _rows_without_timing(result) -> list[dict]:
-    rows = []
-    for pair in sorted(result.records):
-        row = result.records[pair].to_dict()
-        row.pop("latency_s", None)
-        rows.append(row)
-    return rows
-
-
 @pytest.mark.timeout(120)
 def test_concurrent_eval_over_http_equals_sequential_and_overlaps_calls(tmp_path):
     from orchenv.testing.fake_openai import FakeOpenAIServer
@@ -490,7 +459,7 @@ def test_concurrent_eval_over_http_equals_sequential_and_overlaps_calls(tmp_path
         assert sorted((r["seed"], r["episode"]) for r in rows) == [
             (s, i) for s in (0, 1) for i in range(6)
         ]
-    assert _rows_without_timing(results[0]) == _rows_without_timing(results[1])
+    assert rows_without_timing(results[0]) == rows_without_timing(results[1])
     assert results[0].summary["pooled"]["accuracy"] == results[1].summary["pooled"]["accuracy"]
     assert peaks[0] == 1 and peaks[1] > 1
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import HOTPOT_RECORD as HOTPOT
 
 from orchenv.envs.multihopqa.loaders import (
     load_2wiki,
@@ -254,19 +255,6 @@ def test_corpus_index_finds_entities() -> None:
 
 
 # -- loaders -----------------------------------------------------------------------------------
-HOTPOT = {
-    "_id": "5a8b57f25542995d1e6f1371",
-    "question": "Were Scott Derrickson and Ed Wood of the same nationality?",
-    "answer": "yes",
-    "type": "comparison",
-    "level": "hard",
-    "supporting_facts": [["Scott Derrickson", 0], ["Ed Wood", 0]],
-    "context": [
-        ["Ed Wood", ["Edward Davis Wood Jr. was an American filmmaker.", "He was born in 1924."]],
-        ["Scott Derrickson", ["Scott Derrickson is an American director.", "He lives in LA."]],
-        ["Doctor Strange", ["Doctor Strange is a 2016 film."]],
-    ],
-}
 MUSIQUE = {
     "id": "2hop__13548_13529",
     "question": "When was the director of Jaws born?",

@@ -16,6 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from helpers import HOTPOT_RECORD
 
 import orchenv  # noqa: F401
 from orchenv.backends.simulated import counted_completion
@@ -276,21 +277,8 @@ def test_hotpotqa_bridge_chains_follow_the_bridge_entity(tmp_path, synthetic):
 
 
 def test_a_real_hotpotqa_comparison_record_gets_one_hop_per_entity(tmp_path):
-    record = {
-        "_id": "5a8b57f25542995d1e6f1371",
-        "question": "Were Scott Derrickson and Ed Wood of the same nationality?",
-        "answer": "yes",
-        "type": "comparison",
-        "level": "hard",
-        "supporting_facts": [["Scott Derrickson", 0], ["Ed Wood", 0]],
-        "context": [
-            ["Ed Wood", ["Edward Davis Wood Jr. was an American filmmaker.", "Born 1924."]],
-            ["Scott Derrickson", ["Scott Derrickson is an American director.", "In LA."]],
-            ["Doctor Strange", ["Doctor Strange is a 2016 film."]],
-        ],
-    }
     path = tmp_path / "hotpot.json"
-    path.write_text(json.dumps([record]))
+    path.write_text(json.dumps([HOTPOT_RECORD]))
     task = load_hotpotqa(path).get("validation", 0)
     assert [(h["title"], h["sent"]) for h in task.meta["chain"]] == [
         ("Scott Derrickson", 0),

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
+from helpers import one_agent_pool
 
 import orchenv  # noqa: F401 - registers the env ids
 from orchenv.backends import openai_compat
@@ -43,26 +44,13 @@ def fast_backend(**kwargs) -> OpenAICompatBackend:
     return OpenAICompatBackend(**{**settings, **kwargs})
 
 
-def one_agent_pool(server: FakeOpenAIServer, backend: OpenAICompatBackend, **agent_kwargs):
-    spec = AgentSpec(
-        name="a",
-        model="m",
-        tier=0,
-        price_prompt=1.0,
-        price_completion=2.0,
-        backend="openai",
-        backend_kwargs={"base_url": server.url, **agent_kwargs},
-    )
-    return AgentPool([spec], {"openai": backend})
-
-
 def test_happy_path_through_the_pool(server, monkeypatch):
     monkeypatch.setenv("ORCHENV_TEST_KEY", "sk-test-123")
     backend = fast_backend(
         api_key_env="ORCHENV_TEST_KEY", default_params={"temperature": 0.0, "max_tokens": 64}
     )
     pool = one_agent_pool(
-        server, backend, params={"max_tokens": 32, "seed": 7}, headers={"X-Trace": "t1"}
+        server.url, backend, params={"max_tokens": 32, "seed": 7}, headers={"X-Trace": "t1"}
     )
     completion = pool.call("a", MESSAGES)
     pool.close()
@@ -96,17 +84,17 @@ def test_happy_path_through_the_pool(server, monkeypatch):
 def test_agent_settings_override_the_backend_defaults(server, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     backend = fast_backend(base_url="http://127.0.0.1:9/v1")  # nobody listens on port 9
-    pool = one_agent_pool(server, backend, model="served-name", api_key="sk-agent")
+    pool = one_agent_pool(server.url, backend, model="served-name", api_key="sk-agent")
     pool.call("a", MESSAGES)
     assert server.requests[0].body["model"] == "served-name"
     assert server.requests[0].headers["authorization"] == "Bearer sk-agent"
 
     # no key anywhere: no Authorization header (local servers need none)
-    keyless = one_agent_pool(server, fast_backend())
+    keyless = one_agent_pool(server.url, fast_backend())
     keyless.call("a", MESSAGES)
     assert "authorization" not in server.requests[1].headers
     # a trailing slash on base_url is fine
-    slash = one_agent_pool(server, fast_backend(), base_url=server.url + "/")
+    slash = one_agent_pool(server.url, fast_backend(), base_url=server.url + "/")
     slash.call("a", MESSAGES)
     assert server.requests[2].path == "/v1/chat/completions"
     for p in (pool, keyless, slash):
@@ -128,7 +116,7 @@ def test_agent_settings_override_the_backend_defaults(server, monkeypatch):
 )
 def test_transient_faults_are_retried(server, fault):
     server.add_faults(fault)
-    pool = one_agent_pool(server, fast_backend())
+    pool = one_agent_pool(server.url, fast_backend())
     completion = pool.call("a", MESSAGES)
     pool.close()
     assert completion.text.endswith("\\boxed{4}")
@@ -140,7 +128,7 @@ def test_transient_faults_are_retried(server, fault):
 
 def test_429_waits_for_retry_after(server):
     server.add_faults(Fault(status=429, retry_after=0.2))
-    pool = one_agent_pool(server, fast_backend())
+    pool = one_agent_pool(server.url, fast_backend())
     completion = pool.call("a", MESSAGES)
     pool.close()
     first, second = server.requests
@@ -157,7 +145,7 @@ def test_retry_after_is_capped_by_backoff_max(server, monkeypatch):
 
     monkeypatch.setattr(openai_compat, "_sleep", record)
     server.add_faults(Fault(status=429, retry_after=30))
-    pool = one_agent_pool(server, fast_backend(backoff_max_s=0.05))
+    pool = one_agent_pool(server.url, fast_backend(backoff_max_s=0.05))
     pool.call("a", MESSAGES)
     pool.close()
     assert waits == [0.05]  # Retry-After 30 s, capped at backoff_max_s
@@ -165,7 +153,7 @@ def test_retry_after_is_capped_by_backoff_max(server, monkeypatch):
 
 def test_persistent_503_gives_up_with_a_useful_error(server):
     server.default_fault = Fault(status=503)
-    pool = one_agent_pool(server, fast_backend(max_retries=3))
+    pool = one_agent_pool(server.url, fast_backend(max_retries=3))
     with pytest.raises(BackendError) as info:
         pool.call("a", MESSAGES)
     pool.close()
@@ -182,7 +170,7 @@ def test_persistent_503_gives_up_with_a_useful_error(server):
 @pytest.mark.parametrize("status", [400, 401, 404])
 def test_client_errors_are_not_retried(server, status):
     server.default_fault = Fault(status=status)
-    pool = one_agent_pool(server, fast_backend())
+    pool = one_agent_pool(server.url, fast_backend())
     with pytest.raises(OpenAIRequestError) as info:
         pool.call("a", MESSAGES)
     pool.close()
@@ -195,7 +183,7 @@ def test_client_errors_are_not_retried(server, status):
 
 def test_error_quotes_at_most_300_characters_of_the_body(server):
     server.default_fault = Fault(status=500, body="<html>" + "x" * 5000 + "</html>")
-    pool = one_agent_pool(server, fast_backend(max_retries=0))
+    pool = one_agent_pool(server.url, fast_backend(max_retries=0))
     with pytest.raises(OpenAIRequestError, match="HTTP 500") as info:
         pool.call("a", MESSAGES)
     pool.close()
@@ -205,7 +193,7 @@ def test_error_quotes_at_most_300_characters_of_the_body(server):
 
 def test_missing_usage_falls_back_to_tokenizer_or_estimate(server):
     server.default_fault = Fault(no_usage=True)
-    pool = one_agent_pool(server, fast_backend())
+    pool = one_agent_pool(server.url, fast_backend())
     estimated = pool.call("a", MESSAGES)
     assert estimated.token_source == "estimate" and estimated.tokens_estimated
     assert estimated.prompt_tokens == estimate_prompt_tokens(MESSAGES)
@@ -216,7 +204,7 @@ def test_missing_usage_falls_back_to_tokenizer_or_estimate(server):
     pool.close()
 
     words = lambda text: len(text.split())  # noqa: E731 - a tiny stand-in tokenizer
-    counted_pool = one_agent_pool(server, fast_backend(tokenizer=words))
+    counted_pool = one_agent_pool(server.url, fast_backend(tokenizer=words))
     counted = counted_pool.call("a", MESSAGES)
     counted_pool.close()
     assert counted.token_source == "tokenizer" and not counted.tokens_estimated
@@ -237,7 +225,7 @@ def test_tokenizer_by_name_is_loaded_from_local_files(server, tmp_path):
     )
     tok.save_pretrained(tmp_path / "tok")
     server.default_fault = Fault(no_usage=True)
-    pool = one_agent_pool(server, fast_backend(tokenizer=str(tmp_path / "tok")))
+    pool = one_agent_pool(server.url, fast_backend(tokenizer=str(tmp_path / "tok")))
     completion = pool.call("a", MESSAGES)
     pool.close()
     assert completion.token_source == "tokenizer"
@@ -245,7 +233,7 @@ def test_tokenizer_by_name_is_loaded_from_local_files(server, tmp_path):
     assert completion.prompt_tokens == sum(len(m["content"].split()) + 1 for m in MESSAGES) + 1
     assert completion.completion_tokens == len(completion.text.split())
 
-    missing = one_agent_pool(server, fast_backend(tokenizer=str(tmp_path / "absent")))
+    missing = one_agent_pool(server.url, fast_backend(tokenizer=str(tmp_path / "absent")))
     with pytest.raises(ConfigError, match="cannot load tokenizer"):
         missing.call("a", MESSAGES)
     missing.close()
@@ -255,7 +243,7 @@ def test_tokenizer_by_name_is_loaded_from_local_files(server, tmp_path):
 def test_a_stalled_server_cannot_hang_a_call():
     with FakeOpenAIServer(latency_s=60.0) as slow:
         backend = fast_backend(timeout_s=0.3, max_retries=1)
-        pool = one_agent_pool(slow, backend)
+        pool = one_agent_pool(slow.url, backend)
         with pytest.raises(OpenAIRequestError, match="ReadTimeout") as info:
             pool.call("a", MESSAGES)
         pool.close()
@@ -278,7 +266,7 @@ def test_connection_refused_is_retried_then_reported():
 
 def test_calls_overlap_on_the_server():
     with FakeOpenAIServer(reply="ok", latency_s=0.2) as srv:
-        pool = one_agent_pool(srv, fast_backend(timeout_s=5.0, max_concurrency=16))
+        pool = one_agent_pool(srv.url, fast_backend(timeout_s=5.0, max_concurrency=16))
         calls = [("a", [{"role": "user", "content": f"q{i}"}], None) for i in range(16)]
         out = pool.call_many(calls)
         pool.close()
@@ -295,9 +283,9 @@ def test_configuration_errors(server):
     with pytest.raises(ConfigError, match="base_url"):
         AgentPool([no_url], {"openai": backend}).call("a", MESSAGES)
     with pytest.raises(ConfigError, match="unknown backend_kwargs"):
-        one_agent_pool(server, backend, base_ur="x").call("a", MESSAGES)
+        one_agent_pool(server.url, backend, base_ur="x").call("a", MESSAGES)
     with pytest.raises(ConfigError, match="'model'"):
-        one_agent_pool(server, backend, params={"model": "x"}).call("a", MESSAGES)
+        one_agent_pool(server.url, backend, params={"model": "x"}).call("a", MESSAGES)
     with pytest.raises(ConfigError, match="timeout_s"):
         OpenAICompatBackend(timeout_s=0)
     with pytest.raises(ConfigError, match="max_retries"):
@@ -307,11 +295,11 @@ def test_configuration_errors(server):
 
 def test_backend_pickles_and_reopens_after_close(server):
     backend = fast_backend()
-    pool = one_agent_pool(server, backend)
+    pool = one_agent_pool(server.url, backend)
     pool.call("a", MESSAGES)
     clone = pickle.loads(pickle.dumps(backend))
     pool.close()
-    assert one_agent_pool(server, clone).call("a", MESSAGES).text.endswith("\\boxed{4}")
+    assert one_agent_pool(server.url, clone).call("a", MESSAGES).text.endswith("\\boxed{4}")
     assert pool.call("a", MESSAGES).meta["attempts"] == 1  # a closed backend reopens
     pool.close()
     clone.close()
@@ -395,13 +383,13 @@ def test_an_agent_can_set_its_own_timeout_and_retries():
     """A pool file's backend_kwargs may give a slow agent more time (or fewer retries)."""
     with FakeOpenAIServer(reply="ok", latency_s=0.4) as slow:
         backend = fast_backend(timeout_s=0.1, max_retries=0)
-        assert one_agent_pool(slow, backend, timeout_s=5.0).call("a", MESSAGES).text == "ok"
+        assert one_agent_pool(slow.url, backend, timeout_s=5.0).call("a", MESSAGES).text == "ok"
         with pytest.raises(OpenAIRequestError, match="ReadTimeout"):
-            one_agent_pool(slow, backend).call("a", MESSAGES)
+            one_agent_pool(slow.url, backend).call("a", MESSAGES)
         with pytest.raises(ConfigError, match="timeout_s must be a positive"):
-            one_agent_pool(slow, backend, timeout_s=0).call("a", MESSAGES)
+            one_agent_pool(slow.url, backend, timeout_s=0).call("a", MESSAGES)
         with pytest.raises(ConfigError, match="max_retries must be"):
-            one_agent_pool(slow, backend, max_retries=-1).call("a", MESSAGES)
+            one_agent_pool(slow.url, backend, max_retries=-1).call("a", MESSAGES)
         backend.close()
 
 
@@ -409,7 +397,7 @@ def test_server_counts_are_checked_against_the_agents_tokenizer(server):
     """usage_for counts words plus framing; a word-count tokenizer misses the framing of the
     prompt (3 per message + 11) and of the completion (7): flagged, with both counts kept."""
     words = lambda text: len(text.split())  # noqa: E731 - a tiny stand-in tokenizer
-    pool = one_agent_pool(server, fast_backend(tokenizer=words, metering_tolerance=0.05))
+    pool = one_agent_pool(server.url, fast_backend(tokenizer=words, metering_tolerance=0.05))
     completion = pool.call("a", MESSAGES)
     (request,) = server.requests
     metering = completion.meta["metering"]
@@ -426,7 +414,7 @@ def test_server_counts_are_checked_against_the_agents_tokenizer(server):
     meter = UsageMeter()
     meter.record(completion)
     assert (meter.metering_checked, meter.metering_disagreements) == (1, 1)
-    lenient = one_agent_pool(server, fast_backend(tokenizer=words, metering_tolerance=2.0))
+    lenient = one_agent_pool(server.url, fast_backend(tokenizer=words, metering_tolerance=2.0))
     assert lenient.call("a", MESSAGES).meta["metering"]["disagree"] is False
     pool.close()
     lenient.close()
@@ -459,7 +447,7 @@ def test_calls_from_many_threads_share_one_loop_and_one_session(server):
     import threading
 
     backend = fast_backend(max_concurrency=8)
-    pool = one_agent_pool(server, backend)
+    pool = one_agent_pool(server.url, backend)
     pool.call("a", MESSAGES)
     session = backend._session
     threads = [threading.Thread(target=pool.call, args=("a", MESSAGES)) for _ in range(8)]

@@ -22,9 +22,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from helpers import agent_spec
 
 from orchenv.core import OrchestrationEnv, Outcome
-from orchenv.pool import AgentPool, AgentSpec, Message
+from orchenv.pool import AgentPool, Message
 from orchenv.tasks import ListTaskSource, Task, TaskSource
 from orchenv.testing.scripted import ScriptedBackend
 
@@ -69,14 +70,7 @@ class BitsEnv(OrchestrationEnv):
         return bits_tasks()
 
     def _build_pool(self) -> AgentPool:
-        spec = AgentSpec(
-            name="helper",
-            model="h",
-            tier=0,
-            price_prompt=1.0,
-            price_completion=2.0,
-            backend="scripted",
-        )
+        spec = agent_spec("helper", model="h")  # $1 / $2 per million tokens
         return AgentPool([spec], {"scripted": ScriptedBackend({"helper": HINT})}, name="bits")
 
     def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,9 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import helpers
 import pytest
+from helpers import one_agent_pool
 
 import orchenv  # noqa: F401 - registers the env ids
 from orchenv.backends.openai_compat import OpenAICompatBackend, OpenAIRequestError
@@ -33,9 +35,7 @@ from orchenv.backends.replay import ReplayBackend, make_record, read_records
 from orchenv.cli import main
 from orchenv.error import BackendError, ConfigError, DataError, SchemaError
 from orchenv.eval import read_episode_log
-from orchenv.eval.harness import EpisodeLog, episode_row
-from orchenv.pool import AgentPool, AgentSpec, Completion, make_pool
-from orchenv.runner import EpisodeRecord
+from orchenv.pool import AgentSpec, Completion, make_pool
 from orchenv.schema import MAX_CALL_TOKENS, JSONLimitError, nesting_depth, parse_json
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
@@ -129,16 +129,7 @@ def backend(**kwargs) -> OpenAICompatBackend:
 
 
 def call(server: RawServer, live: OpenAICompatBackend) -> Completion:
-    spec = AgentSpec(
-        name="a",
-        model="m",
-        tier=0,
-        price_prompt=1.0,
-        price_completion=2.0,
-        backend="openai",
-        backend_kwargs={"base_url": server.url},
-    )
-    pool = AgentPool([spec], {"openai": live})
+    pool = one_agent_pool(server.url, live)
     try:
         return pool.call("a", MESSAGES)
     finally:
@@ -412,25 +403,9 @@ def test_disk_full_while_recording_is_one_clear_error_and_loses_nothing(tmp_path
 
 # -- 3. eval logs --------------------------------------------------------------------------------
 def logged_rows(path: Path, n: int) -> bytes:
-    """``n`` episode rows written by ``EpisodeLog`` (the file's bytes)."""
-    record = EpisodeRecord(
-        task_id="t",
-        correct=False,
-        score=0.0,
-        reward=0.5,
-        turns=1,
-        cost_usd=0.001,
-        prompt_tokens=10,
-        completion_tokens=5,
-        agent_calls={"a": 1},
-        invalid_actions=0,
-        actions=["a"],
-    )
-    log = EpisodeLog(path, header={"run_key": "k", "controller": "c"}, fsync_interval_s=None)
-    for i in range(n):
-        log.append(episode_row(0, i, record, 0.1, None))
-    log.close()
-    return path.read_bytes()
+    """``n`` wrong episodes (``correct-flipped`` below flips one) logged under a run header."""
+    header = {"run_key": "k", "controller": "c"}
+    return helpers.logged_rows(path, n, header=header, correct=False, score=0.0)
 
 
 @pytest.mark.parametrize("line, why", [(HUGE, "5,000 digits"), (DEEP, "nested")])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from helpers import rows_without_timing
 
 import orchenv  # noqa: F401 - registers the env ids
 from orchenv.error import BackendError, DataError, EnvStateError
@@ -45,16 +46,6 @@ def config(server: FakeOpenAIServer) -> EvalConfig:
     )
 
 
-def comparable(result) -> list[dict]:
-    """What must not depend on interruptions (latency does)."""
-    rows = []
-    for pair in sorted(result.records):
-        row = result.records[pair].to_dict()
-        row.pop("latency_s", None)
-        rows.append(row)
-    return rows
-
-
 def reply(body: dict) -> str:
     """An answer that depends on the request, so serving the wrong record would show."""
     return f"Sum of lengths: \\boxed{{{sum(len(m['content']) for m in body['messages']) % 97}}}"
@@ -69,7 +60,7 @@ def uninterrupted(tmp_path: Path):
     assert sum(calls) == bought and min(calls) >= 1
     # the failure hits the second call of the first episode that makes two or more
     episode = next(i for i, n in enumerate(calls) if n >= 2)
-    return comparable(result), bought, sum(calls[:episode]) + 2
+    return rows_without_timing(result), bought, sum(calls[:episode]) + 2
 
 
 @pytest.mark.timeout(120)
@@ -88,7 +79,7 @@ def test_resume_after_a_failure_buys_no_call_twice(tmp_path: Path, uninterrupted
         result = evaluate(config(server), out, progress=False, retries=0)  # the resume
         total = len(server.completions())
     assert total == bought  # the calls that succeeded before the failure were not bought again
-    assert comparable(result) == expected
+    assert rows_without_timing(result) == expected
     assert not list((out / JOURNAL_DIR).glob("*.jsonl"))  # journals go once logged
 
 
@@ -99,7 +90,7 @@ def test_harness_retries_a_failed_episode_from_its_journal(tmp_path: Path, unint
         server.add_faults(*[Fault()] * (fail_at - 1), Fault(status=500))
         result = evaluate(config(server), tmp_path / "run", progress=False, retries=1)
         assert len(server.completions()) == bought
-    assert comparable(result) == expected
+    assert rows_without_timing(result) == expected
     assert result.ran == EPISODES
 
 
