@@ -686,6 +686,16 @@ class RoutingSettings:
             changes = {**changes, "budget_offsets": {**self.budget_offsets, **offsets}}
         return replace(self, **changes)
 
+    def router_arguments(self) -> dict[str, Any]:
+        """The settings ``RCRRouter`` takes as its keyword arguments: all but
+        ``budget_offsets`` (they go into the roles' ``RoleSpec``) and ``novelty_threshold``
+        (the memory's)."""
+        return {name: getattr(self, name) for name in _ROUTER_ARGUMENTS}
+
+
+#: the ``RoutingSettings`` fields that are ``RCRRouter``'s keyword arguments
+_ROUTER_ARGUMENTS = ("beta_base", "weights", "decay", "selector", "on_overflow")
+
 
 # -- routers ------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -1053,12 +1063,4 @@ def make_role_router(
     }
     if mode != "rcr":
         return make_router(mode, specs)
-    return RCRRouter(
-        specs,
-        stage_types,
-        beta_base=settings.beta_base,
-        weights=settings.weights,
-        decay=settings.decay,
-        selector=settings.selector,
-        on_overflow=settings.on_overflow,
-    )
+    return RCRRouter(specs, stage_types, **settings.router_arguments())

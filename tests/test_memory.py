@@ -742,3 +742,18 @@ def test_full_router_routes_everything(small_memory: SharedMemory):
         routing = router.route(small_memory, role, stage)
         assert routing.items == small_memory.items and routing.budget is None
         assert routing.tokens == small_memory.total_tokens
+
+
+def test_routing_settings_hand_the_rcr_router_exactly_its_keyword_arguments():
+    import inspect
+
+    keyword_only = [
+        p.name
+        for p in inspect.signature(RCRRouter.__init__).parameters.values()
+        if p.kind is p.KEYWORD_ONLY
+    ]
+    settings = RoutingSettings(beta_base=4096, decay=0.25, selector="exact", on_overflow="stop")
+    assert sorted(settings.router_arguments()) == sorted(keyword_only)
+    router = make_role_router("rcr", list(ROLES.values()), settings)
+    assert isinstance(router, RCRRouter)
+    assert (router.beta_base, router.decay, router.selector) == (4096, 0.25, "exact")
