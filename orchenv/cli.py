@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import gymnasium as gym
 
 import orchenv
+from orchenv.cliargs import forward
 from orchenv.error import OrchEnvError
 from orchenv.eval.cli import add_env_controller_arguments, add_subcommands
 
@@ -114,19 +115,13 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     report = audit(
         args.env_id,
-        tasks=args.tasks,
-        split=args.split,
-        seed=args.seed,
         env_kwargs=parse_kwargs(args.env_kwarg),
-        tolerance=args.tolerance,
-        method=args.method,
-        budget=args.budget,
         time_limit_s=args.time_limit if args.time_limit > 0 else None,
         progress=not args.no_progress,
-        skill_levels=args.skill_levels,
         best_response=not args.no_best_response,
         blind=not args.no_blind,
-        blind_budget=args.blind_budget,
+        **forward(args, "tasks", "split", "seed", "tolerance", "method", "budget"),
+        **forward(args, "skill_levels", "blind_budget"),
     )
     text = report.to_json() if args.json else report.to_markdown()
     if args.out:

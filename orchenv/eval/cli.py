@@ -6,6 +6,8 @@ import argparse
 import logging
 from typing import Any
 
+from orchenv.cliargs import forward
+
 logger = logging.getLogger(__name__)
 
 
@@ -123,24 +125,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from orchenv.runner import format_summary
 
     config = EvalConfig(
-        env_id=args.env_id,
         controller=args.controller or default_controller(args.env_id),
         controller_kwargs=parse_kwargs(args.controller_kwarg),
         env_kwargs=parse_kwargs(args.env_kwarg),
-        pool=args.pool,
-        split=args.split,
-        episodes=args.episodes,
         seeds=list(args.seeds),
+        **forward(args, "env_id", "pool", "split", "episodes"),
     )
     result = evaluate(
         config,
         args.out,
-        overwrite=args.overwrite,
         progress=not args.no_progress,
-        fsync_every=args.fsync_every,
         fsync_interval_s=args.fsync_interval if args.fsync_interval > 0 else None,
-        retries=args.retries,
-        concurrency=args.concurrency,
+        **forward(args, "overwrite", "fsync_every", "retries", "concurrency"),
     )
     if args.json:
         print(json.dumps(result.summary["pooled"], indent=2))
