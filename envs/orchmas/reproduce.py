@@ -523,6 +523,24 @@ def _estimate(controller: str, runs: list[EvalResult], key: str) -> Estimate:
     return _over_seeds(runs, key) if controller == "ppo" else _pooled(runs, key)
 
 
+def _levels(controller: str, runs: list[EvalResult]) -> dict[str, Any]:
+    """A row's levels in Tables 3 and 5: F1, EM and executor calls per episode."""
+    return {
+        "F1": _estimate(controller, runs, "f1"),
+        "EM": _estimate(controller, runs, "em"),
+        "calls": _estimate(controller, runs, "executor_calls"),
+    }
+
+
+def _columns(difference: str) -> list[str]:
+    """Tables 3 and 5's columns: the levels and the table's F1 difference."""
+    return ["F1", "EM", difference, "calls"]
+
+
+def _run_seeds(n: int) -> str:
+    return "one run seed" if n == 1 else f"{n} run seeds"
+
+
 def _difference(controller: str, a: list[EvalResult], b: list[EvalResult], key: str) -> Estimate:
     """``a - b``: paired by episode for scripted controllers (same tasks, same seeds), by
     seed for trained ones."""
@@ -617,11 +635,7 @@ def _main_table(
         single = res["single"]["full"]
         for controller in ("random", "single", "scripted", "ppo"):
             runs = res[controller]["full"]
-            ours: dict[str, Any] = {
-                "F1": _estimate(controller, runs, "f1"),
-                "EM": _estimate(controller, runs, "em"),
-                "calls": _estimate(controller, runs, "executor_calls"),
-            }
+            ours = _levels(controller, runs)
             paper: dict[str, Any] = {}
             compare = None
             sources = level_sources(type_name, controller, "full", page)
@@ -694,12 +708,12 @@ def _main_table(
     return Section(
         "Table 3: orchestrated vs single executor, per dataset type",
         "Table 3 (F1 / EM), GPT-4o-mini baseline and OrchMAS rows; datasets grouped by type",
-        ["F1", "EM", "F1 gain over single", "calls"],
+        _columns("F1 gain over single"),
         rows=rows,
         findings=findings,
         intro=(
             "Every row plays the test split of its type's offline set "
-            f"({'one run seed' if n_seeds == 1 else f'{n_seeds} run seeds'}; the run seed sets "
+            f"({_run_seeds(n_seeds)}; the run seed sets "
             "the tasks drawn and the executor's luck). F1 is token F1 after normalisation "
             "(eq. 11-12), EM exact match (math: equivalence); calls = executor calls per "
             "episode. Scripted rows' intervals are over episodes; trained rows' over seeds. "
@@ -739,11 +753,7 @@ def _ablation_table(
             by_setting: dict[str, tuple[Source, ...]] = {}
             for setting in SETTINGS:
                 runs = res[controller][setting]
-                ours: dict[str, Any] = {
-                    "F1": _estimate(controller, runs, "f1"),
-                    "EM": _estimate(controller, runs, "em"),
-                    "calls": _estimate(controller, runs, "executor_calls"),
-                }
+                ours = _levels(controller, runs)
                 f1s[setting] = ours["F1"]
                 plot[type_name, controller, setting] = ours["F1"]
                 theirs: dict[str, Any] = {"F1": paper[setting][0], "EM": paper[setting][1]}
@@ -805,14 +815,14 @@ def _ablation_table(
     return Section(
         "Table 5: ablations (no roles, no multi-turn, no environment feedback)",
         "Table 5 (F1 / EM); datasets grouped by type",
-        ["F1", "EM", "F1 drop", "calls"],
+        _columns("F1 drop"),
         rows=rows,
         findings=findings,
         figures=[figure],
         intro=(
             "Each ablation is an env option (docs/orchmas.md), so the scripted plan runs "
             "unchanged under it and the trained policy is retrained under it "
-            f"({'one run seed' if n_seeds == 1 else f'{n_seeds} run seeds'}), as the paper "
+            f"({_run_seeds(n_seeds)}), as the paper "
             "retrains its orchestrator. F1 drop = full minus the ablation: paired by episode "
             "for the scripted plan (the same tasks and luck), by seed for the trained one. "
             "A drop row names the executor terms the full plan earns and the ablated one "

@@ -682,13 +682,44 @@ def _puppeteer_why(setting: Setting, phase: str) -> str:
     )
 
 
+#: the columns of a sweep's rows (Figures 3 and 7): the evolved phase of each measure
+SWEPT = ("score", "tokens", "agents", "return")
+
+
+def _evolved(runs: Sequence[Mapping[str, list[float]]], n: int) -> dict[str, Any]:
+    """Each ``SWEPT`` measure over the last tenth of ``n`` episodes, intervals over seeds."""
+    return {k: _phase(runs, k, n, last=True) for k in SWEPT}
+
+
+def _sweep_section(
+    title: str,
+    source: str,
+    rows: list[Row],
+    findings: list[Finding],
+    sources: tuple[Source, ...],
+    link: str,
+    intro: str,
+) -> Section:
+    """Figures 3 and 7: the Mono setting swept one input at a time, a row per value with the
+    ``SWEPT`` columns (two digits, intervals over run seeds) and every finding resting on the
+    sweep's ``sources``."""
+    return Section(
+        title,
+        source,
+        list(SWEPT),
+        rows=rows,
+        findings=[f.with_(sources=sources) for f in findings],
+        figures=[link],
+        digits=2,
+        intro=intro,
+    )
+
+
 def _fig3(rep: Reproduction, logs: Mapping[float, list[dict[str, list[float]]]], n: int) -> Section:
     rows = []
     final: dict[str, dict[float, Estimate]] = {k: {} for k in ("score", "tokens", "agents")}
     for lam, runs in logs.items():
-        ours: dict[str, Any] = {
-            k: _phase(runs, k, n, last=True) for k in ("score", "tokens", "agents", "return")
-        }
+        ours = _evolved(runs, n)
         for k in final:
             final[k][lam] = ours[k]
         rows.append(
@@ -736,17 +767,14 @@ def _fig3(rep: Reproduction, logs: Mapping[float, list[dict[str, list[float]]]],
         report.chosen("training length", f"{n:,} episodes per lambda and run seed"),
         *_error_sources(MAIN.tasks),
     )
-    findings = [f.with_(sources=sweep) for f in findings]
-    link = _plot_lambda(rep, logs, n, final)
-    return Section(
+    return _sweep_section(
         "Figure 3: the lambda trade-off (Puppeteer-Mono, Titan, MMLU-Pro)",
         "Figure 3 (token consumption and agent count for several lambda)",
-        ["score", "tokens", "agents", "return"],
-        rows=rows,
-        findings=findings,
-        figures=[link],
-        digits=2,
-        intro=f"Runs of {n:,} training episodes for each lambda; columns are the evolved "
+        rows,
+        findings,
+        sweep,
+        _plot_lambda(rep, logs, n, final),
+        f"Runs of {n:,} training episodes for each lambda; columns are the evolved "
         "phase (last tenth), intervals over run seeds. The paper's figure gives no numbers "
         "in its text; its lambda values are not stated, so orchenv uses 0, 0.1 (the "
         "default), 0.3 and 1.",
@@ -887,9 +915,7 @@ def _fig7(
     final: dict[str, dict[str, Estimate]] = {k: {} for k in ("score", "tokens", "return")}
     for (width, depth), runs in logs.items():
         name = f"W{width}D{depth}"
-        ours: dict[str, Any] = {
-            k: _phase(runs, k, n, last=True) for k in ("score", "tokens", "agents", "return")
-        }
+        ours = _evolved(runs, n)
         for k in final:
             final[k][name] = ours[k]
         default = (width, depth) == (MAIN.width, MAIN.depth)
@@ -964,17 +990,14 @@ def _fig7(
         *_reward_sources(),
         *_error_sources(MAIN.tasks),
     )
-    findings = [f.with_(sources=grid_sources) for f in findings]
-    link = _plot_grid(rep, final)
-    return Section(
+    return _sweep_section(
         "Figure 7: width and depth",
         "Figure 7 (WxDy: exploration width x, depth y) and section 3.4",
-        ["score", "tokens", "agents", "return"],
-        rows=rows,
-        findings=findings,
-        figures=[link],
-        digits=2,
-        intro=f"Puppeteer-Mono (Titan) on MMLU-Pro trained for {n:,} episodes per setting "
+        rows,
+        findings,
+        grid_sources,
+        _plot_grid(rep, final),
+        f"Puppeteer-Mono (Titan) on MMLU-Pro trained for {n:,} episodes per setting "
         "(a short run: the policies are partly trained). Depth is the episode length "
         "(max_turns, phi follows it), width the number of parallel branches whose answers "
         "are majority-voted. The paper's text names episode length 4 and up to 3 parallel "
