@@ -43,6 +43,8 @@ _SNAPSHOT_VERSION = b"orchenv-snapshot-1"
 
 def safe_text(text: str) -> str:
     """``text`` as valid UTF-8 (lone surrogates become ``\\udXXX`` escapes)."""
+    if text.isascii():  # the common case, without encoding a copy
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -51,9 +53,38 @@ def safe_text(text: str) -> str:
 
 
 def wire_safe(value: Any, depth: int = 0) -> Any:
-    """``value`` as JSON-ready Python (see the module docstring); ``privileged`` dropped."""
+    """``value`` as JSON-ready Python (see the module docstring); ``privileged`` dropped.
+
+    Runs on every served reset and step, so the exact built-in types an env's ``info``
+    is made of (dict, list, str, int, float, bool, None) are dispatched first by
+    ``type(...) is``; everything else (subclasses, numpy, tuples, sets, other objects)
+    takes the general path. Both give the same result (``tests/test_serve_wire.py``).
+    """
     if depth > MAX_DEPTH:
         return "<truncated: too deep>"
+    cls = type(value)
+    if cls is str:
+        return value if value.isascii() else safe_text(value)
+    if cls is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                k = safe_text(str(k))
+            elif not k.isascii():
+                k = safe_text(k)
+            if k not in PRIVATE_KEYS:
+                out[k] = wire_safe(v, depth + 1)
+        return out
+    if cls is list:
+        return [wire_safe(v, depth + 1) for v in value]
+    if value is None or cls is bool or cls is int:
+        return value
+    if cls is float:
+        return value if math.isfinite(value) else None
+    return _wire_safe_general(value, depth)
+
+
+def _wire_safe_general(value: Any, depth: int) -> Any:
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, str):
