@@ -1,7 +1,9 @@
 """Train stable-baselines3 PPO on orch/MathRoute-v0 and compare it with the random router.
 
-The text env becomes a vector env through ``orchenv.envs.mathroute.wrappers`` (hashed n-gram and
-difficulty features in, ``Discrete(n_agents + 1)`` actions out), PPO with an MLP
+The text env becomes a vector env through orchenv's discrete view,
+``orchenv.discrete.make_discrete_env`` (hashed n-grams of the prompt plus MathRoute's own
+difficulty, draft and call features from ``MathRouteEnv.observation_features()`` in; one
+choice per agent, then accept, out: ``MathRouteEnv.action_choices()``), PPO with an MLP
 policy trains on the train split (``orchenv.envs.mathroute.training.train_ppo``, shared with
 ``orchenv reproduce 000``) of the simulated System 1 pool, and both PPO
 (deterministic) and the random router then play the same held-out test tasks.
@@ -34,13 +36,13 @@ import argparse
 import time
 from typing import Any
 
+import gymnasium as gym
 import torch
 from stable_baselines3 import PPO
 
 import orchenv  # noqa: F401  (registers the orch/ ids)
 from orchenv.controllers import make_controller
-from orchenv.envs.mathroute.training import PolicyController, multipliers_with, train_ppo
-from orchenv.envs.mathroute.wrappers import make_sb3_env
+from orchenv.envs.mathroute.training import multipliers_with, policy_controller, train_ppo
 from orchenv.runner import RunSummary, format_summary, run_episodes
 
 ENV_ID = "orch/MathRoute-v0"
@@ -88,13 +90,14 @@ def evaluate(
     env_id: str = ENV_ID,
     strongest_multiplier: float = STRONGEST_MULTIPLIER,
 ) -> dict[str, RunSummary]:
-    """PPO (deterministic) and the random router on the same held-out test tasks."""
+    """PPO (deterministic: its best available choice) and the random router on the same
+    held-out test tasks of the text env."""
     kwargs = env_kwargs(env_id, strongest_multiplier)
     summaries = {}
     for name in ("ppo", "random"):
-        env = make_sb3_env(env_id, split="test", **kwargs)
+        env = gym.make(env_id, split="test", **kwargs)
         if name == "ppo":
-            controller: Any = PolicyController(model, env)
+            controller: Any = policy_controller(model)
         else:
             controller = make_controller("random", seed=seed)
         summaries[name], _ = run_episodes(
@@ -129,9 +132,10 @@ def main() -> None:
     print(f"trained {args.timesteps} steps in {trained - start:.0f} s; eval {done - trained:.0f} s")
     print(f"{'controller':<10} {'accuracy':>8} {'strongest usage':>16} {'cost/episode':>14}")
     for name, summary in summaries.items():
+        low, high = summary.accuracy_ci95
         print(
-            f"{name:<10} {summary.accuracy:>8.3f} {strongest_usage(summary):>16.3f} "
-            f"{summary.mean_cost_usd:>14.6f}"
+            f"{name:<10} {summary.accuracy:>8.3f} [{low:.3f}, {high:.3f}] "
+            f"{strongest_usage(summary):>16.3f} {summary.mean_cost_usd:>14.6f}"
         )
     ppo, rnd = summaries["ppo"], summaries["random"]
     ok = ppo.accuracy > rnd.accuracy and strongest_usage(ppo) <= 0.25

@@ -230,8 +230,10 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
     Layout (``self.slices`` names each block's place):
 
     1. ``ngrams``: :func:`hashed_ngrams` of the observation's messages other than the system
-       message (the instructions are the same in every state), ``n_features`` values;
-    2. ``turn``: ``turn / max_turns``;
+       message (the instructions are the same in every state), ``n_features`` values
+       (``raw_numbers``: numbers also count as themselves, not only as their shape);
+    2. ``turn``: ``turn / max_turns`` (``max_turns``: the env's unless given, e.g. the
+       training horizon of a policy played at another one);
     3. ``mask``: the action mask (1.0 available), one value per discrete choice;
     4. ``env``: the env's ``observation_features()`` (its own numbers; may be empty).
 
@@ -246,6 +248,8 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
         n_features: int = 256,
         word_ngrams: Sequence[int] = (1, 2),
         char_ngrams: Sequence[int] = (3,),
+        raw_numbers: bool = False,
+        max_turns: int | None = None,
         cache_size: int = 4096,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
@@ -253,6 +257,8 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
             n_features=n_features,
             word_ngrams=tuple(word_ngrams),
             char_ngrams=tuple(char_ngrams),
+            raw_numbers=raw_numbers,
+            max_turns=max_turns,
             cache_size=cache_size,
         )
         gym.ObservationWrapper.__init__(self, env)
@@ -260,11 +266,16 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
             raise ConfigError(f"n_features must be >= 1, got {n_features}")
         if any(n < 1 for n in (*word_ngrams, *char_ngrams)):
             raise ConfigError("n-gram lengths must be >= 1")
+        if max_turns is not None and (
+            isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
+        ):
+            raise ConfigError(f"max_turns must be a positive int or None, got {max_turns!r}")
         base = orch_base(env)
         self.n_choices, n_env = _probe(base)
         self.n_features = n_features
         self.word_ngrams, self.char_ngrams = tuple(word_ngrams), tuple(char_ngrams)
-        self.max_turns = max(int(base.max_turns), 1)
+        self.raw_numbers = bool(raw_numbers)
+        self.max_turns = max(int(base.max_turns if max_turns is None else max_turns), 1)
         sizes = {"ngrams": n_features, "turn": 1, "mask": self.n_choices, "env": n_env}
         #: where each block sits in the vector (name -> slice)
         self.slices: dict[str, slice] = {}
@@ -337,7 +348,11 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
             self._cache.move_to_end(text)
             return hit
         vec = hashed_ngrams(
-            text, self.n_features, word_ngrams=self.word_ngrams, char_ngrams=self.char_ngrams
+            text,
+            self.n_features,
+            word_ngrams=self.word_ngrams,
+            char_ngrams=self.char_ngrams,
+            raw_numbers=self.raw_numbers,
         )
         self._cache[text] = vec
         if len(self._cache) > self._cache_size:
@@ -368,8 +383,16 @@ class MaskedPolicyController:
     def bind(self, env: gym.Env) -> None:
         base = orch_base(env)
         if base is not self._base:
-            self._base = base
-            self._features = ObservationFeatures(base, **self.feature_kwargs)
+            features = ObservationFeatures(base, **self.feature_kwargs)
+            expected = getattr(getattr(self.model, "observation_space", None), "shape", None)
+            if expected is not None and tuple(expected) != features.observation_space.shape:
+                raise ConfigError(
+                    f"the policy reads {tuple(expected)}-shaped observations but this view of "
+                    f"{type(base).__name__} ({self.feature_kwargs or 'defaults'}) gives "
+                    f"{features.observation_space.shape}: it was trained on other features "
+                    "(another n_features, or an older view; retrain it on this one)"
+                )
+            self._base, self._features = base, features
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
         if self._base is None or self._features is None:
@@ -391,6 +414,7 @@ def make_discrete_env(
     n_features: int = 256,
     word_ngrams: Sequence[int] = (1, 2),
     char_ngrams: Sequence[int] = (3,),
+    raw_numbers: bool = False,
     record_episode_statistics: bool = False,
     **env_kwargs: Any,
 ) -> gym.Env:
@@ -405,6 +429,7 @@ def make_discrete_env(
         n_features=n_features,
         word_ngrams=word_ngrams,
         char_ngrams=char_ngrams,
+        raw_numbers=raw_numbers,
     )
     if record_episode_statistics:
         env = gym.wrappers.RecordEpisodeStatistics(env)

@@ -17,12 +17,12 @@ import pytest
 
 import orchenv  # noqa: F401  (registers the orch/ ids)
 from orchenv.backends.simulated import SimulatedBackend
+from orchenv.discrete import ChoiceActions
 from orchenv.envs.mathroute.critique import judge_critique, locate_error, pointed_critique
 from orchenv.envs.mathroute.env import MathRouteEnv
 from orchenv.envs.mathroute.loaders import load_math_records
 from orchenv.envs.mathroute.mathgen import ProceduralMathSource, worked_solution
 from orchenv.envs.mathroute.protocol import route_text, verdict_text
-from orchenv.envs.mathroute.wrappers import DiscreteActions
 from orchenv.pool import make_pool
 from orchenv.tasks import Task
 
@@ -112,10 +112,10 @@ def test_outcome_reward_has_no_exploit_and_no_shortcut(env_id: str) -> None:
         assert value < result["best"] - TOLERANCE, (name, value, result["best"])
 
 
-def test_action_choices_are_the_discrete_wrappers_actions() -> None:
-    """Same length in every state; None exactly where DiscreteActions masks; the texts are
-    what the wrapper sends; available choices are never invalid."""
-    wrapped = DiscreteActions(gym.make("orch/MathRoute-v0", split="test"))
+def test_action_choices_are_the_discrete_views_actions() -> None:
+    """Same length in every state; None exactly where the core view (ChoiceActions) masks;
+    the texts are what it sends; available choices are never invalid."""
+    wrapped = ChoiceActions(gym.make("orch/MathRoute-v0", split="test"))
     env = wrapped.unwrapped
     assert isinstance(env, MathRouteEnv)
     n = len(env.pool.names) + 1

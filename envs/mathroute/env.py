@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from orchenv.core import OrchestrationEnv, Outcome, SharedArguments
+from orchenv.envs.mathroute import features
 from orchenv.envs.mathroute.critique import (
     CRITIQUE_LOGITS,
     CRITIQUE_MODES,
@@ -29,6 +30,7 @@ from orchenv.envs.mathroute.protocol import (
     VERIFIER_SYSTEM,
     Decision,
     example_reply,
+    example_variant,
     model_rule,
     parse_route,
     parse_verify,
@@ -239,7 +241,7 @@ class MathRouteEnv(OrchestrationEnv):
         self.draft_agent: str | None = None
         self.draft_correct: bool | None = None
         self.verdict_errors = {"false_rejections": 0, "false_acceptances": 0}
-        self._system_cache: dict[str | None, str] = {}
+        self._system_cache: dict[tuple[str | None, int], str] = {}
         self.ledger: dict[str, int] = {}  # routed calls per agent over the env's lifetime
         self.episodes = 0  # episodes started over the env's lifetime (usage per episode)
 
@@ -284,25 +286,44 @@ class MathRouteEnv(OrchestrationEnv):
         self.episodes = int((state or {}).get("episodes") or 0)
 
     # -- discrete view (orchenv.discrete, orchenv audit) -----------------------------------
-    def action_choices(self, *, include_unavailable: bool = False) -> list[str | None]:
+    def action_choices(self) -> list[str | None]:
         """One choice per agent (weakest first), then accept: at a route turn choice i routes
         to agent i; at a verify turn it rejects the draft and routes to agent i. ``None``
-        marks what cannot be done now (accept at a route turn, an agent not in
-        ``valid_agents()``); ``include_unavailable=True`` gives their text anyway (the env
-        flags it invalid, or, with nobody stronger left, reads a rejection as a bare False).
+        marks what cannot be done now: accept at a route turn, and an agent not in
+        ``valid_agents()`` (not stronger than the draft's author).
+
+        When nobody stronger is left, a bare False verdict ends the episode like accepting:
+        under ``reward="paper"``, which pays the verdict (r^V), that bare rejection is offered
+        at the draft author's own index ("reject, with nobody to hand the problem to");
+        under ``"outcome"`` it earns exactly what accepting earns, so it is not offered (a
+        tie that would let a best response reject a right draft for nothing). Issue 27: the
+        removed ``DiscreteActions`` masked it under both rewards yet sent it for an
+        unmasked pick; in the core view a masked pick is refused like any other.
         """
         names = list(self.pool.names)
+        if self.draft_agent is None:
+            return [route_text(a) for a in names] + [None]
         valid = set(self.valid_agents())
-        routing = self.draft_agent is None
-        bare = not routing and not valid  # nobody stronger left: a rejection is a bare False
-        texts = [
-            route_text(a) if routing else verdict_text(False, None if bare else a) for a in names
-        ]
-        texts.append(verdict_text(True))
-        if include_unavailable:
-            return list(texts)
-        available = [a in valid for a in names] + [not routing]
-        return [text if ok else None for text, ok in zip(texts, available, strict=True)]
+        choices: list[str | None] = [verdict_text(False, a) if a in valid else None for a in names]
+        if not valid and self.reward_variant == "paper" and self.draft_agent in names:
+            choices[names.index(self.draft_agent)] = verdict_text(False)
+        return [*choices, verdict_text(True)]
+
+    def observation_features(self) -> np.ndarray:
+        """MathRoute's numbers for ``orchenv.discrete.ObservationFeatures``: statistics of the
+        problem and of the draft's text and boxed answer, the phase, the draft's author and
+        this episode's calls per agent (``orchenv.envs.mathroute.features``); nothing
+        privileged."""
+        names = list(self.pool.names)
+        if self.task is None:  # before the first reset: the right size, all zeros
+            return np.zeros(sum(features.blocks(len(names)).values()), dtype=np.float32)
+        return features.mathroute_features(
+            str(self.task.prompt or ""),
+            self.draft,
+            self.draft_agent,
+            names,
+            dict(self.meter.calls),
+        )
 
     def audit_strategies(self) -> dict[str, Callable[[OrchestrationEnv], str]]:
         """Text-level shortcuts (they read only what a learner sees: the turn, the draft and
@@ -385,33 +406,42 @@ class MathRouteEnv(OrchestrationEnv):
     # -- prompts ----------------------------------------------------------------------
     def _system_prompt(self) -> str:
         """The controller's system prompt for the current phase (cached: it depends only
-        on the pool and on who wrote the draft)."""
-        key = self.draft_agent
+        on the pool, on who wrote the draft and on the examples' variant)."""
+        author = self.draft_agent
+        variant = self._example_variant()
+        key = (author, variant)
         if key in self._system_cache:
             return self._system_cache[key]
         agents = ", ".join(self.pool.names)
-        if key is None:
+        if author is None:
             prompt = ROUTER_SYSTEM.format(agents=agents, example=route_example(self.pool.names))
         else:
             stronger = self.valid_agents()
             if not stronger:
-                rule = f"No solver is stronger than {key}: a False verdict ends the work."
+                rule = f"No solver is stronger than {author}: a False verdict ends the work."
             elif self.require_stronger:
                 rule = (
-                    f"If routing is needed, name exactly one solver stronger than {key}: "
+                    f"If routing is needed, name exactly one solver stronger than {author}: "
                     f"{', '.join(stronger)}."
                 )
             else:
                 rule = f"If routing is needed, name exactly one solver: {', '.join(stronger)}."
             prompt = VERIFIER_SYSTEM.format(
-                author=key,
+                author=author,
                 agents=agents,
                 routing_rule=rule,
                 model_rule=model_rule(stronger),
-                examples=verify_examples(stronger),
+                examples=verify_examples(stronger, variant),
             )
         self._system_cache[key] = prompt
         return prompt
+
+    def _example_variant(self) -> int:
+        """The verify examples' order and wording this turn (``protocol.example_variant``: a
+        hash of the task and the turn, drawn before the draft exists; 0 at a route turn)."""
+        if self.draft_agent is None or self.task is None:
+            return 0
+        return example_variant(self.task.id, self.turn)
 
     def _messages(self) -> list[Message]:
         assert self.task is not None
@@ -547,7 +577,9 @@ class MathRouteEnv(OrchestrationEnv):
         else:
             reward, done, error = 0.0, False, decision.error or "malformed reply."
             example = example_reply(
-                self.pool.names if self.draft_agent is None else None, self.valid_agents()
+                self.pool.names if self.draft_agent is None else None,
+                self.valid_agents(),
+                self._example_variant(),
             )
             error = f"{error.rstrip('.')}. A valid reply now, for example:\n{example}\n"
             components = {"route": 0.0, "verify": 0.0, "usage_penalty": 0.0, "outcome": 0.0}

@@ -9,6 +9,7 @@ occurrence wins) are those of ``orchenv.parsing``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -66,8 +67,30 @@ SOLVER_SYSTEM = (
 #: the notes of the filled-in example replies in the prompts (issue 31: a small model copies
 #: a bare placeholder such as ``<model>SOLVER NAME</model>``; a concrete reply it can adapt)
 EXAMPLE_ROUTE_NOTE = "A two-step word problem with small numbers; a mid-strength solver suffices."
-EXAMPLE_REJECT_NOTE = "Step 2 adds 12 instead of subtracting it, so the final answer is wrong."
-EXAMPLE_ACCEPT_NOTE = "Every step follows from the previous one and the final answer checks out."
+#: the verify prompt's example notes, (rejecting, accepting) per wording; a verify turn's
+#: wording and the order of its two examples come from :func:`example_variant` (issue 31: with
+#: the rejection always first a small model copied it, a bias toward rejecting)
+VERIFY_EXAMPLE_NOTES: tuple[tuple[str, str], ...] = (
+    (
+        "Step 2 adds 12 instead of subtracting it, so the final answer is wrong.",
+        "Every step follows from the previous one and the final answer checks out.",
+    ),
+    (
+        "The last step divides by 4 where the equation needs 3, so the boxed answer is off.",
+        "Substituting the boxed answer back into the problem confirms it; no step is wrong.",
+    ),
+)
+#: how many distinct verify prompts :func:`example_variant` picks from (order x wording)
+N_EXAMPLE_VARIANTS = 2 * len(VERIFY_EXAMPLE_NOTES)
+
+
+def example_variant(task_id: str, turn: int) -> int:
+    """Which order and wording the verify examples take at ``turn`` of the episode on task
+    ``task_id``: a hash of the two (the same in every process), so it is fixed before any
+    draft exists and carries nothing about whether the draft under review is right."""
+    key = f"{task_id}\x00{turn}".encode("utf-8", "surrogatepass")
+    digest = hashlib.blake2b(key, digest_size=8).digest()
+    return int.from_bytes(digest, "little") % N_EXAMPLE_VARIANTS
 
 
 def route_example(agents: Sequence[str]) -> str:
@@ -75,14 +98,23 @@ def route_example(agents: Sequence[str]) -> str:
     return route_text(agents[len(agents) // 2], EXAMPLE_ROUTE_NOTE) if agents else ""
 
 
-def verify_examples(stronger: Sequence[str]) -> str:
+def _verify_pair(stronger: Sequence[str], variant: int) -> list[tuple[str, str]]:
+    """The two example replies of a verify turn as (label, text), in ``variant``'s order."""
+    reject_note, accept_note = VERIFY_EXAMPLE_NOTES[(variant // 2) % len(VERIFY_EXAMPLE_NOTES)]
+    pair = [
+        ("rejecting", verdict_text(False, stronger[0] if stronger else None, reject_note)),
+        ("accepting", verdict_text(True, None, accept_note)),
+    ]
+    return pair[::-1] if variant % 2 else pair
+
+
+def verify_examples(stronger: Sequence[str], variant: int = 0) -> str:
     """The filled-in verification replies for a verify turn: a rejection naming a real solver
-    of ``stronger`` (a bare False when nobody stronger is left) and an acceptance."""
-    reject = verdict_text(False, stronger[0] if stronger else None, EXAMPLE_REJECT_NOTE)
-    accept = verdict_text(True, None, EXAMPLE_ACCEPT_NOTE)
-    return (
-        f"Example reply rejecting the solution:\n{reject}\n\n"
-        f"Example reply accepting the solution:\n{accept}"
+    of ``stronger`` (a bare False when nobody stronger is left) and an acceptance, in the
+    order and wording of ``variant`` (:func:`example_variant`; 0: the rejection first)."""
+    return "\n\n".join(
+        f"Example reply {label} the solution:\n{text}"
+        for label, text in _verify_pair(stronger, variant)
     )
 
 
@@ -96,14 +128,15 @@ def model_rule(stronger: Sequence[str]) -> str:
     )
 
 
-def example_reply(phase_agents: Sequence[str] | None, stronger: Sequence[str]) -> str:
+def example_reply(
+    phase_agents: Sequence[str] | None, stronger: Sequence[str], variant: int = 0
+) -> str:
     """A valid reply for the current phase, for the notice after an unusable one:
-    ``phase_agents`` is the pool at a route turn, ``None`` at a verify turn."""
+    ``phase_agents`` is the pool at a route turn, ``None`` at a verify turn, where the reply
+    is the first example of the turn's prompt (``verify_examples(stronger, variant)``)."""
     if phase_agents is not None:
         return route_example(phase_agents)
-    if stronger:
-        return verdict_text(False, stronger[0], EXAMPLE_REJECT_NOTE)
-    return verdict_text(True, None, EXAMPLE_ACCEPT_NOTE)
+    return _verify_pair(stronger, variant)[0][1]
 
 
 def route_text(agent: str, note: str = "") -> str:

@@ -8,8 +8,8 @@ Figure 5 (turn ablation at inference), Figure 6 (sensitivity to the strongest ag
 multiplier, with training curves), Figure 3's training dynamics, and a smoke run of the
 reference GRPO trainer on a tiny local model.
 
-The trained controller is PPO through the discrete wrappers
-(``orchenv.envs.mathroute.training``): an MLP on hashed text features standing in for the
+The trained controller is PPO through the core discrete view (``orchenv.discrete``, run by
+``orchenv.envs.mathroute.training``): an MLP on hashed text features standing in for the
 paper's GRPO-trained 7B LLM. Every training run is one cached experiment per (setting, seed);
 its policy is saved next to it and evaluated with the eval harness.
 """
@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from orchenv.envs.mathroute.training import FEATURES as TRAINING_FEATURES
 from orchenv.error import ConfigError
 from orchenv.eval.harness import EvalConfig, EvalResult
 from orchenv.reproduce.context import Reproduction, accuracy, eval_command
@@ -53,7 +54,7 @@ INTRO = (
     "paper's Table 1 accuracies on MATH-lighteval; the tasks are orchenv's procedural "
     "MATH-like problems (train split for learning, test split for every number below), so only "
     "the M-LEval column is reproduced. The paper's trained controller (GRPO on a 7B LLM) is "
-    "stood in for by PPO on hashed text features through the discrete wrappers; the GRPO "
+    "stood in for by PPO on hashed text features through orchenv's discrete view; the GRPO "
     "trainer itself is run as a smoke test on a tiny random model.\n\n"
     "Where the numbers come from: each agent's accuracy is set to Table 1's (the presets' "
     "`calibration.accuracy`) and the usage constraints to Table 9's, so a single agent's or "
@@ -198,8 +199,9 @@ REJECT_ALL_WHY = (
 LAMBDAS = (0.125, 0.25, 0.5)
 TURNS = (1, 2, 3, 4)
 TRAIN_TURNS = 3
-#: the discrete policy's features (usage_history off: the harness plays episodes one by one)
-FEATURES: dict[str, Any] = {"usage_history": False}
+#: the discrete policy's features (``orchenv.discrete.make_discrete_env`` options; issue 27:
+#: the core view replaced ``wrappers.TextFeatures``, whose options were ``usage_history``)
+FEATURES: dict[str, Any] = dict(TRAINING_FEATURES)
 
 
 # -- small helpers ----------------------------------------------------------------------------
@@ -529,7 +531,8 @@ class Experiments:
     ) -> tuple[EvalConfig, EvalResult]:
         """The trained policies (one per run seed) under the Table 2 protocol: usage budgets
         enforced (eq. 2's share; an agent over budget passes the call to the next-best)."""
-        from orchenv.envs.mathroute.training import PolicyController
+        from orchenv.discrete import MaskedPolicyController
+        from orchenv.envs.mathroute.training import policy_controller
 
         env_id = SYSTEMS[system]
         kwargs = self.env_kwargs(env_id, setting)
@@ -546,10 +549,10 @@ class Experiments:
             seeds=list(self.rep.seeds),
         )
 
-        def factory(seed: int) -> PolicyController:
+        def factory(seed: int) -> MaskedPolicyController:
             if seed not in runs:
                 raise ConfigError(f"no trained policy for run seed {seed}")
-            return PolicyController(
+            return policy_controller(
                 self.policy(runs[seed]["model"]),
                 feature_kwargs=FEATURES,
                 feature_max_turns=feature_turns,

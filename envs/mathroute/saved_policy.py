@@ -3,11 +3,13 @@
 Seed 000's page evaluates one trained policy per run seed; this controller lets its printed
 ``orchenv eval`` commands replay those evaluations from the saved files. ``model`` is the path
 of a Stable-Baselines3 ``.zip``; a ``{seed}`` in it is replaced by the run seed, so
-``--seeds 0 1 2`` plays each seed's own policy, as the page does. The policy reads the
-discrete wrappers' text features (``orchenv.envs.mathroute.training``), trained with
-``usage_history`` off; ``feature_max_turns`` keeps the turn feature on the training horizon
-when the env plays another one (the turn ablation). Loading and checks:
-``orchenv.discrete.SavedPolicy``.
+``--seeds 0 1 2`` plays each seed's own policy, as the page does. The policy reads the core
+discrete view (``orchenv.discrete``, with ``training.FEATURES``); ``feature_max_turns`` keeps
+the turn feature on the training horizon when the env plays another one (the turn ablation).
+Loading and checks: ``orchenv.discrete.SavedPolicy``. A policy saved before issue 27 read the
+removed ``wrappers.TextFeatures`` (557 values for three agents): it is refused with a
+``ConfigError`` that says so, since no conversion maps those features onto the new view;
+``orchenv reproduce 000`` retrains it.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from orchenv.discrete import SavedPolicy
-from orchenv.envs.mathroute.training import PolicyController
+from orchenv.discrete import MaskedPolicyController, SavedPolicy
+from orchenv.envs.mathroute.training import FEATURES, policy_controller
 from orchenv.error import ConfigError
 
-#: the features every policy of seed 000's page was trained on (``reproduce.FEATURES``)
-SAVED_FEATURES: dict[str, Any] = {"usage_history": False}
+#: the features every policy of seed 000's page was trained on (``training.FEATURES``)
+SAVED_FEATURES: dict[str, Any] = dict(FEATURES)
 
 
 class SavedPolicyController(SavedPolicy):
@@ -53,8 +55,9 @@ class SavedPolicyController(SavedPolicy):
         self.feature_max_turns = None if feature_max_turns is None else int(feature_max_turns)
         super().__init__(model, seed)
 
-    def player(self, policy: Any) -> PolicyController:
-        """Seed 000's policies read MathRoute's text features (``training.PolicyController``)."""
-        return PolicyController(
+    def player(self, policy: Any) -> MaskedPolicyController:
+        """Seed 000's policies read the core view with ``SAVED_FEATURES``; one whose input
+        has another size (an older view) is refused when the player is bound to the env."""
+        return policy_controller(
             policy, feature_kwargs=SAVED_FEATURES, feature_max_turns=self.feature_max_turns
         )

@@ -1,15 +1,15 @@
-"""PPO through the discrete wrappers on the MathRoute family: train a controller, log its
+"""PPO through the core discrete view on the MathRoute family: train a controller, log its
 training episodes, and play the trained policy as an orchenv controller.
 
 One piece of code for ``examples/sb3_ppo_mathroute.py`` and ``orchenv reproduce 000``:
 
 * :func:`train_ppo` trains stable-baselines3 PPO (MLP policy) on
-  :func:`~orchenv.envs.mathroute.wrappers.make_sb3_env` (hashed text features in,
-  ``Discrete(n_agents + 1)`` actions out) and can record every training episode
-  (:class:`TrainingLog`) for learning curves;
-* :class:`PolicyController` plays the trained policy on a wrapped env (its observations are
-  the features) or on the plain text env, as the evaluation harness runs it: bound to the
-  env, it computes the same features from the env's state;
+  :func:`orchenv.discrete.make_discrete_env` (hashed n-grams of the prompt, the turn, the
+  action mask and ``MathRouteEnv.observation_features()`` in; one choice per agent, then
+  accept, out) and can record every training episode (:class:`TrainingLog`) for learning
+  curves;
+* :func:`policy_controller` plays the trained policy on the plain text env, as the
+  evaluation harness runs it (``orchenv.discrete.MaskedPolicyController``);
 * :func:`multipliers_with` is the env's own Lagrange multipliers with the strongest agent's
   replaced (the example's knob).
 
@@ -24,19 +24,24 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from orchenv.envs.mathroute.wrappers import DiscreteActions, TextFeatures, make_sb3_env
-from orchenv.error import ConfigError, DependencyError
+from orchenv.discrete import MaskedPolicyController, make_discrete_env
+from orchenv.error import DependencyError
 from orchenv.parsing import extract_tag, match_agent
 
 __all__ = [
+    "FEATURES",
     "PPO_DEFAULTS",
-    "PolicyController",
     "TrainingLog",
     "learning_curve",
     "multipliers_with",
+    "policy_controller",
     "requested_agents",
     "train_ppo",
 ]
+
+#: the view's options every MathRoute policy here is trained with (``make_discrete_env``):
+#: 256 hashed n-grams with numbers counted as themselves (their values carry difficulty)
+FEATURES: dict[str, Any] = {"n_features": 256, "raw_numbers": True}
 
 #: PPO hyper-parameters (episodes are at most 3 turns, so no discounting)
 PPO_DEFAULTS: dict[str, Any] = {
@@ -149,19 +154,21 @@ def train_ppo(
     verbose: int = 0,
 ) -> Any:
     """PPO (MLP policy, :data:`PPO_DEFAULTS` updated by ``ppo_kwargs``) on ``env_id``'s train
-    split through :func:`make_sb3_env` (``feature_kwargs``: its feature options, e.g.
-    ``usage_history``); returns the trained ``stable_baselines3.PPO``. ``log``: a list that
-    receives every training episode (:class:`TrainingLog`)."""
+    split through :func:`orchenv.discrete.make_discrete_env` (``feature_kwargs``: its feature
+    options, :data:`FEATURES` by default); returns the trained ``stable_baselines3.PPO``.
+    Plain PPO does not read the action mask: a masked index it picks is refused by the env
+    (format penalty), which it learns to avoid. ``log``: a list that receives every
+    training episode (:class:`TrainingLog`)."""
     try:
         from stable_baselines3 import PPO
         from stable_baselines3.common.env_util import make_vec_env
     except ImportError as exc:
         raise DependencyError("stable-baselines3", "train", "train_ppo") from exc
     kwargs = {"split": "train", **dict(env_kwargs or {})}
-    features = dict(feature_kwargs or {})
+    features = dict(FEATURES if feature_kwargs is None else feature_kwargs)
 
     def make() -> gym.Env:
-        env = make_sb3_env(env_id, **features, **kwargs)
+        env = make_discrete_env(env_id, **features, **kwargs)
         return TrainingLog(env, log) if log is not None else env
 
     vec_env = make_vec_env(make, n_envs=n_envs, seed=seed)
@@ -172,85 +179,20 @@ def train_ppo(
     return model
 
 
-def _find_wrapper(env: gym.Env, kind: type) -> Any:
-    while not isinstance(env, kind):
-        if not isinstance(env, gym.Wrapper):
-            raise TypeError(f"no {kind.__name__} in the wrapper stack")
-        env = env.env
-    return env
-
-
-class PolicyController:
-    """A trained SB3 policy as an orchenv controller (deterministic: the policy's argmax).
-
-    Two ways to run it:
-
-    * on a :func:`make_sb3_env` env (pass it as ``env``): observations are already the
-      feature vectors and the env's ``DiscreteActions`` turns the action into text (which
-      the wrapper passes through unchanged);
-    * on the plain text env, e.g. in the evaluation harness: ``bind(env)`` (called by
-      ``run_episode``) puts the same ``DiscreteActions`` + ``TextFeatures`` stack around the
-      bound env to compute the features from its state and to name the action's text. The
-      features must be the ones trained on (``feature_kwargs``); ``usage_history`` must be
-      off there, since that block is the wrapper's count of episodes it has stepped itself.
-      ``feature_max_turns`` fixes the turn feature's scale (``turn / max_turns``) to the
-      training horizon when the env plays another one (an inference-time turn ablation).
-    """
-
-    privileged = False
-
-    def __init__(
-        self,
-        model: Any,
-        env: gym.Env | None = None,
-        *,
-        feature_kwargs: Mapping[str, Any] | None = None,
-        feature_max_turns: int | None = None,
-    ) -> None:
-        self.model = model
-        self.feature_kwargs = dict(feature_kwargs or {})
-        self.feature_max_turns = feature_max_turns
-        self.actions: DiscreteActions | None = None
-        self._features: TextFeatures | None = None
-        self._bound: Any = None
-        if env is not None:
-            self.actions = _find_wrapper(env, DiscreteActions)
-
-    def reset(self, seed: int | None = None) -> None:
-        """Nothing to reset (the policy is deterministic); lets the harness reuse it."""
-
-    def bind(self, env: Any) -> None:
-        env = getattr(env, "unwrapped", env)
-        if self.actions is not None and self._features is None:
-            return  # running on a wrapped env: its observations are the features
-        if env is self._bound:
-            return
-        if self.feature_kwargs.get("usage_history", True):
-            raise ConfigError(
-                "PolicyController on a text env needs a policy trained with "
-                "feature_kwargs={'usage_history': False}: the usage block counts episodes "
-                "the wrapper stepped itself"
-            )
-        self.actions = DiscreteActions(env)
-        self._features = TextFeatures(self.actions, **self.feature_kwargs)
-        if self.feature_max_turns is not None:
-            self._features.max_turns = int(self.feature_max_turns)
-        self._bound = env
-
-    def features(self, obs: Any, info: dict[str, Any]) -> np.ndarray:
-        """The policy's input for this state (``obs`` itself on a wrapped env)."""
-        if isinstance(obs, np.ndarray):
-            return obs
-        if self._features is None:
-            raise ConfigError("PolicyController got a text observation before bind(env)")
-        self._features._info = info  # the state TextFeatures.observation reads
-        return self._features.observation(obs)
-
-    def act(self, obs: Any, info: dict[str, Any]) -> str:
-        if self.actions is None:
-            raise ConfigError("PolicyController needs a wrapped env or bind(env) first")
-        action, _ = self.model.predict(self.features(obs, info), deterministic=True)
-        return self.actions.action(action)
+def policy_controller(
+    model: Any,
+    *,
+    feature_kwargs: Mapping[str, Any] | None = None,
+    feature_max_turns: int | None = None,
+) -> MaskedPolicyController:
+    """A policy trained by :func:`train_ppo` as an orchenv controller on the text env: its
+    greedy choice among the available ones. ``feature_kwargs`` must be the ones trained with
+    (:data:`FEATURES` by default); ``feature_max_turns`` fixes the turn feature's scale to the
+    training horizon when the env plays another one (an inference-time turn ablation)."""
+    features = dict(FEATURES if feature_kwargs is None else feature_kwargs)
+    if feature_max_turns is not None:
+        features["max_turns"] = int(feature_max_turns)
+    return MaskedPolicyController(model, **features)
 
 
 def requested_agents(actions: list[str], agents: list[str]) -> list[str]:
