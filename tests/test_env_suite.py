@@ -5,6 +5,7 @@ check and id."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 
 import gymnasium as gym
 import pytest
@@ -20,55 +21,33 @@ def test_ids_are_registered():
     assert "orch/MathRoute-v0" in ENV_IDS and "orch/MathRouteSystem2-v0" in ENV_IDS
 
 
+#: check name -> how this suite runs that public check on one id
+SHARED_CHECKS: dict[str, Callable[[str], object]] = {
+    "gymnasium-check-env": checks.check_api,
+    "seeded-determinism": lambda env_id: checks.check_determinism(env_id, seeds=range(5)),
+    "info-schema": checks.check_info_schema,
+    # a fork is identical to its source and independent of it afterwards
+    "fork": checks.check_fork,
+    # outcomes must not depend on Python's per-process string hash seed
+    "determinism-across-processes": checks.check_hash_seed_independence,
+    "render-ansi-transcript": checks.check_render,
+    "step-order-errors": checks.check_step_order,
+    # huge, nested, surrogate-laden, near-miss and non-str actions: a valid step, never an
+    # exception; non-str actions are unusable and never rewarded
+    "hostile-actions": lambda env_id: checks.check_hostile_actions(
+        env_id, episodes=60, fragments=NEAR_MISS_FRAGMENTS
+    ),
+    # every id takes ``max_turns``; with ``max_turns=k`` an episode ends within k steps,
+    # ``truncated`` when step k passed without a terminal decision, ``terminated`` when the
+    # action was terminal, never both
+    "horizon": lambda env_id: checks.check_horizon(env_id, max_turns=(1, 2, 3), seeds=range(3)),
+}
+
+
+@pytest.mark.parametrize("check", sorted(SHARED_CHECKS))
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_gymnasium_check_env(env_id):
-    checks.check_api(env_id)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_seeded_determinism(env_id):
-    checks.check_determinism(env_id, seeds=range(5))
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_info_schema(env_id):
-    checks.check_info_schema(env_id)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_fork_identical_and_independent(env_id):
-    checks.check_fork(env_id)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_determinism_across_processes(env_id):
-    """Outcomes must not depend on Python's per-process string hash seed."""
-    checks.check_hash_seed_independence(env_id)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_render_ansi_transcript(env_id):
-    checks.check_render(env_id)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_step_order_errors(env_id):
-    checks.check_step_order(env_id)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_hostile_actions_never_raise(env_id):
-    """Huge, nested, surrogate-laden, near-miss and non-str actions: a valid step, never an
-    exception; non-str actions are unusable and never rewarded."""
-    checks.check_hostile_actions(env_id, episodes=60, fragments=NEAR_MISS_FRAGMENTS)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_max_turns_and_the_horizon_rule(env_id):
-    """Every id takes ``max_turns``; with ``max_turns=k`` an episode ends within k steps,
-    ``truncated`` when step k passed without a terminal decision, ``terminated`` when the
-    action was terminal, never both."""
-    checks.check_horizon(env_id, max_turns=(1, 2, 3), seeds=range(3))
+def test_shared_check(env_id, check):
+    SHARED_CHECKS[check](env_id)
 
 
 GYMNASIUM_SECTIONS = (
