@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ COST = "cost ($ per 1k queries)"
 ACC = "accuracy"
 REWARD = "reward (eq. 7)"
 CALLS = "expert calls"
+CALLED = "episodes calling an expert"
 #: the baselines: row label -> ``budget-baseline``'s ``expert`` argument
 BASELINES = {
     "controller alone": "none",
@@ -194,6 +195,16 @@ def _train(seed: int, steps: int, model_path: Path) -> dict[str, Any]:
             )
         curve[mode] = rows
     return {"seconds": round(seconds, 1), "episodes": len(episodes), "curve": curve}
+
+
+def _episodes(rep: Reproduction) -> int:
+    """Test episodes per row and run seed."""
+    return rep.size(500, 20)
+
+
+def _steps(rep: Reproduction) -> int:
+    """MaskablePPO steps per run seed."""
+    return rep.size(120_000, 1_024)
 
 
 def _ppo_tag(steps: int) -> str:
@@ -418,12 +429,10 @@ def _shown_path(path: Path) -> str:
         return str(path.resolve())
 
 
-def _trained_command(
-    rep: Reproduction, steps: int, mode: str, episodes: int, max_turns: int | None = None
-) -> str:
+def _trained_command(rep: Reproduction, mode: str, max_turns: int | None = None) -> str:
     """The ``orchenv eval`` command that replays the trained rows: the registered
     ``budgetroute-ppo-policy`` controller loads each run seed's saved policy (``{seed}``)."""
-    model = rep.runs_dir / f"{_ppo_tag(steps)}-seed{{seed}}.zip"
+    model = rep.runs_dir / f"{_ppo_tag(_steps(rep))}-seed{{seed}}.zip"
     env_kwargs: dict[str, Any] = {"budget_mode": mode}
     name = f"trained-{mode}"
     if max_turns is not None:
@@ -435,7 +444,7 @@ def _trained_command(
         controller_kwargs={"model": _shown_path(model)},
         env_kwargs=env_kwargs,
         split="test",
-        episodes=episodes,
+        episodes=_episodes(rep),
         seeds=list(rep.seeds),
     )
     return _command(config, name)
@@ -466,8 +475,7 @@ def _no_worse(
 
 # -- the page --------------------------------------------------------------------------------------
 def build(rep: Reproduction) -> list[Section]:
-    episodes = rep.size(500, 20)
-    steps = rep.size(120_000, 1_024)
+    episodes, steps = _episodes(rep), _steps(rep)
     llm_episodes = rep.size(5, 1)
     missing = llm_missing()
     run_llm = missing is None and not rep.quick
@@ -503,49 +511,21 @@ def build(rep: Reproduction) -> list[Section]:
         curves[seed] = info
         policy = MaskedPolicyController(model, n_features=N_FEATURES)
         policies[seed] = policy
-        for mode in MODES:
-            cfg = EvalConfig(
-                ENV_ID,
-                controller="maskable-ppo",
-                controller_kwargs={"train_steps": steps, "train_seed": seed},
-                env_kwargs={"budget_mode": mode},
-                split="test",
-                episodes=episodes,
-                seeds=[seed],
-            )
-            trained[seed, mode] = rep.evaluate(
-                f"{_ppo_tag(steps)}-{mode}-seed{seed}",
-                cfg,
-                controller_factory=_always(policy),
-            )
+        trained.update(_play_trained(rep, seed, policy))
 
-    def trained_est(mode: str, read: Callable[[Any], float]) -> Estimate:
-        return over_seeds([_mean(trained[s, mode], read) for s in rep.seeds])
-
-    t_acc = {m: trained_est(m, lambda r: float(r.correct)) for m in MODES}
-    t_cost = {m: trained_est(m, lambda r: 1000 * r.cost_usd) for m in MODES}
-    t_reward = {m: trained_est(m, lambda r: r.reward) for m in MODES}
-    t_calls = {m: trained_est(m, lambda r: float(sum(r.agent_calls.values()))) for m in MODES}
-    t_called = {m: trained_est(m, lambda r: float(sum(r.agent_calls.values()) > 0)) for m in MODES}
-    t_plans = {m: _plans(trained, rep.seeds, m) for m in MODES}
+    ours = _trained_numbers(trained, rep.seeds)
+    plans = {m: _plans(trained, rep.seeds, m) for m in MODES}
     train_seconds = [curves[s]["seconds"] for s in rep.seeds]
 
-    sections = [
-        _mode_section(rep, mode, base, base_cfg, t_acc, t_cost, t_reward, t_calls, t_plans, steps)
-        for mode in MODES
-    ]
-    sections.append(
-        _modes_section(
-            rep, base, t_acc, t_cost, t_reward, t_calls, t_called, curves, steps, episodes
-        )
-    )
+    sections = [_mode_section(rep, mode, base, base_cfg, ours[mode], plans[mode]) for mode in MODES]
+    sections.append(_modes_section(rep, base, ours, curves))
     sections[-1].notes.append(
         f"Training: MaskablePPO ({steps:,} steps per run seed, MLP {PPO_NET}, "
         f"{N_FEATURES} hashed n-gram features plus the mode, the share of the budget spent "
         f"and the action mask) took {np.mean(train_seconds):.0f} s per run seed here."
     )
     sections.append(_prompt_section(rep, missing, run_llm, llm_episodes))
-    sweep = _turns_section(rep, base, trained, policies, steps, episodes)
+    sweep = _turns_section(rep, base, trained, policies)
     # each headline says how far it holds across the horizons (issue 26)
     where = {f.claim.removesuffix(SWEPT): f.observed.split(" (", 1)[0] for f in sweep.findings}
     for section in sections:
@@ -567,13 +547,65 @@ def _with_sweep(finding: Finding, where: dict[str, str]) -> Finding:
     return finding
 
 
+#: the trained controller's columns and how each reads an episode's record
+TRAINED_READS: dict[str, Callable[[Any], float]] = {
+    ACC: lambda r: float(r.correct),
+    COST: lambda r: 1000 * r.cost_usd,
+    REWARD: lambda r: r.reward,
+    CALLS: lambda r: float(sum(r.agent_calls.values())),
+    CALLED: lambda r: float(sum(r.agent_calls.values()) > 0),
+}
+
+
+def _trained_numbers(
+    results: dict[tuple[int, str], EvalResult], seeds: Sequence[int]
+) -> dict[str, dict[str, Estimate]]:
+    """mode -> column -> the trained controller's number: its mean per run seed in
+    ``results`` (by seed and mode), with the interval over seeds."""
+    return {
+        mode: {
+            col: over_seeds([_mean(results[s, mode], read) for s in seeds])
+            for col, read in TRAINED_READS.items()
+        }
+        for mode in MODES
+    }
+
+
+def _play_trained(
+    rep: Reproduction,
+    seed: int,
+    policy: MaskedPolicyController,
+    turns: int | None = None,
+) -> dict[tuple[int, str], EvalResult]:
+    """Run seed ``seed``'s trained policy on the test episodes in each budget mode, at the
+    env's horizon or at ``turns`` (``max_turns``)."""
+    steps = _steps(rep)
+    out = {}
+    for mode in MODES:
+        env_kwargs: dict[str, Any] = {"budget_mode": mode}
+        if turns is not None:
+            env_kwargs["max_turns"] = turns
+        cfg = EvalConfig(
+            ENV_ID,
+            controller="maskable-ppo",
+            controller_kwargs={"train_steps": steps, "train_seed": seed},
+            env_kwargs=env_kwargs,
+            split="test",
+            episodes=_episodes(rep),
+            seeds=[seed],
+        )
+        name = f"{_ppo_tag(steps)}-{mode}-seed{seed}" + (
+            f"-turns{turns}" if turns is not None else ""
+        )
+        out[seed, mode] = rep.evaluate(name, cfg, controller_factory=_always(policy))
+    return out
+
+
 def _turns_section(
     rep: Reproduction,
     base: dict[tuple[str, str], EvalResult],
     trained: dict[tuple[int, str], EvalResult],
     policies: dict[int, MaskedPolicyController],
-    steps: int,
-    episodes: int,
 ) -> Section:
     """Issue 26: the trained controller's headlines at every horizon of ``TURN_SWEEP``. The
     policies trained at the default horizon (3) play each horizon at inference (training one
@@ -586,30 +618,14 @@ def _turns_section(
             continue
         results[turns] = {}
         for seed in rep.seeds:
-            for mode in MODES:
-                cfg = EvalConfig(
-                    ENV_ID,
-                    controller="maskable-ppo",
-                    controller_kwargs={"train_steps": steps, "train_seed": seed},
-                    env_kwargs={"budget_mode": mode, "max_turns": turns},
-                    split="test",
-                    episodes=episodes,
-                    seeds=[seed],
-                )
-                results[turns][seed, mode] = rep.evaluate(
-                    f"{_ppo_tag(steps)}-{mode}-seed{seed}-turns{turns}",
-                    cfg,
-                    controller_factory=_always(policies[seed]),
-                )
-
-    def est(turns: int, mode: str, read: Callable[[Any], float]) -> Estimate:
-        return over_seeds([_mean(results[turns][s, mode], read) for s in rep.seeds])
+            results[turns].update(_play_trained(rep, seed, policies[seed], turns))
 
     rows: list[Row] = []
     checks: dict[tuple[str, str], dict[str, Finding]] = {}
     for turns in TURN_SWEEP:
-        acc = {m: est(turns, m, lambda r: float(r.correct)) for m in MODES}
-        reward = {m: est(turns, m, lambda r: r.reward) for m in MODES}
+        numbers = _trained_numbers(results[turns], rep.seeds)
+        acc = {m: numbers[m][ACC] for m in MODES}
+        reward = {m: numbers[m][REWARD] for m in MODES}
         rows.append(
             Row(
                 f"max_turns {turns}" + (" (the page's)" if turns == default else ""),
@@ -617,7 +633,7 @@ def _turns_section(
                     **{f"{ACC}, {m}": acc[m] for m in MODES},
                     **{f"reward, {m}": reward[m] for m in MODES},
                 },
-                command=_trained_command(rep, steps, "high", episodes, max_turns=turns),
+                command=_trained_command(rep, "high", max_turns=turns),
                 why="The policies trained at max_turns "
                 f"{default}, evaluated at this horizon; intervals over run seeds. The "
                 "command is the high mode's (the others change budget_mode).",
@@ -677,7 +693,7 @@ def _turns_section(
         intro=(
             "The env's horizon (three controller turns: two expert calls, then the answer) is "
             "orchenv's choice. Each headline of the trained controller is checked again at "
-            f"max_turns {', '.join(map(str, TURN_SWEEP))}, on the same {episodes} test episodes "
+            f"max_turns {', '.join(map(str, TURN_SWEEP))}, on the same {_episodes(rep)} test episodes "
             "per mode and run seed, by the policies trained at the default horizon (a policy "
             "trained per horizon would cost 5-30 min per run seed and is not run). The "
             "baselines ask at most once, so their episodes are the same at every horizon "
@@ -718,13 +734,11 @@ def _mode_section(
     mode: str,
     base: dict[tuple[str, str], EvalResult],
     base_cfg: dict[tuple[str, str], EvalConfig],
-    t_acc: dict[str, Estimate],
-    t_cost: dict[str, Estimate],
-    t_reward: dict[str, Estimate],
-    t_calls: dict[str, Estimate],
-    t_plans: dict[str, str],
-    steps: int,
+    trained: dict[str, Estimate],
+    plans: str,
 ) -> Section:
+    """Table 2 in ``mode``: the baselines and the trained controller (``trained``: its numbers
+    in this mode by column; ``plans``: its most frequent plans)."""
     budget = {"low": 0.001, "medium": 0.006, "high": 1000.0}[mode]
     rows = []
     for label in BASELINES:
@@ -752,17 +766,12 @@ def _mode_section(
     rows.append(
         Row(
             f"trained controller, {mode} mode",
-            ours={
-                ACC: t_acc[mode],
-                COST: t_cost[mode],
-                REWARD: t_reward[mode],
-                CALLS: t_calls[mode],
-            },
+            ours={col: trained[col] for col in (ACC, COST, REWARD, CALLS)},
             paper={ACC: PAPER_ACCURACY[mode], COST: _paper_cost_k(mode)},
-            command=_trained_command(rep, steps, mode, base_cfg["o3", mode].episodes),
+            command=_trained_command(rep, mode),
             why=(
                 f"Interval over run seeds (one training run each). Its most frequent plans: "
-                f"{t_plans[mode]}. " + _trained_why(mode)
+                f"{plans}. " + _trained_why(mode)
             ),
             compare=ACC,
             tolerance=TOLERANCE,
@@ -775,7 +784,7 @@ def _mode_section(
             f"in the {mode} mode the trained controller earns at least the eq. 7 reward of the "
             "best fixed baseline (what budget-aware training optimises; the paper reports no "
             "reward table)",
-            t_reward[mode],
+            trained[REWARD],
             best,
             _reward(base[best, mode]),
             margin=NONINFERIORITY_MARGIN,
@@ -787,7 +796,7 @@ def _mode_section(
         report.check_order(
             f"the trained controller ({mode} mode) is more accurate than random assign "
             "(section 4.4, finding 2)",
-            {"trained": t_acc[mode], "random assign": accuracy(base["random assign", mode])},
+            {"trained": trained[ACC], "random assign": accuracy(base["random assign", mode])},
             ["trained", "random assign"],
             why=(
                 "In the paper every CoRL mode beats random assign on MATH500. Random assign "
@@ -801,7 +810,7 @@ def _mode_section(
             report.check_order(
                 "in the high mode the trained controller beats the best single expert, o3 "
                 "(section 4.4, finding 1)",
-                {"trained": t_acc[mode], "o3": accuracy(base["o3", mode])},
+                {"trained": trained[ACC], "o3": accuracy(base["o3", mode])},
                 ["trained", "o3"],
                 why="With a $1000 budget cost does not enter the reward, so the policy is free "
                 "to name the key step to o3 or split the problem across calls, which the "
@@ -878,15 +887,12 @@ def _trained_why(mode: str) -> str:
 def _modes_section(
     rep: Reproduction,
     base: dict[tuple[str, str], EvalResult],
-    t_acc: dict[str, Estimate],
-    t_cost: dict[str, Estimate],
-    t_reward: dict[str, Estimate],
-    t_calls: dict[str, Estimate],
-    t_called: dict[str, Estimate],
+    trained: dict[str, dict[str, Estimate]],
     curves: dict[int, dict[str, Any]],
-    steps: int,
-    episodes: int,
 ) -> Section:
+    """The modes side by side (``trained``: mode -> column -> the trained controller's
+    estimate) and the training dynamics."""
+    t_acc, t_cost, t_calls = ({m: trained[m][col] for m in MODES} for col in (ACC, COST, CALLS))
     order = ["high", "medium", "low"]
     expert_acc = {k: accuracy(base[k, "high"]) for k in BASELINES if k != "random assign"}
     expert_cost = {k: _cost_k(base[k, "high"]) for k in EXPERTS}
@@ -966,25 +972,19 @@ def _modes_section(
     )
     figures = [
         _scatter_figure(rep, base, t_acc, t_cost),
-        _curve_figure(rep, curves, steps),
+        _curve_figure(rep, curves, _steps(rep)),
     ]
     return Section(
         title="Budget modes compared, and training dynamics",
         source="Table 2 (MATH500), section 4.4 findings 1-3, section 4.5 findings 1-2, "
         "Figures 3 and 6",
-        columns=[ACC, COST, REWARD, CALLS, "episodes calling an expert"],
+        columns=[ACC, COST, REWARD, CALLS, CALLED],
         rows=[
             Row(
                 f"trained controller, {m} mode",
-                ours={
-                    ACC: t_acc[m],
-                    COST: t_cost[m],
-                    REWARD: t_reward[m],
-                    CALLS: t_calls[m],
-                    "episodes calling an expert": t_called[m],
-                },
+                ours=dict(trained[m]),
                 paper={ACC: PAPER_ACCURACY[m], COST: _paper_cost_k(m)},
-                command=_trained_command(rep, steps, m, episodes),
+                command=_trained_command(rep, m),
                 why="Intervals over run seeds (the per-mode tables above explain the gap); "
                 "compared with the paper there.",
                 sources=_trained_sources(),
@@ -1078,7 +1078,7 @@ def _prompt_section(rep: Reproduction, missing: str | None, run: bool, episodes:
     section = Section(
         title="Section 4.5: hard-constraint vs guidance prompts (llm controller, served model)",
         source="Section 4.5 and Figure 3 (Prompt A: hard constraint; Prompt B: guidance)",
-        columns=["valid actions", "episodes calling an expert", ACC, COST],
+        columns=["valid actions", CALLED, ACC, COST],
         intro=(
             "The `llm` controller reads the env's controller prompt and its reply is the "
             "action. `prompt_style=hard` states the mode as a rule (low: never call an "
@@ -1139,7 +1139,7 @@ def _prompt_section(rep: Reproduction, missing: str | None, run: bool, episodes:
                 f"Prompt {'A (hard)' if style == 'hard' else 'B (guidance)'}, {mode} mode",
                 ours={
                     "valid actions": Estimate.of_proportion(valid, actions),
-                    "episodes calling an expert": Estimate.of_proportion(called, len(records)),
+                    CALLED: Estimate.of_proportion(called, len(records)),
                     ACC: accuracy(result),
                     COST: _cost_k(result),
                 },
