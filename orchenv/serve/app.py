@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 CONFIG_ENV = "ORCHENV_SERVE_CONFIG"
 #: WebSocket frames larger than this are refused by uvicorn (close code 1009)
 WS_MAX_BYTES = 16 * 1024 * 1024
+#: seconds a worker may take to answer uvicorn's health ping before it is restarted
+WORKER_HEALTHCHECK_S = 60
 
 
 def openenv_name(env_id: str) -> str:
@@ -115,7 +117,14 @@ def serve(
         build_app(ServeConfig(**config.to_dict()))  # check the id and arguments in the parent
         announce(banner)
         uvicorn.run(
-            "orchenv.serve.app:app_from_env", factory=True, workers=config.workers, **common
+            "orchenv.serve.app:app_from_env",
+            factory=True,
+            workers=config.workers,
+            # uvicorn kills and restarts a worker that misses its 5 s default health ping: on
+            # a loaded machine, workers still importing / building the env were killed in a
+            # loop and the server never came up (seen on the shared 2-core sandbox, issue 29)
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+            **common,
         )
     else:
         app = build_app(config)
