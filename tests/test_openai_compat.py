@@ -471,3 +471,45 @@ def test_proxies_come_from_the_environment_once_per_url(monkeypatch):
         assert openai_compat._proxy_for("http://127.0.0.1:8000/v1/chat/completions") is None
     finally:
         openai_compat._proxy_for.cache_clear()
+
+
+_REPLY = '{"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": %s}}'
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _REPLY % "3",
+        _REPLY % ("1" * 40),  # the longest integer parse_json takes
+        _REPLY % ("1" * 41),
+        _REPLY % "1e308",
+        _REPLY % "1e309",  # reads as infinity
+        _REPLY % "NaN",
+        _REPLY % "-Infinity",
+        _REPLY % ("0." + "1" * 98),
+        _REPLY % ("0." + "1" * 99),
+        '{"choices": [], "choices": []}',  # a key twice
+        "[" * 64 + "]" * 64,
+        "[" * 65 + "]" * 65,
+        '{"a": "[[[[" }',
+        "\ufeff{}",
+        "{} x",
+        "\ud800",
+    ],
+)
+def test_replies_are_read_exactly_as_parse_json_reads_them(body):
+    # _load_reply reads most replies without parse_json's second pass: same value, same refusal
+    from orchenv.schema import JSONLimitError, parse_json
+
+    raw = body.encode("utf-8", "surrogatepass")
+    try:
+        expected: object = parse_json(raw, "HTTP 200 reply")
+    except JSONLimitError as exc:
+        expected = ("limit", str(exc))
+    except ValueError:
+        expected = ("not json",)
+    try:
+        got: object = openai_compat._load_reply(raw, 200)
+    except openai_compat._Failure as failure:
+        got = ("limit", failure.detail) if not failure.retryable else ("not json",)
+    assert pickle.dumps(got) == pickle.dumps(expected)

@@ -84,7 +84,14 @@ from orchenv.backends.token_ids import PieceIndex, fill_token_ids
 from orchenv.choice_policy import ChoiceScores
 from orchenv.error import BackendError, ConfigError, SchemaError, require
 from orchenv.pool import AgentSpec, CallContext, Completion, Message
-from orchenv.schema import USAGE, JSONLimitError, parse_json
+from orchenv.schema import (
+    MAX_DEPTH,
+    MAX_FLOAT_CHARS,
+    MAX_INT_DIGITS,
+    USAGE,
+    JSONLimitError,
+    parse_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -971,16 +978,75 @@ def _meta_text(value: Any) -> str | None:
     return value if isinstance(value, str) and len(value) <= _META_TEXT_CHARS else None
 
 
-def _parse_choice_reply(body: bytes, status: int) -> dict[str, Any]:
-    """A ``/completions`` reply with a ``choices`` list (choice-mode scoring), or a failure."""
+class _OverLimits(Exception):
+    """A reply's JSON may break a ``parse_json`` limit: let ``parse_json`` itself say which."""
+
+
+def _checked_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+        raise _OverLimits
+    return int(literal)
+
+
+def _checked_float(literal: str) -> float:
+    value = float(literal) if len(literal) <= MAX_FLOAT_CHARS else math.inf
+    if not math.isfinite(value):
+        raise _OverLimits
+    return value
+
+
+def _refuse_constant(literal: str) -> float:
+    raise _OverLimits  # NaN, Infinity, -Infinity
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _OverLimits
+    return out
+
+
+_CHECKED_DECODER = json.JSONDecoder(
+    parse_int=_checked_int,
+    parse_float=_checked_float,
+    parse_constant=_refuse_constant,
+    object_pairs_hook=_refuse_duplicate_keys,
+)
+
+
+def _load_reply(body: bytes, status: int) -> Any:
+    """The reply's JSON as ``orchenv.schema.parse_json`` reads it (bounded numbers and
+    nesting, finite numbers, no key twice), or a ``_Failure``: final past the limits,
+    retryable when it is not JSON.
+
+    A reply with at most ``MAX_DEPTH`` brackets in its bytes cannot nest deeper, so it is
+    read by ``json.loads`` with hooks that check each number, constant and object as it
+    is read (no second pass over the value): the same value in 40% of the time (the
+    second pass took half of the 22 us a reply cost, a tenth of the client's CPU at 256
+    envs). Anything a hook refuses, and any other reply, goes through ``parse_json``
+    itself, which names the field."""
+    where = f"HTTP {status} reply"
     try:
-        data = parse_json(body, f"HTTP {status} reply")
+        if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
+            try:
+                # json.loads(body, **hooks), less building a decoder per reply
+                return _CHECKED_DECODER.decode(
+                    body.decode(json.detect_encoding(body), "surrogatepass")
+                )
+            except _OverLimits:
+                pass
+        return parse_json(body, where)
     except JSONLimitError as exc:
         raise _Failure("malformed response", str(exc), status=status, retryable=False) from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise _Failure(
             "malformed response", f"HTTP {status}, not JSON: {_excerpt(body)}", status=status
         ) from None
+
+
+def _parse_choice_reply(body: bytes, status: int) -> dict[str, Any]:
+    """A ``/completions`` reply with a ``choices`` list (choice-mode scoring), or a failure."""
+    data = _load_reply(body, status)
     if not (isinstance(data, dict) and isinstance(data.get("choices"), list)):
         raise _Failure("malformed response", f"HTTP {status}, no choices list: {_excerpt(body)}")
     if not all(isinstance(c, dict) for c in data["choices"]):
@@ -992,14 +1058,7 @@ def _parse_reply(body: bytes, status: int) -> dict[str, Any]:
     """The reply as a dict with a text ``choices[0].message.content`` and a checked ``usage``
     (None or an object), or a failure: retryable when the body is not JSON or has no text,
     final when it is beyond the parser's limits or its ``usage`` is not token counts."""
-    try:
-        data = parse_json(body, f"HTTP {status} reply")
-    except JSONLimitError as exc:
-        raise _Failure("malformed response", str(exc), status=status, retryable=False) from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise _Failure(
-            "malformed response", f"HTTP {status}, not JSON: {_excerpt(body)}", status=status
-        ) from None
+    data = _load_reply(body, status)
     if isinstance(data, dict) and data.get("usage") is not None:
         try:
             data["usage"] = USAGE.validate(data["usage"], f"HTTP {status} reply")
