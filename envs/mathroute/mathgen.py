@@ -121,6 +121,18 @@ class _Err:
     def u(self) -> float:
         return self.draw.u() if self.draw is not None else 0.0
 
+    def slipped(self, v: Num, avoid: Sequence[Num] = ()) -> Num:
+        """A "slip" error site on ``v``: ``v`` itself, or a slip of it when the site fires."""
+        return self.slip(v, avoid) if self.at("slip") else v
+
+    def signed(self, v: Num, flipped: Num) -> Num:
+        """A "slip"/"sign" error site on ``v``: ``v``, a slip of it, or ``flipped`` (the
+        value with a sign mistaken; computed by the caller, so it must not raise)."""
+        kind = self.at("slip", "sign")
+        if kind == "sign":
+            return flipped
+        return self.slip(v) if kind else v
+
     def slip(self, v: Num, avoid: Sequence[Num] = ()) -> Num:
         """A nearby wrong value, as from an arithmetic slip (never equal to ``v``)."""
         v = _norm(v)
@@ -477,11 +489,7 @@ def _lineq_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     m: Num = a
     if c != 0:
         m = a - c
-        kind = err.at("slip", "sign")
-        if kind == "sign":
-            m = a + c
-        elif kind:
-            m = err.slip(m)
+        m = err.signed(m, a + c)
         if m == 0:
             m = err.slip(a - c, avoid=(0,))
         verb = f"Subtract ${_lin(c, 0)}$ from" if c > 0 else f"Add ${_lin(-c, 0)}$ to"
@@ -489,16 +497,11 @@ def _lineq_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     n: Num = dd
     if b != 0:
         n = dd - b
-        kind = err.at("slip", "sign")
-        if kind == "sign":
-            n = dd + b
-        elif kind:
-            n = err.slip(n)
+        n = err.signed(n, dd + b)
         verb = f"Subtract ${_tex(b)}$ from" if b > 0 else f"Add ${_tex(-b)}$ to"
         steps.append(f"{verb} both sides: ${_lin(m, 0)} = {_tex(n)}$.")
     x = _norm(Fraction(n) / m)
-    if err.at("slip"):
-        x = err.slip(x)
+    x = err.slipped(x)
     if m == 1:
         steps.append(f"{sty.so} $x = {_tex(x)}$.")
     else:
@@ -577,25 +580,16 @@ def _sys_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         )
         intro = "Subtract the second new equation from the first"
     m: Num = nb1 - nb2
-    kind = err.at("slip", "sign")
-    if kind == "sign":
-        m = nb1 + nb2
-    elif kind:
-        m = err.slip(m)
+    m = err.signed(m, nb1 + nb2)
     if m == 0:
         m = err.slip(nb1 - nb2, avoid=(0,))
     n: Num = nc1 - nc2
-    kind = err.at("slip", "sign")
-    if kind == "sign":
-        n = nc1 + nc2
-    elif kind:
-        n = err.slip(n)
+    n = err.signed(n, nc1 + nc2)
     steps.append(
         f"{intro}: $({nb1} - {_p(nb2)})y = {nc1} - {_p(nc2)}$, so ${_lin(m, 0, 'y')} = {n}$."
     )
     y = _norm(Fraction(n) / m)
-    if err.at("slip"):
-        y = err.slip(y)
+    y = err.slipped(y)
     if m == 1:
         steps.append(f"{sty.so} $y = {_tex(y)}$.")
     else:
@@ -604,21 +598,15 @@ def _sys_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     if mode == "y":
         return steps, y
     by = _norm(b1 * y)
-    if err.at("slip"):
-        by = err.slip(by)
+    by = err.slipped(by)
     rhs = _norm(c1 - by)
-    kind = err.at("slip", "sign")
-    if kind == "sign":
-        rhs = _norm(c1 + by)
-    elif kind:
-        rhs = err.slip(rhs)
+    rhs = err.signed(rhs, _norm(c1 + by))
     steps.append(
         f"Substitute into the first equation: ${_lin(a1, 0)} + {_p(b1)} \\cdot {_p(y)} = {c1}$, "
         f"so ${_lin(a1, 0)} = {c1} - {_p(by)} = {_tex(rhs)}$."
     )
     x = _norm(Fraction(rhs) / a1)
-    if err.at("slip"):
-        x = err.slip(x)
+    x = err.slipped(x)
     if a1 == 1:
         steps.append(f"{sty.so} $x = {_tex(x)}$.")
     else:
@@ -627,8 +615,7 @@ def _sys_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         return steps, x
     if mode == "xy":
         v = _norm(x * y)
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"Then $xy = {_p(x)} \\cdot {_p(y)} = {_tex(v)}$.")
         return steps, v
     kx, ky = params["ask"]["k"]
@@ -734,8 +721,7 @@ def _frac_group(
     )
     value = _norm(Fraction(total, lcd))
     if math.gcd(int(total), lcd) != 1:
-        if err.at("slip"):
-            value = err.slip(value, avoid=(0,) if nonzero else ())
+        value = err.slipped(value, avoid=(0,) if nonzero else ())
         steps.append(f"Simplify: $\\frac{{{total}}}{{{lcd}}} = {_tex(value)}$.")
     return value
 
@@ -751,8 +737,7 @@ def _frac_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     f0, f1 = Fraction(s0), Fraction(s1)
     if mode == "mul":
         v = _norm(f0 * f1)
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         raw = f"\\frac{{{f0.numerator * f1.numerator}}}{{{f0.denominator * f1.denominator}}}"
         steps.append(f"Multiply: ${_p(s0)} \\times {_p(s1)} = {raw} = {_tex(v)}$.")
         return steps, v
@@ -899,8 +884,7 @@ def _gcd_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     m, text = _gcd_combine(facs, "lcm", err, nums)
     steps.append(text)
     v = g + m
-    if err.at("slip"):
-        v = int(err.slip(v))
+    v = int(err.slipped(v))
     steps.append(f"{sty.so} the sum is ${g} + {m} = {v}$.")
     return steps, v
 
@@ -951,8 +935,7 @@ def _mod_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         b = params["b"]
         if kind == "sum":
             t = a + b
-            if err.at("slip"):
-                t = int(err.slip(t))
+            t = int(err.slipped(t))
             steps.append(f"First add: ${a} + {b} = {t}$.")
         else:
             ra, rb = a % m, b % m
@@ -966,8 +949,7 @@ def _mod_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
                 f"Reduce each factor: ${a} \\equiv {ra} \\pmod{{{m}}}$ and ${b} \\equiv {rb} \\pmod{{{m}}}$."
             )
             t = ra * rb
-            if err.at("slip"):
-                t = int(err.slip(t))
+            t = int(err.slipped(t))
             steps.append(f"Multiply the remainders: ${ra} \\cdot {rb} = {t}$.")
         q, r = divmod(t, m)
         e = err.at("slip", "offbyone")
@@ -1134,6 +1116,24 @@ def _binom_step(n: int, k: int, err: _Err) -> tuple[int, str]:
     return v, f"\\binom{{{n}}}{{{k}}} = \\frac{{{factors}}}{{{den}}} = {v}"
 
 
+def _binom_product(
+    steps: list[str], err: _Err, first: tuple[int, int, str], second: tuple[int, int, str]
+) -> tuple[int, int, int, str]:
+    """Two groups chosen independently: each group's binomial step (``(n, k, what)``), then
+    ``(ways1, ways2, combined, operator)``; a "formula" error adds the two instead of
+    multiplying, a "slip" misses the product."""
+    (n1, k1, what1), (n2, k2, what2) = first, second
+    v1, t1 = _binom_step(n1, k1, err)
+    steps.append(f"Ways to choose the {what1}: ${t1}$.")
+    v2, t2 = _binom_step(n2, k2, err)
+    steps.append(f"Ways to choose the {what2}: ${t2}$.")
+    e = err.at("formula", "slip")
+    if e == "formula":
+        return v1, v2, v1 + v2, "+"
+    v = v1 * v2
+    return v1, v2, (int(err.slip(v)) if e else v), "\\times"
+
+
 def _count_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     steps: Steps = []
     kind = params["kind"]
@@ -1155,8 +1155,7 @@ def _count_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         a, b, c = params["counts"]
         steps.append("By the multiplication principle, multiply the numbers of choices.")
         ab = a * b
-        if err.at("slip"):
-            ab = int(err.slip(ab))
+        ab = int(err.slipped(ab))
         steps.append(f"First ${a} \\times {b} = {ab}$.")
         e = err.at("formula", "slip")
         if e == "formula":
@@ -1212,17 +1211,9 @@ def _count_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     if kind == "groups":
         g1, g2 = _PAIRS[params["who"]]
         steps.append(f"Choose the {g1} and the {g2} independently, then multiply.")
-        v1, t1 = _binom_step(params["n1"], params["a"], err)
-        steps.append(f"Ways to choose the {g1}: ${t1}$.")
-        v2, t2 = _binom_step(params["n2"], params["b"], err)
-        steps.append(f"Ways to choose the {g2}: ${t2}$.")
-        e = err.at("formula", "slip")
-        if e == "formula":
-            v, op = v1 + v2, "+"
-        else:
-            v, op = v1 * v2, "\\times"
-            if e:
-                v = int(err.slip(v))
+        v1, v2, v, op = _binom_product(
+            steps, err, (params["n1"], params["a"], g1), (params["n2"], params["b"], g2)
+        )
         steps.append(f"{sty.so} the number of committees is ${v1} {op} {v2} = {v}$.")
         return steps, v
     boys, girls, k = params["boys"], params["girls"], params["k"]
@@ -1308,8 +1299,7 @@ def _series_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
             prod = int(err.slip(prod))
         steps.append(f"Here $n = {n}$, so $n(n+1) = {n} \\cdot {other} = {prod}$.")
         v = _norm(Fraction(prod, 2))
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"Divide by $2$: $\\frac{{{prod}}}{{2}} = {_tex(v)}$.")
         return steps, v
     if kind == "arith":
@@ -1322,12 +1312,10 @@ def _series_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         plus = "" if e == "offbyone" else " + 1"
         steps.append(f"The number of terms is $\\frac{{{last} - {a}}}{{{dd}}}{plus} = {cnt}$.")
         pair = a + last
-        if err.at("slip"):
-            pair = int(err.slip(pair))
+        pair = int(err.slipped(pair))
         steps.append(f"The first and last terms add to ${a} + {last} = {pair}$.")
         v = _norm(Fraction(cnt * pair, 2))
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"The sum is $\\frac{{{cnt} \\cdot {pair}}}{{2}} = {_tex(v)}$.")
         return steps, v
     if kind == "mult":
@@ -1351,8 +1339,7 @@ def _series_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         plus = "" if e == "offbyone" else " + 1"
         steps.append(f"There are $\\frac{{{last} - {first}}}{{{k}}}{plus} = {cnt}$ multiples.")
         v = _norm(Fraction(cnt * (first + last), 2))
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"Their sum is $\\frac{{{cnt}({first} + {last})}}{{2}} = {_tex(v)}$.")
         return steps, v
     if kind == "geom":
@@ -1370,12 +1357,10 @@ def _series_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
             rn = int(err.slip(rn))
         steps.append(f"Compute ${_p(r)}^{{{ex}}} = {rn}$.")
         num = a * (rn - 1)
-        if err.at("slip"):
-            num = int(err.slip(num))
+        num = int(err.slipped(num))
         steps.append(f"The sum formula gives numerator ${a}({rn} - 1) = {num}$.")
         v = _norm(Fraction(num, r - 1))
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"Divide by $r - 1 = {r - 1}$: $\\frac{{{num}}}{{{r - 1}}} = {_tex(v)}$.")
         return steps, v
     a, n = params["a"], params["n"]
@@ -1401,8 +1386,7 @@ def _series_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     dop = "+" if e == "formula" else "-"
     steps.append(f"Divide by $1 {dop} {_p(r)} = {_tex(den)}$: the quotient is ${_tex(ratio)}$.")
     v = _norm(a * ratio)
-    if err.at("slip"):
-        v = err.slip(v)
+    v = err.slipped(v)
     steps.append(f"Multiply by the first term: ${a} \\cdot {_p(ratio)} = {_tex(v)}$.")
     return steps, v
 
@@ -1451,8 +1435,7 @@ def _quad_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         if a != 1:
             steps.append(f"Divide both sides by ${a}$: ${_poly(1, b // a, c // a)} = 0$.")
         f1, f2 = r1, r2
-        if err.at("slip"):
-            f2 = int(err.slip(f2, avoid=(f1,)))  # a factorisation that does not expand back
+        f2 = int(err.slipped(f2, avoid=(f1,)))  # a factorisation that does not expand back
         steps.append(f"Factor: $({_lin(1, -f1)})({_lin(1, -f2)}) = 0$.")
         s1, s2 = f1, f2
         if err.at("sign"):
@@ -1467,13 +1450,11 @@ def _quad_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
             return steps, v
         if ask == "sum":
             v = s1 + s2
-            if err.at("slip"):
-                v = int(err.slip(v))
+            v = int(err.slipped(v))
             steps.append(f"Their sum is ${s1} + {_p(s2)} = {v}$.")
             return steps, v
         v = s1 * s2
-        if err.at("slip"):
-            v = int(err.slip(v))
+        v = int(err.slipped(v))
         steps.append(f"Their product is ${s1} \\cdot {_p(s2)} = {v}$.")
         return steps, v
     steps.append(
@@ -1629,8 +1610,7 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
             tot = int(err.slip(tot, avoid=(0,)))
         steps.append(f"There are ${' + '.join(str(c) for c in shown)} = {tot}$ marbles in total.")
         v = _norm(Fraction(counts[color], tot))
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"The probability is ${_frac_eq(counts[color], tot, v)}$.")
         return steps, v
     if kind == "dice":
@@ -1650,8 +1630,7 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
             total, how = f * f, f"{f} \\times {f} = {f * f}"
         steps.append(f"There are ${how}$ equally likely outcomes.")
         v = _norm(Fraction(cnt, total))
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"The probability is ${_frac_eq(cnt, total, v)}$.")
         return steps, v
     if kind == "draw2":
@@ -1668,14 +1647,12 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
             n2, d2 = red - 1, n - 1
         steps.append(f"Then the second ball is {color} with probability $\\frac{{{n2}}}{{{d2}}}$.")
         pn, pd = red * n2, n * d2
-        if err.at("slip"):
-            pn = int(err.slip(pn))
+        pn = int(err.slipped(pn))
         steps.append(
             f"Multiply: $\\frac{{{red}}}{{{n}}} \\cdot \\frac{{{n2}}}{{{d2}}} = \\frac{{{pn}}}{{{pd}}}$."
         )
         v = _norm(Fraction(pn, pd))
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"Simplify: ${_frac_eq(pn, pd, v)}$.")
         return steps, v
     if kind == "atleast":
@@ -1706,25 +1683,16 @@ def _prob_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         return steps, v
     red, blue, k, j = params["red"], params["blue"], params["k"], params["j"]
     steps.append("Count the favorable selections and divide by all selections.")
-    c1, t1 = _binom_step(red, j, err)
-    steps.append(f"Ways to choose the red marbles: ${t1}$.")
-    c2, t2 = _binom_step(blue, k - j, err)
-    steps.append(f"Ways to choose the blue marbles: ${t2}$.")
-    e = err.at("formula", "slip")
-    if e == "formula":
-        fav, op = c1 + c2, "+"
-    else:
-        fav, op = c1 * c2, "\\times"
-        if e:
-            fav = int(err.slip(fav))
+    c1, c2, fav, op = _binom_product(
+        steps, err, (red, j, "red marbles"), (blue, k - j, "blue marbles")
+    )
     steps.append(f"Favorable selections: ${c1} {op} {c2} = {fav}$.")
     tot, t3 = _binom_step(red + blue, k, err)
     if tot == 0:
         tot = 1
     steps.append(f"All selections: ${t3}$.")
     v = _norm(Fraction(fav, tot))
-    if err.at("slip"):
-        v = err.slip(v)
+    v = err.slipped(v)
     steps.append(f"The probability is ${_frac_eq(fav, tot, v)}$.")
     return steps, v
 
@@ -1806,14 +1774,12 @@ def _pct_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     if kind == "of":
         p, n = params["p"], params["N"]
         prod = p * n
-        if err.at("slip"):
-            prod = int(err.slip(prod))
+        prod = int(err.slipped(prod))
         steps.append(
             f"${p}\\%$ of ${n}$ is $\\frac{{{p}}}{{100}} \\times {n} = \\frac{{{prod}}}{{100}}$."
         )
         v = _norm(Fraction(prod, 100))
-        if err.at("slip"):
-            v = err.slip(v)
+        v = err.slipped(v)
         steps.append(f"$\\frac{{{prod}}}{{100}} = {_tex(v)}$.")
         return steps, v
     if kind == "updown":
@@ -1845,12 +1811,10 @@ def _pct_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
     if kind == "ratio":
         a, b, total = params["a"], params["b"], params["T"]
         parts = a + b
-        if err.at("slip"):
-            parts = int(err.slip(parts, avoid=(0,)))
+        parts = int(err.slipped(parts, avoid=(0,)))
         steps.append(f"The ratio has ${a} + {b} = {parts}$ equal parts.")
         one = _norm(Fraction(total, parts))
-        if err.at("slip"):
-            one = err.slip(one)
+        one = err.slipped(one)
         steps.append(f"Each part is $\\frac{{{total}}}{{{parts}}} = {_tex(one)}$.")
         e = err.at("formula", "slip")
         want = b if params["who"] else a
@@ -1884,8 +1848,7 @@ def _pct_solve(params: dict[str, Any], err: _Err, sty: _Style) -> Solved:
         f"The population is multiplied by $\\frac{{{100 + p}}}{{100}}$ and then by $\\frac{{{100 + q}}}{{100}}$."
     )
     prod = (100 + p) * (100 + q)
-    if err.at("slip"):
-        prod = int(err.slip(prod))
+    prod = int(err.slipped(prod))
     steps.append(
         f"Overall it is multiplied by $\\frac{{{100 + p} \\times {100 + q}}}{{10000}} = \\frac{{{prod}}}{{10000}}$."
     )

@@ -20,6 +20,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +29,23 @@ import numpy as np
 from orchenv.envs.mathroute.training import FEATURES as TRAINING_FEATURES
 from orchenv.error import ConfigError
 from orchenv.eval.harness import EvalConfig, EvalResult
-from orchenv.reproduce.context import Reproduction, accuracy, eval_command
-from orchenv.reproduce.figures import new_figure, points_with_intervals, save
-from orchenv.reproduce.papers import load_paper_numbers
-from orchenv.reproduce.report import (
+from orchenv.reproduce import (  # the kit's public names (orchenv/reproduce/__init__.py)
     Estimate,
     Finding,
+    Reproduction,
     Row,
     Section,
     Source,
+    accuracy,
     assumed,
     calibrated,
     check_direction,
     check_equivalence,
     check_order,
+    eval_command,
 )
+from orchenv.reproduce.figures import new_figure, points_with_intervals, save
+from orchenv.reproduce.papers import load_paper_numbers
 from orchenv.reproduce.stats import mean_band, over_seeds, seed_difference, unpaired_difference
 
 INTRO = (
@@ -724,14 +727,32 @@ def build(rep: Reproduction) -> list[Section]:
         for system in SYSTEMS
         for label, strategy in SHORTCUTS.items()
     }
-    sections = [table1(ex, agents, evals, runs, shortcuts)]
-    sections.append(table2(ex, agents, evals, runs, shortcuts))
-    sections.append(reward_variants(ex, agents, evals))
-    sections.append(turn_ablation(ex, agents, evals, runs))
-    sections.append(lambda_sensitivity(ex, agents, evals, runs))
-    sections.append(training_dynamics(ex, agents, runs))
-    sections.append(grpo_smoke(ex))
-    return sections
+    res = Results(ex, agents, evals, runs, shortcuts)
+    sections = [
+        section(res)
+        for section in (
+            table1,
+            table2,
+            reward_variants,
+            turn_ablation,
+            lambda_sensitivity,
+            training_dynamics,
+        )
+    ]
+    return [*sections, grpo_smoke(ex)]
+
+
+@dataclass(frozen=True)
+class Results:
+    """What the sections read: the experiments, each system's agents (weakest first), the
+    trained controllers' evaluations and training runs by (system, setting), and the
+    shortcuts' evaluations by (system, label)."""
+
+    ex: Experiments
+    agents: dict[str, list[str]]
+    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]]
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]]
+    shortcuts: dict[tuple[str, str], tuple[EvalConfig, EvalResult]]
 
 
 def _trained_stats(result: EvalResult, agents: list[str]) -> dict[str, Estimate]:
@@ -818,18 +839,25 @@ def _shortcut_stats(result: EvalResult, strongest: str) -> dict[str, Estimate | 
     }
 
 
+def _reject_all_row(system: str, config: EvalConfig, ours: dict[str, Any]) -> Row:
+    """The reject-all shortcut's row (Tables 1 and 2): ``ours`` are its cells."""
+    tag = "s1" if system == "System 1" else "s2"
+    return Row(
+        f"{system}: reject-all (no controller; reward-free)",
+        ours=ours,
+        command=_command(config, f"{tag}-reject-all"),
+        why=REJECT_ALL_WHY,
+        sources=_escalation_sources(system),
+    )
+
+
 def _beats(a: Estimate, b: Estimate) -> bool:
     """``a`` above ``b`` with intervals apart (overlap is no evidence of an order)."""
     return a.lo > b.hi
 
 
-def table1(
-    ex: Experiments,
-    agents: dict[str, list[str]],
-    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
-    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
-    shortcuts: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
-) -> Section:
+def table1(res: Results) -> Section:
+    ex, agents, evals, shortcuts = res.ex, res.agents, res.evals, res.shortcuts
     rows: list[Row] = []
     findings: list[Finding] = []
     for system in SYSTEMS:
@@ -941,17 +969,7 @@ def table1(
                     sources=_escalation_sources(system),
                 )
             )
-        rows.append(
-            Row(
-                f"{system}: reject-all (no controller; reward-free)",
-                ours=dict(reject),
-                command=_command(
-                    reject_config, f"{'s1' if system == 'System 1' else 's2'}-reject-all"
-                ),
-                why=REJECT_ALL_WHY,
-                sources=_escalation_sources(system),
-            )
-        )
+        rows.append(_reject_all_row(system, reject_config, dict(reject)))
         for label in ("Ours (PPO, reward='paper', eq. 3)", "Ours (PPO, reward='outcome')"):
             findings.append(
                 check_direction(
@@ -1060,13 +1078,8 @@ def table1(
     )
 
 
-def table2(
-    ex: Experiments,
-    agents: dict[str, list[str]],
-    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
-    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
-    shortcuts: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
-) -> Section:
+def table2(res: Results) -> Section:
+    ex, agents, evals, shortcuts = res.ex, res.agents, res.evals, res.shortcuts
     rows: list[Row] = []
     findings: list[Finding] = []
     for system in SYSTEMS:
@@ -1147,21 +1160,8 @@ def table2(
                     why="Reject-all needs no training and reads no draft.",
                 ).with_(paper=False)
             )
-        rows.append(
-            Row(
-                f"{system}: reject-all (no controller; reward-free)",
-                ours={
-                    "accuracy": reject_acc,
-                    "strongest share": reject["strongest share"],
-                    "strongest calls/ep": reject["strongest calls/ep"],
-                },
-                command=_command(
-                    reject_config, f"{'s1' if system == 'System 1' else 's2'}-reject-all"
-                ),
-                why=REJECT_ALL_WHY,
-                sources=_escalation_sources(system),
-            )
-        )
+        ours = {k: reject[k] for k in ("strongest share", "strongest calls/ep")}
+        rows.append(_reject_all_row(system, reject_config, {"accuracy": reject_acc, **ours}))
     return Section(
         title="Table 2: the trained controller with and without the Lagrangian",
         source="Table 2 (M-LEval) and section 4.2; usage constraints 0.25 / 0.5 (Table 9)",
@@ -1184,11 +1184,8 @@ def table2(
     )
 
 
-def reward_variants(
-    ex: Experiments,
-    agents: dict[str, list[str]],
-    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
-) -> Section:
+def reward_variants(res: Results) -> Section:
+    ex, agents, evals = res.ex, res.agents, res.evals
     rows: list[Row] = []
     findings: list[Finding] = []
     for system in SYSTEMS:
@@ -1318,12 +1315,8 @@ def reward_variants(
     )
 
 
-def turn_ablation(
-    ex: Experiments,
-    agents: dict[str, list[str]],
-    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
-    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
-) -> Section:
+def turn_ablation(res: Results) -> Section:
+    ex, evals, runs = res.ex, res.evals, res.runs
     rows: list[Row] = []
     findings: list[Finding] = []
     curves: dict[str, dict[int, tuple[Estimate, Estimate]]] = {}
@@ -1416,12 +1409,8 @@ def turn_ablation(
     )
 
 
-def lambda_sensitivity(
-    ex: Experiments,
-    agents: dict[str, list[str]],
-    evals: dict[tuple[str, str], tuple[EvalConfig, EvalResult]],
-    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
-) -> Section:
+def lambda_sensitivity(res: Results) -> Section:
+    ex, agents, evals, runs = res.ex, res.agents, res.evals, res.runs
     system = "System 1"
     strongest = agents[system][-1]
     rows: list[Row] = []
@@ -1526,11 +1515,8 @@ def lambda_sensitivity(
     )
 
 
-def training_dynamics(
-    ex: Experiments,
-    agents: dict[str, list[str]],
-    runs: dict[tuple[str, str], dict[int, dict[str, Any]]],
-) -> Section:
+def training_dynamics(res: Results) -> Section:
+    ex, agents, runs = res.ex, res.agents, res.runs
     findings: list[Finding] = []
     rows: list[Row] = []
     for system in SYSTEMS:
