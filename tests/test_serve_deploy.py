@@ -45,5 +45,7 @@ def test_manifests_are_current_and_parse() -> None:
 
 def test_dockerfile_serves_on_all_interfaces() -> None:
     text = (ROOT / "deploy" / "Dockerfile").read_text("utf-8")
-    assert text.startswith("# orchenv serve") and "FROM python:3.11-slim" in text
+    assert text.startswith("# orchenv serve") and "ARG BASE=python:3.11-slim" in text
+    assert "FROM ${BASE}" in text
+    assert (ROOT / "deploy" / "make_base_image.sh").read_text("utf-8").startswith("#!/bin/sh")
     assert 'pip install ".[${EXTRAS}]"' in text and "--host 0.0.0.0" in text
