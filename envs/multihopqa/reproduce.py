@@ -524,7 +524,7 @@ def _table2(
                 "The level of F1 is set by the simulated agents' calibration, not by the "
                 "paper's models; what carries over is the difference between routers."
                 if is_full
-                else _saving_why(router, paper_name)
+                else SAVING_WHY_BY_DATASET.get(paper_name, SAVING_WHY[router])
             )
             rows.append(
                 _qa_row(
@@ -611,26 +611,22 @@ def _table2(
     )
 
 
-def _saving_why(router: str, paper_name: str) -> str:
-    if paper_name == "MuSiQue":
-        return (
-            "The paper's MuSiQue episodes spend 13.4K tokens under full context yet save "
-            "only 4% (static) and 11% (RCR): most of their tokens are ones no router cuts. "
-            "orchenv's memory holds only the retrieved paragraphs (2 per search), so both "
-            "synthetic sets have memories of the same size and RCR saves as much on the "
-            "MuSiQue-shaped set as on the HotpotQA-shaped one."
-        )
-    if router == "static":
-        return (
-            "Static routing hands each role a fixed slice of item types (the Searcher only "
-            "the question and queries), so its saving comes from the Searcher's and "
-            "Recommender's prompts."
-        )
-    return (
-        "RCR's saving is set by the budgets B_i relative to the memory's size; orchenv's "
-        "budgets keep the paper's ratio of B_i to a HotpotQA context, so the saving lands "
-        "near the paper's where the memory looks like HotpotQA's."
-    )
+#: why a Table 2 router row saves what it saves: by router, unless its dataset has its own text
+SAVING_WHY = {
+    "static": "Static routing hands each role a fixed slice of item types (the Searcher only "
+    "the question and queries), so its saving comes from the Searcher's and "
+    "Recommender's prompts.",
+    "rcr": "RCR's saving is set by the budgets B_i relative to the memory's size; orchenv's "
+    "budgets keep the paper's ratio of B_i to a HotpotQA context, so the saving lands "
+    "near the paper's where the memory looks like HotpotQA's.",
+}
+SAVING_WHY_BY_DATASET = {
+    "MuSiQue": "The paper's MuSiQue episodes spend 13.4K tokens under full context yet save "
+    "only 4% (static) and 11% (RCR): most of their tokens are ones no router cuts. "
+    "orchenv's memory holds only the retrieved paragraphs (2 per search), so both "
+    "synthetic sets have memories of the same size and RCR saves as much on the "
+    "MuSiQue-shaped set as on the HotpotQA-shaped one.",
+}
 
 
 def _slug(text: str) -> str:
@@ -1189,25 +1185,25 @@ def _team_section(
             "runtime (s)",
         ],
         out,
-        intro=_team_intro(name, unit),
+        intro=TEAM_INTROS[name].format(unit=unit),
         findings=findings,
     )
 
 
-def _team_intro(name: str, unit: str) -> str:
-    if name == "ALFWorld":
-        return (
-            "The four roles of appendix F (`ALFWorldRoleGame`) play alfworld's bundled "
-            "valid_unseen games for up to 15 rounds; each round every role acts once, played "
-            "by `alfworld_role_pool`'s simulated agents (right with probability 0.9 when "
-            "their routed context holds the next sub-goal, 0.5 otherwise). 'score' is "
-            "success (the paper's column is F1, which ALFWorld does not define for a "
-            "team; it is shown for reference). Budgets: B_i = 2048 for every role, as the "
-            "paper's, and, in the last row, 128 (below the memory's size). 'memory (K)' is the "
-            f"shared memory's size at the end. Per episode over the {unit}; 'vs full' "
-            "columns are paired."
-        )
-    return (
+#: each role-team table's introduction, by game (``{unit}``: what its episodes are)
+TEAM_INTROS = {
+    "ALFWorld": (
+        "The four roles of appendix F (`ALFWorldRoleGame`) play alfworld's bundled "
+        "valid_unseen games for up to 15 rounds; each round every role acts once, played "
+        "by `alfworld_role_pool`'s simulated agents (right with probability 0.9 when "
+        "their routed context holds the next sub-goal, 0.5 otherwise). 'score' is "
+        "success (the paper's column is F1, which ALFWorld does not define for a "
+        "team; it is shown for reference). Budgets: B_i = 2048 for every role, as the "
+        "paper's, and, in the last row, 128 (below the memory's size). 'memory (K)' is the "
+        "shared memory's size at the end. Per episode over the {unit}; 'vs full' "
+        "columns are paired."
+    ),
+    "WebShop": (
         "The three roles of appendix G (`WebShopRoleGame`) shop on orchenv's generated "
         "catalog (test goals) for up to 10 rounds, played by `webshop_role_pool`'s "
         "simulated agents, which read only their routed prompt (no goal): the Recommender "
@@ -1215,9 +1211,10 @@ def _team_intro(name: str, unit: str) -> str:
         "WebShop's purchase reward (0-1; the paper's column is its F1, shown for "
         "reference). Budgets: B_i = 2048 for the Recommender and 1024 for the others "
         "(orchenv's defaults), and, in the last row, 384 / 192 (below the memory's size). "
-        f"'memory (K)' is the shared memory's size at the end. Per episode over the {unit}; "
+        "'memory (K)' is the shared memory's size at the end. Per episode over the {unit}; "
         "'vs full' columns are paired."
-    )
+    ),
+}
 
 
 def _team_fit_why(name: str, peak: float) -> str:
