@@ -413,3 +413,32 @@ def test_two_workers_pin_sessions_and_restore_each_others_snapshots(mathroute: S
     finally:
         for client, _ in clients:
             client.close()
+
+
+def test_skyrl_gym_env_plays_the_served_episode(mathroute: Server) -> None:
+    """orchenv.serve.skyrl: SkyRL-Gym's BaseTextEnv over the wire gives the in-process
+    episode (skipped unless skyrl-gym is installed; it is not a dependency of orchenv)."""
+    skyrl_gym = pytest.importorskip("skyrl_gym")
+    from orchenv.serve import skyrl as orch_skyrl
+
+    orch_skyrl.register()
+    orch_skyrl.register()  # idempotent
+    for seed in (0, 1):
+        actions, rewards, prompts = _local_episode("orch/MathRoute-v0", seed)
+        env = skyrl_gym.make(
+            "orchenv", env_config={"orchenv_url": mathroute.url}, extras={"seed": seed}
+        )
+        conversation, _ = env.init([{"role": "user", "content": "ignored"}])
+        assert conversation == [{"role": "user", "content": prompts[0]}]
+        got = []
+        for i, action in enumerate(actions):
+            out = env.step(action)
+            got.append(out["reward"])
+            assert out["done"] == (i == len(actions) - 1)
+            if not out["done"]:
+                assert out["observations"] == [{"role": "user", "content": prompts[i + 1]}]
+            assert "privileged" not in json.dumps(out["metadata"])
+        assert got == rewards
+        env.close()
+    with pytest.raises(orchenv.error.ConfigError, match="URL"):
+        orch_skyrl.OrchEnvSkyRLEnv(env_config={}, extras={})
