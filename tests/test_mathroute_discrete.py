@@ -243,10 +243,10 @@ def test_turn_scale_of_a_policy_played_at_another_horizon() -> None:
 
 
 def test_a_policy_trained_on_another_view_is_refused() -> None:
-    """A policy saved before issue 27 read ``wrappers.TextFeatures`` (557 values for three
+    """A policy saved before issue 27 read ``wrappers.TextFeatures`` (547 values for three
     agents): playing it on the core view is a ConfigError that says why, not a crash."""
     env = gym.make("orch/MathRoute-v0").unwrapped
-    controller = MaskedPolicyController(_Fixed((557,)), n_features=256, raw_numbers=True)
+    controller = MaskedPolicyController(_Fixed((547,)), n_features=256, raw_numbers=True)
     with pytest.raises(ConfigError, match="trained on other features"):
         controller.bind(env)
 

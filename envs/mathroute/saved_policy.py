@@ -7,7 +7,7 @@ of a Stable-Baselines3 ``.zip``; a ``{seed}`` in it is replaced by the run seed,
 discrete view (``orchenv.discrete``, with ``training.FEATURES``); ``feature_max_turns`` keeps
 the turn feature on the training horizon when the env plays another one (the turn ablation).
 Loading and checks: ``orchenv.discrete.SavedPolicy``. A policy saved before issue 27 read the
-removed ``wrappers.TextFeatures`` (557 values for three agents): it is refused with a
+removed ``wrappers.TextFeatures`` (547 values for three agents): it is refused with a
 ``ConfigError`` that says so, since no conversion maps those features onto the new view;
 ``orchenv reproduce 000`` retrains it.
 """
