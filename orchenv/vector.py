@@ -196,6 +196,9 @@ def _batch_columns(
     return out
 
 
+#: sub-env steps ``EventLoopVectorEnv`` starts before letting them run to their first wait
+_START_BATCH = 8
+
 _gc_lock = threading.Lock()
 _gc_holds = 0  # batches now running with automatic collection paused
 _gc_paused = False  # whether they paused it (it was enabled when the first began)
@@ -328,12 +331,15 @@ class EventLoopVectorEnv(_ConcurrentSteps):
             steps = []
             for i, a in enumerate(actions):
                 steps.append(asyncio.ensure_future(run_in_bridge(self._step_one, i, a)))
-                # Let step i run to its first wait, and what it scheduled (aiohttp writes a
-                # request's body in a task of its own) run, before step i + 1 starts. Started
-                # all at once, the steps queued every request's write behind all the other
-                # steps' CPU work: at 256 envs the first request left 30 ms late and the
-                # whole step took 30 ms longer (benchmarks/README.md).
-                await asyncio.sleep(0)
+                # Start the steps a few at a time, each batch run to its first waits, and what
+                # it scheduled (aiohttp writes a request's body in a task of its own) run,
+                # before the next starts. Started all at once, the steps queued every
+                # request's write behind all the others' CPU work: at 256 envs the first
+                # request left 30 ms late and the whole step took 30 ms longer. One at a
+                # time cost more CPU (a loop pass per step, one request per server wake-up)
+                # than batches of _START_BATCH (benchmarks/README.md).
+                if (i + 1) % _START_BATCH == 0:
+                    await asyncio.sleep(0)
             return await asyncio.gather(*steps, return_exceptions=True)
 
         with _no_gc_pauses():
@@ -953,14 +959,47 @@ def _jobs_worker(conn: Any, payload: bytes, concurrency: int) -> None:
 
 
 #: how ``make_vec`` steps its sub-environments
-VECTOR_MODES = ("loop", "threads", "sync", "processes")
-#: ``make_vec``'s default mode (``DEFAULT_VECTOR_MODE``): the fastest of the modes that keep
-#: ``SyncVectorEnv``'s semantics in the calling process (sub-envs in ``vec.envs``, one shared
-#: pool and meter, recorders written by one process). ``benchmarks/pool_concurrency.py`` on
-#: the 2-core sandbox, 256 envs against a 50 ms server: event loop 0.30 of ideal, threads
-#: 0.11 (``benchmarks/README.md``); ``"processes"`` (0.40) is faster still at that size but
-#: copies the pool into each worker and starts them in seconds, so it is asked for by name.
-DEFAULT_VECTOR_MODE = "loop"
+VECTOR_MODES = ("auto", "loop", "threads", "sync", "processes")
+#: ``make_vec``'s default mode: ``"auto"`` picks the fastest mode that keeps
+#: ``SyncVectorEnv``'s semantics on this machine (``auto_vector_mode``)
+DEFAULT_VECTOR_MODE = "auto"
+#: the fewest sub-envs for which ``"auto"`` shards live envs over worker processes: on the
+#: 2-core sandbox, 256 envs against a 50 ms server step at 0.50 of ideal in
+#: ``ProcessVectorEnv`` and 0.44 in ``EventLoopVectorEnv``; at 64 the two tie
+#: (``benchmarks/README.md``), and starting workers costs seconds
+PROCESS_MIN_ENVS = 128
+
+
+def auto_vector_mode(env_id: str, num_envs: int, env_kwargs: dict[str, Any]) -> str:
+    """The mode ``make_vec`` uses by default: ``"processes"`` when the sub-envs call live
+    agents (an ``openai`` backend in their pool), there are at least ``PROCESS_MIN_ENVS``
+    of them and more than one CPU; else ``"loop"``.
+
+    Why: one Python process runs out of CPU at a few hundred live envs (env code and the
+    HTTP client share one core), and worker processes use every core. Where processes
+    would change what a run records, or gain nothing, the event loop stays: a pool that
+    records (``record_to``: one file numbered by one process) or replays (no latency to
+    overlap), simulated agents, or a pool that cannot be inspected. The pool is read
+    from ``env_kwargs["pool"]`` when it is an ``AgentPool``, else from one env built
+    (and closed) to look at its pool."""
+    from orchenv.backends.openai_compat import OpenAICompatBackend
+    from orchenv.pool import AgentPool
+
+    if num_envs < PROCESS_MIN_ENVS or (os.cpu_count() or 1) < 2:
+        return "loop"
+    pool = env_kwargs.get("pool")
+    probe = None
+    if not isinstance(pool, AgentPool):
+        probe = gym.make(env_id, **env_kwargs)
+        pool = getattr(probe.unwrapped, "pool", None)
+    try:
+        if not isinstance(pool, AgentPool) or pool.record_to or pool.replay_from:
+            return "loop"
+        live = any(isinstance(pool.backend_for(name), OpenAICompatBackend) for name in pool.names)
+        return "processes" if live else "loop"
+    finally:
+        if probe is not None:
+            probe.close()
 
 
 def make_vec(
@@ -976,17 +1015,20 @@ def make_vec(
     """``num_envs`` copies of ``env_id`` in a vector env (also what ``gym.make_vec`` builds
     for an orchenv id: ``vector_entry_point``).
 
-    ``mode``: ``"loop"`` (default, ``EventLoopVectorEnv``: one thread, every live agent call
-    of every sub-env in flight at once; steps of simulated or replayed envs run one after
-    another as in ``SyncVectorEnv``), ``"processes"`` (``ProcessVectorEnv``: ``num_workers``
-    processes, default one per CPU, each an event loop over its shard: the fastest at
-    hundreds of live envs, but each worker holds its own copy of the pool), ``"threads"``
-    (``ThreadedVectorEnv``) or ``"sync"`` (``SyncVectorEnv``). ``threaded`` (the older
-    switch) picks ``"threads"`` (True) or ``"sync"`` (False) when ``mode`` is not given.
-    Every mode returns what ``SyncVectorEnv`` returns for the same envs and seeds. Sub-envs
-    built from a preset name each get their own pool; pass a built ``AgentPool`` as
-    ``pool=`` to share one (and its connections and concurrency limits; with
-    ``"processes"`` each worker shares its copy).
+    ``mode``: ``"auto"`` (default: ``"processes"`` for at least ``PROCESS_MIN_ENVS`` envs
+    whose pool calls live agents on a machine with several CPUs, else ``"loop"``; see
+    ``auto_vector_mode``), ``"loop"`` (``EventLoopVectorEnv``: one thread, every live
+    agent call of every sub-env in flight at once; steps of simulated or replayed envs run
+    one after another as in ``SyncVectorEnv``), ``"processes"`` (``ProcessVectorEnv``:
+    ``num_workers`` processes, default one per CPU, each an event loop over its shard: the
+    fastest at hundreds of live envs; each worker holds its own copy of the pool and there
+    is no ``vec.envs``), ``"threads"`` (``ThreadedVectorEnv``) or ``"sync"``
+    (``SyncVectorEnv``). ``threaded`` (the older switch) picks ``"threads"`` (True) or
+    ``"sync"`` (False) when ``mode`` is not given. Every mode returns what
+    ``SyncVectorEnv`` returns for the same envs and seeds. Sub-envs built from a preset
+    name each get their own pool; pass a built ``AgentPool`` as ``pool=`` to share one
+    (and its connections and concurrency limits; with ``"processes"`` each worker shares
+    its copy).
     """
     if mode is None:
         mode = DEFAULT_VECTOR_MODE if threaded is None else ("threads" if threaded else "sync")
@@ -996,6 +1038,8 @@ def make_vec(
         raise ConfigError(f"unknown vector mode {mode!r}; choose one of {list(VECTOR_MODES)}")
     if num_workers is not None and mode != "processes":
         raise ConfigError(f"num_workers is for mode='processes', not mode={mode!r}")
+    if mode == "auto":
+        mode = auto_vector_mode(env_id, num_envs, env_kwargs)
     fns = [lambda: gym.make(env_id, **env_kwargs) for _ in range(num_envs)]
     if mode == "processes":
         return ProcessVectorEnv(fns, num_workers=num_workers, autoreset_mode=autoreset_mode)

@@ -322,7 +322,7 @@ def test_run_concurrently_in_processes_reports_each_job_from_its_worker():
 
 
 def test_make_vec_and_gym_make_vec_default_to_the_event_loop_with_sync_results():
-    """Issue 27 item 8: the default is the fastest in-process mode (benchmarks/README.md), on
+    """Issue 27 item 8: for a few simulated envs the default ("auto") is the event loop, on
     ``orchenv.vector.make_vec`` and on ``gym.make_vec`` of an orchenv id alike."""
     built = [make_vec("orch/MathRoute-v0", N), gym.make_vec("orch/MathRoute-v0", N)]
     sync = gym.make_vec("orch/MathRoute-v0", N, vectorization_mode="sync")
@@ -340,3 +340,95 @@ def test_make_vec_and_gym_make_vec_default_to_the_event_loop_with_sync_results()
     assert type(vec) is ThreadedVectorEnv and vec.autoreset_mode == AutoresetMode.SAME_STEP
     with pytest.raises(ConfigError, match="either mode= or threaded="):
         make_vec("orch/MathRoute-v0", 2, mode="loop", threaded=True)
+
+
+def test_auto_mode_shards_many_live_envs_over_processes_and_keeps_the_loop_otherwise(
+    monkeypatch, tmp_path
+):
+    """Issue 27 item 8: ``"auto"`` (the default) picks processes where they are faster on a
+    machine with several CPUs (at least PROCESS_MIN_ENVS envs calling live agents) and the
+    event loop where they would gain nothing or change what a run records."""
+    from orchenv import vector
+
+    monkeypatch.setattr(vector.os, "cpu_count", lambda: 2)
+    many, env_id = vector.PROCESS_MIN_ENVS, "orch/MathRoute-v0"
+    live = http_pool("http://127.0.0.1:9/v1", 4)  # nothing is sent: only inspected
+    assert vector.auto_vector_mode(env_id, many, {"pool": live}) == "processes"
+    assert vector.auto_vector_mode(env_id, many - 1, {"pool": live}) == "loop"
+    assert vector.auto_vector_mode(env_id, many, {}) == "loop"  # simulated preset (a probe env)
+    served = {"backend": "openai", "backend_kwargs": {"base_url": "http://127.0.0.1:9/v1"}}
+    assert vector.auto_vector_mode(env_id, many, served) == "processes"
+    live.record_to = str(tmp_path / "calls.jsonl")  # one recording file: one process
+    assert vector.auto_vector_mode(env_id, many, {"pool": live}) == "loop"
+    monkeypatch.setattr(vector.os, "cpu_count", lambda: 1)
+    assert vector.auto_vector_mode(env_id, many, {"pool": http_pool("http://x/v1", 4)}) == "loop"
+    # gym.make_vec on an orchenv id takes the same default
+    monkeypatch.setattr(vector.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(vector, "PROCESS_MIN_ENVS", 2)
+    with FakeOpenAIServer(reply="\\boxed{4}", latency_s=0.05) as server:
+        pool = http_pool(server.url, 2)
+        vec = gym.make_vec(env_id, 2, pool=pool)
+        assert type(vec) is ProcessVectorEnv and vec.num_workers == 2
+        vec.reset(seed=0)
+        _, _, _, _, info = vec.step([f"<model>{WEAKEST}</model>"] * 2)
+        assert info["agent_calls"][WEAKEST].tolist() == [1, 1]
+        vec.close()
+        pool.close()
+
+
+def test_batched_infos_equal_gymnasiums_env_by_env_merge():
+    """``_batch_infos`` (key by key) builds exactly the dict Gymnasium's ``_add_info`` builds
+    env by env: keys and their order, dtypes, values, masks; mixed types, nested dicts, an
+    env merged twice and keys that collide with masks included."""
+    import pickle
+    import random
+
+    from gymnasium.vector import VectorEnv
+
+    from orchenv.vector import _batch_infos
+
+    class Batched(VectorEnv):
+        def __init__(self, n: int) -> None:
+            self.num_envs = n
+
+    rng = random.Random(0)
+    leaves = [1, 2.5, True, None, "s", np.float32(1.5), np.array([1, 2]), [1, 2], np.int64(7)]
+
+    def value(depth: int) -> object:
+        if depth < 2 and rng.random() < 0.2:
+            return {k: value(depth + 1) for k in rng.sample(["a", "b", "_a"], rng.randrange(3))}
+        return rng.choice(leaves)
+
+    keys = ["k", "m", "final_obs", "d", "_k", "n"]
+    for _ in range(400):
+        n = rng.randrange(1, 6)
+        pairs = [
+            (i, {k: value(0) for k in rng.sample(keys, rng.randrange(len(keys) + 1))})
+            for i in range(n)
+            for _ in range(rng.randrange(1, 3))
+        ]
+        expected: dict = {}
+        try:
+            for i, info in pairs:
+                expected = Batched(n)._add_info(expected, info, i)
+        except (TypeError, AttributeError, ValueError):
+            with pytest.raises((TypeError, AttributeError, ValueError)):
+                _batch_infos(pairs, n)
+            continue
+        assert pickle.dumps(_batch_infos(pairs, n)) == pickle.dumps(expected)
+
+
+def test_event_loop_steps_pause_automatic_gc_only_while_they_run():
+    import gc
+
+    vec = EventLoopVectorEnv([lambda: gym.make("orch/MathRoute-v0") for _ in range(2)])
+    vec.reset(seed=0)
+    vec.step([f"<model>{WEAKEST}</model>"] * 2)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        vec.step(["<verdict>True</verdict>"] * 2)
+        assert not gc.isenabled(), "a caller's own gc.disable() is left as it was"
+    finally:
+        gc.enable()
+    vec.close()
