@@ -1,7 +1,8 @@
 #!/bin/sh
 # A local stand-in for python:3.11-slim where Docker Hub cannot be reached (docs/serve.md):
 # a minimal Debian bookworm root file system from a Debian mirror (debootstrap), with
-# Python 3.11 and a virtual environment whose `python` and `pip` are first on PATH, imported
+# Python 3.11 (with its C headers, as python:3.11-slim has: pycosat compiles from source) and
+# a virtual environment whose `python` and `pip` are first on PATH, imported
 # as a Docker image. Then build orchenv's image on it:
 #
 #   sudo [EXTRA_CA_CERT=proxy-ca.crt] deploy/make_base_image.sh orchenv-base:bookworm-py311 [MIRROR]
@@ -15,7 +16,7 @@ MIRROR=${2:-http://deb.debian.org/debian}
 ROOTFS=$(mktemp -d /tmp/orchenv-rootfs.XXXXXX)
 trap 'rm -rf "$ROOTFS"' EXIT
 trap 'exit 1' INT TERM
-debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+debootstrap --variant=minbase --include=python3,python3-venv,python3-dev,ca-certificates \
     bookworm "$ROOTFS" "$MIRROR"
 chroot "$ROOTFS" python3 -m venv /opt/python
 if [ -n "${EXTRA_CA_CERT:-}" ]; then  # a TLS-intercepting proxy's CA, for pip in the build
