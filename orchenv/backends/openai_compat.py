@@ -728,6 +728,23 @@ class OpenAICompatBackend(RebuiltOnCopy):
                 status=response.status,
                 retryable=False,
             )
+        headers = response.headers
+        if (
+            declared.isdigit()
+            and headers.get("content-encoding", "identity") == "identity"
+            and "transfer-encoding" not in headers
+        ):
+            # a plain body framed by its Content-Length (checked above): aiohttp reads no
+            # more than that, so it is read whole at once (a tenth of the per-chunk loop)
+            body: bytes = await response.read()
+            if len(body) > cap:  # cannot happen with Content-Length framing: refused anyway
+                raise _Failure(
+                    "response too large",
+                    f"the body passed max_response_bytes={cap} ({len(body)} bytes)",
+                    status=response.status,
+                    retryable=False,
+                )
+            return body
         chunks, size = [], 0
         async for chunk in response.content.iter_chunked(_READ_CHUNK):
             size += len(chunk)
