@@ -22,9 +22,10 @@ its N coroutines shared by as many processes (the like-for-like reference), and
 Gymnasium's barrier semantics: a step lasts the latency plus the shards' CPU time).
 
 Acceptance (issue 17): at 256 envs, >= 0.6 of ideal and within 15% of bare aiohttp.
-Issue 27 item 8: ``make_vec``'s default mode (``orchenv.vector.DEFAULT_VECTOR_MODE``, the
-event loop; threads before) >= 0.5 of ideal at 256 envs. The vector columns give a 95%
-interval over one-second windows.
+Issue 27 item 8: ``make_vec``'s default mode (``orchenv.vector.DEFAULT_VECTOR_MODE``,
+``"auto"``: ``ProcessVectorEnv`` for at least ``PROCESS_MIN_ENVS`` live envs on a machine
+with several CPUs, else the event loop; the last column says which) >= 0.5 of ideal at 256
+envs. The vector columns give a 95% interval over one-second windows.
 
     python benchmarks/pool_concurrency.py [--envs 16 64 256 1024] [--seconds 3] [--latency 0.05]
                                           [--processes W]
@@ -52,6 +53,7 @@ from orchenv.vector import (
     EventLoopVectorEnv,
     ProcessVectorEnv,
     ThreadedVectorEnv,
+    auto_vector_mode,
     run_concurrently,
 )
 
@@ -199,7 +201,7 @@ def _make(pool: AgentPool) -> gym.Env:
     """A MathRoute env on the pool; all envs share one task source whose test split is
     generated once up front, so resets measure the env, not the task generator."""
     if not _TASKS:
-        source = gym.make("orch/MathRoute-v0", split="test").unwrapped.task_source
+        source = gym.make("orch/MathRoute-v0", split="test").unwrapped.task_source  # type: ignore[attr-defined]
         for i in range(source.size("test")):
             source.get("test", i)
         _TASKS.append(source)
@@ -210,7 +212,8 @@ def _make(pool: AgentPool) -> gym.Env:
 
 def orchenv_vector(url: str, n: int, seconds: float, cls: type = EventLoopVectorEnv) -> float:
     """Env-steps per second of n MathRoute envs in a vector env of class ``cls``
-    (``EventLoopVectorEnv``: what ``make_vec`` builds by default; ``ThreadedVectorEnv``)."""
+    (``EventLoopVectorEnv``: what ``make_vec`` builds by default below ``PROCESS_MIN_ENVS``
+    live envs or on one CPU; ``ThreadedVectorEnv``)."""
     pool = _pool(url, n)
     fns = [lambda: _make(pool) for _ in range(n)]
     vec = cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -253,7 +256,9 @@ def interval(rates: list[float], ideal: float) -> str:
 
 def orchenv_processes(url: str, n: int, seconds: float, workers: int) -> float:
     """Env-steps per second of n MathRoute envs in a ``ProcessVectorEnv``: ``workers``
-    processes, each an event loop stepping its shard (Gymnasium's barrier semantics)."""
+    processes, each an event loop stepping its shard (Gymnasium's barrier semantics); what
+    ``make_vec`` builds by default for at least ``PROCESS_MIN_ENVS`` live envs on a machine
+    with several CPUs. Per-window rates in ``VECTOR_WINDOWS``, as ``orchenv_vector``."""
     pool = _pool(url, n)
     _make(pool)  # generates the test split once; each worker gets a copy with the fns
     source = _TASKS[0]
@@ -269,15 +274,27 @@ def orchenv_processes(url: str, n: int, seconds: float, workers: int) -> float:
     warm_until = time.perf_counter() + 0.5
     while time.perf_counter() < warm_until:
         vec.step(actions)
-    steps = 0
+    windows = []
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        vec.step(actions)
-        steps += n
-    rate = steps / (time.perf_counter() - start)
+        window_start, steps = time.perf_counter(), 0
+        while time.perf_counter() - window_start < min(1.0, seconds):
+            vec.step(actions)
+            steps += n
+        windows.append(steps / (time.perf_counter() - window_start))
     vec.close()
     pool.close()
-    return rate
+    VECTOR_WINDOWS[("ProcessVectorEnv", n)] = windows
+    return sum(windows) / len(windows)
+
+
+def default_mode(url: str, n: int) -> str:
+    """The mode ``make_vec`` picks by default for n of this script's envs on this machine."""
+    pool = _pool(url, n)
+    try:
+        return auto_vector_mode("orch/MathRoute-v0", n, {"pool": pool})
+    finally:
+        pool.close()
 
 
 def orchenv_lanes(url: str, n: int, seconds: float, processes: int | None = None) -> float:
@@ -378,7 +395,7 @@ def main() -> None:
         print("One process (orchenv's event loop):\n")
         print("| envs | ideal | bare aiohttp req/s | orchenv pool.call req/s | calls / aiohttp "
               "| orchenv lanes env-steps/s | lanes / ideal | lanes / aiohttp "
-              "| EventLoopVectorEnv (make_vec's default) env-steps/s | vector / ideal (95% CI) "
+              "| EventLoopVectorEnv env-steps/s | vector / ideal (95% CI) "
               "| ThreadedVectorEnv env-steps/s | threads / ideal (95% CI) |")  # fmt: skip
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in args.envs:
@@ -403,8 +420,9 @@ def main() -> None:
             print(f"| envs | ideal | bare aiohttp, {w} processes, req/s "
                   f"| orchenv lanes, {w} processes, env-steps/s | lanes / ideal "
                   f"| lanes / aiohttp (1 process) | lanes / aiohttp ({w} processes) "
-                  f"| ProcessVectorEnv ({w} workers) env-steps/s | vector / ideal |")  # fmt: skip
-            print("|---|---|---|---|---|---|---|---|---|")
+                  f"| ProcessVectorEnv ({w} workers) env-steps/s | vector / ideal (95% CI) "
+                  "| make_vec's default |")  # fmt: skip
+            print("|---|---|---|---|---|---|---|---|---|---|")
             for n, ideal, bare in rows:
                 bare_w = bare_aiohttp_processes(url + "/chat/completions", n, args.seconds, w)
                 lanes_w = orchenv_lanes(url, n, args.seconds, processes=w)
@@ -412,7 +430,9 @@ def main() -> None:
                 print(
                     f"| {n:,} | {ideal:,.0f} | {bare_w:,.0f} | {lanes_w:,.0f} "
                     f"| {lanes_w / ideal:.2f} | {lanes_w / bare:.2f} | {lanes_w / bare_w:.2f} "
-                    f"| {vector_w:,.0f} | {vector_w / ideal:.2f} |",
+                    f"| {vector_w:,.0f} "
+                    f"| {interval(VECTOR_WINDOWS[('ProcessVectorEnv', n)], ideal)} "
+                    f"| {default_mode(url, n)} |",
                     flush=True,
                 )
         print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
