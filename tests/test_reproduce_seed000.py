@@ -5,17 +5,12 @@ without rerunning anything (no stored result changes)."""
 
 from __future__ import annotations
 
-import json
 import math
-import shlex
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from orchenv.cli import main
-from orchenv.error import ConfigError
+import reproduce_helpers
 
 SECTIONS = (
     "Table 1",
@@ -28,47 +23,22 @@ SECTIONS = (
 )
 
 
-def _stored(runs: Path) -> dict[str, int]:
-    """Every stored result (cached experiments' JSON, episode logs, saved policies) and its
-    mtime; the harness's run.json / summary.json and the page's timing.json are rewritten on
-    every call by design."""
-    cached = [p for p in runs.glob("*.json") if p.name != "timing.json"]
-    files = [*cached, *runs.glob("*/episodes.jsonl"), *runs.glob("models/*.zip")]
-    return {str(p.relative_to(runs)): p.stat().st_mtime_ns for p in files}
+#: every stored result: cached experiments' JSON, episode logs, saved policies (the harness's
+#: run.json / summary.json, one folder down, are rewritten on every call by design)
+STORED = ("*.json", "*/episodes.jsonl", "models/*.zip")
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("stable_baselines3")
     pytest.importorskip("transformers")
-    root = tmp_path_factory.mktemp("reproduce000")
-    runs, page = root / "runs", root / "000.md"
-    args = ["reproduce", "000", "--quick", "--runs", str(runs), "--report", str(page)]
-    started = time.monotonic()
-    assert main([*args, "--no-progress"]) == 0
-    first_s = time.monotonic() - started
-    before = _stored(runs)
-    started = time.monotonic()
-    assert main([*args, "--no-progress"]) == 0
-    second_s = time.monotonic() - started
-    return {
-        "page": page,
-        "data": json.loads(page.with_suffix(".json").read_text(encoding="utf-8")),
-        "first_s": first_s,
-        "second_s": second_s,
-        "before": before,
-        "after": _stored(runs),
-    }
+    return reproduce_helpers.run_quick_twice("000", tmp_path_factory.mktemp("reproduce000"), STORED)
 
 
 @pytest.mark.slow
 def test_page_has_every_section_with_intervals_and_findings(quick_run: dict[str, Any]) -> None:
-    text = quick_run["page"].read_text(encoding="utf-8")
+    reproduce_helpers.assert_sections(quick_run, SECTIONS)
     data = quick_run["data"]
-    titles = [s["title"] for s in data["sections"]]
-    for name in SECTIONS:
-        assert any(name in t for t in titles), (name, titles)
-        assert f"## {next(t for t in titles if name in t)}" in text
     assert data["quick"] and data["run_seeds"] == [0]
     table1 = next(s for s in data["sections"] if s["title"].startswith("Table 1"))
     labels = [r["label"] for r in table1["rows"]]
@@ -154,22 +124,10 @@ def test_rows_name_their_sources_and_trained_commands_replay(
         for r in sections["Table 2"]["rows"]
         if r["label"] == "System 1, reward='paper': W Lagrangian"
     )
-    parts = shlex.split(row["command"])
-    parts[parts.index("--episodes") + 1] = "2"
-    parts[parts.index("--out") + 1] = str(tmp_path / "replay")
-    assert parts[:2] == ["orchenv", "eval"]
-    assert main(parts[1:]) == 0
-    runs = quick_run["page"].parent / "runs"
-
-    def episodes(path: Path) -> dict[tuple[int, int], tuple[Any, ...]]:
-        lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x]
-        return {
-            (d["seed"], d["episode"]): (d["task_id"], d["actions"], d["correct"], d["reward"])
-            for d in lines
-        }
-
-    replayed = episodes(tmp_path / "replay" / "episodes.jsonl")
-    stored = episodes(runs / "eval-s1-paper-lag" / "episodes.jsonl")
+    replayed = reproduce_helpers.replay_command(row["command"], tmp_path / "replay")
+    stored = reproduce_helpers.episodes_in(
+        quick_run["runs"] / "eval-s1-paper-lag" / "episodes.jsonl"
+    )
     assert replayed and all(stored[key] == value for key, value in replayed.items())
 
 
@@ -212,10 +170,6 @@ def test_ppo_policy_controller_refuses_hostile_input(
     kwargs: dict[str, Any], tmp_path: Path
 ) -> None:
     pytest.importorskip("stable_baselines3")
-    from orchenv.controllers import make_controller
-
-    junk = tmp_path / "junk.zip"
-    junk.write_text("not a policy", encoding="utf-8")
-    kwargs = {k: (str(junk) if v in ("PLACEHOLDER", "NOTAZIP") else v) for k, v in kwargs.items()}
-    with pytest.raises(ConfigError):
-        make_controller("ppo-policy", **kwargs, seed=0)
+    reproduce_helpers.assert_policy_refused(
+        "ppo-policy", kwargs, tmp_path, ("PLACEHOLDER", "NOTAZIP")
+    )

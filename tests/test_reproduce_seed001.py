@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import pytest
+import reproduce_helpers
 
-from orchenv.cli import main
 from orchenv.controllers import make_controller
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.reproduce.report import Estimate
@@ -30,44 +29,22 @@ SECTIONS = (
 ROWS = ("controller alone", "GPT-4.1-nano", "GPT-4.1", "o3", "random assign")
 
 
-def _stored(runs: Path) -> dict[str, float]:
-    """Every stored result file (episode logs, cached experiments, models) -> its mtime
-    (the page's own ``001.json`` is rewritten by every call)."""
-    files = [*runs.glob("*/episodes.jsonl"), *runs.glob("ppo*.json"), *runs.glob("*.zip")]
-    return {str(p): p.stat().st_mtime_ns for p in files}
+#: every stored result: episode logs, cached training runs, saved models
+STORED = ("*/episodes.jsonl", "ppo*.json", "*.zip")
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     pytest.importorskip("sb3_contrib")
-    runs = tmp_path_factory.mktemp("r001")
-    page = runs / "001.md"
-    args = ["reproduce", "001", "--quick", "--runs", str(runs), "--report", str(page)]
-    started = time.monotonic()
-    assert main([*args, "--no-progress"]) == 0
-    first_s = time.monotonic() - started
-    stored = _stored(runs)
-    started = time.monotonic()
-    assert main([*args, "--no-progress"]) == 0
-    second_s = time.monotonic() - started
-    return {
-        "runs": runs,
-        "page": page,
-        "data": json.loads(page.with_suffix(".json").read_text(encoding="utf-8")),
-        "stored": stored,
-        "first_s": first_s,
-        "second_s": second_s,
-    }
+    return reproduce_helpers.run_quick_twice("001", tmp_path_factory.mktemp("r001"), STORED)
 
 
 @pytest.mark.slow
 def test_the_page_has_every_section_with_intervals_and_findings(quick: dict[str, Any]) -> None:
     text = quick["page"].read_text(encoding="utf-8")
     data = quick["data"]
-    titles = [s["title"] for s in data["sections"]]
-    for want in SECTIONS:
-        assert any(t.startswith(want) for t in titles), (want, titles)
-        assert f"## {want}" in text
+    titles = reproduce_helpers.assert_sections(quick, SECTIONS)
+    assert all(any(t.startswith(want) for t in titles) for want in SECTIONS)
     for section in data["sections"][:3]:  # Table 2, one per budget mode
         labels = [r["label"] for r in section["rows"]]
         assert labels[: len(ROWS)] == list(ROWS)
@@ -100,8 +77,8 @@ def test_the_page_has_every_section_with_intervals_and_findings(quick: dict[str,
 
 @pytest.mark.slow
 def test_a_second_call_resumes_without_rerunning(quick: dict[str, Any]) -> None:
-    assert quick["stored"] and _stored(quick["runs"]) == quick["stored"]
-    assert any(k.endswith(".zip") for k in quick["stored"])  # the trained model is kept
+    assert quick["before"] and quick["after"] == quick["before"]
+    assert any(k.endswith(".zip") for k in quick["before"])  # the trained model is kept
     assert quick["second_s"] < quick["first_s"]
 
 
@@ -178,23 +155,10 @@ def test_rows_name_their_sources_and_trained_commands_replay(
     assert data["counts"]["rows"]["reproduced"] == 0  # every compared row depends on inputs
     # replay the high-mode trained row's printed command for 2 episodes per seed
     row = data["sections"][2]["rows"][-1]
-    parts = shlex.split(row["command"])
-    parts[parts.index("--episodes") + 1] = "2"
-    parts[parts.index("--out") + 1] = str(tmp_path / "replay")
-    assert parts[:2] == ["orchenv", "eval"]
-    assert main(parts[1:]) == 0
-
-    def episodes(path: Path) -> dict[tuple[int, int], tuple[Any, ...]]:
-        lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x]
-        return {
-            (d["seed"], d["episode"]): (d["task_id"], d["actions"], d["correct"], d["reward"])
-            for d in lines
-        }
-
-    replayed = episodes(tmp_path / "replay" / "episodes.jsonl")
+    replayed = reproduce_helpers.replay_command(row["command"], tmp_path / "replay")
     stored: dict[tuple[int, int], tuple[Any, ...]] = {}
     for path in quick["runs"].glob("ppo*-high-seed[0-9]/episodes.jsonl"):  # not -turnsN
-        stored.update(episodes(path))
+        stored.update(reproduce_helpers.episodes_in(path))
     assert len(replayed) == 2 * len(data["run_seeds"])
     assert all(stored[key] == value for key, value in replayed.items())
 
@@ -258,9 +222,4 @@ def test_saved_policy_controller_refuses_hostile_input(
     kwargs: dict[str, Any], tmp_path: Path
 ) -> None:
     pytest.importorskip("sb3_contrib")
-    junk = tmp_path / "junk.zip"
-    junk.write_text("not a policy", encoding="utf-8")
-    kwargs = {k: (str(junk) if v == "NOTAZIP" else v) for k, v in kwargs.items()}
-    kwargs.setdefault("seed", 0)
-    with pytest.raises(ConfigError):
-        make_controller("budgetroute-ppo-policy", **kwargs)
+    reproduce_helpers.assert_policy_refused("budgetroute-ppo-policy", kwargs, tmp_path)
