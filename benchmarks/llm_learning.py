@@ -118,6 +118,7 @@ def play(env: gym.Env, act: Any, seed: int, reset: Any = None) -> dict[str, Any]
         "valid_rate": 1.0 - invalid / max(actions, 1),
         "actions": actions,
         "calls": dict(calls),
+        "cost_usd": float(info.get("episode_cost_usd") or 0.0),
     }
 
 
@@ -133,6 +134,7 @@ def summarise(name: str, episodes: list[dict[str, Any]], wall_s: float) -> dict[
         "valid_action_rate": interval([e["valid_rate"] for e in episodes]),
         "agent_usage": {a: c / total for a, c in sorted(calls.items())} if total else {},
         "calls_per_episode": total / max(len(episodes), 1),
+        "cost_usd": interval([e["cost_usd"] for e in episodes]),
         "wall_s": wall_s,
         "per_episode_return": [e["return"] for e in episodes],
     }
@@ -149,12 +151,13 @@ def evaluate(env: gym.Env, act: Any, seeds: list[int], name: str, reset: Any = N
     return out
 
 
-def fixed(route: int, verify: int) -> Any:
-    """Choice index ``route`` at the first turn, ``verify`` later (first available if masked)."""
+def fixed(sequence: tuple[int, ...]) -> Any:
+    """Choice index ``sequence[t]`` at turn ``t`` (the last entry after that; the first
+    available choice where that index is masked)."""
 
     def act(obs: str, info: dict, base: Any) -> str:
         choices = current_choices(base)
-        i = route if int(info.get("turn", base.turn)) == 0 else verify
+        i = sequence[min(int(base.turn), len(sequence) - 1)]
         text = choices[i] if i < len(choices) else None
         return text if text is not None else next(c for c in choices if c is not None)
 
@@ -162,6 +165,7 @@ def fixed(route: int, verify: int) -> Any:
 
 
 def random_router(seed: int) -> tuple[Any, Any]:
+    """Uniform over the available choices, seeded per task (the same draws for every run)."""
     state = {"rng": np.random.default_rng(seed)}
 
     def act(obs: str, info: dict, base: Any) -> str:
@@ -174,22 +178,62 @@ def random_router(seed: int) -> tuple[Any, Any]:
     return act, reset
 
 
-def llm_policy(model: Any, tokenizer: Any) -> tuple[Any, Any]:
-    """orchenv's ``llm`` controller in choice mode on a loaded model (greedy)."""
-    from orchenv.agents.llm import LLMController
-    from orchenv.backends.hf import HFBackend
+def model_policy(sampler: Any, temperature: float, seed: int) -> tuple[Any, Any, list]:
+    """The model in choice mode, scored exactly as the GRPO trainer scores it
+    (``ChoicePolicySampler.score_state``: summed or length-normalised log-probabilities of
+    each available choice); the arg-max at ``temperature`` 0, else a draw from
+    ``softmax(score / temperature)`` seeded per task. States are scored once per task (a
+    greedy and a sampled episode of one task share the first state's forward pass). Returns
+    ``(act, reset, picks)``; ``picks`` collects ``(task seed, turn, choice index)``."""
+    from orchenv.choice_policy import pick_choice
 
-    backend = HFBackend(model=model, tokenizer=tokenizer)
-    controller = LLMController(backend=backend, model="policy", action_space="choices")
-    bound: dict[str, Any] = {}
+    state: dict[str, Any] = {"cache": {}, "rng": None, "seed": None}
+    picks: list[tuple[int, int, int]] = []
 
     def act(obs: str, info: dict, base: Any) -> str:
-        if bound.get("env") is not base:
-            controller.bind(base)
-            bound["env"] = base
-        return controller.act(obs, info)
+        options = current_choices(base)
+        messages = info["messages"]
+        key = (tuple((m.get("role"), m.get("content")) for m in messages), tuple(options))
+        if key not in state["cache"]:
+            state["cache"][key] = sampler.score_state(messages, options)
+        _, _, scores, texts = state["cache"][key]
+        pick, _ = pick_choice(scores, temperature, state["rng"])
+        picks.append((state["seed"], int(base.turn), options.index(texts[pick])))
+        return texts[pick]
 
-    return act, controller.reset
+    def reset(episode_seed: int) -> None:
+        if state["seed"] != episode_seed:
+            state["cache"] = {}  # one task's states only (memory stays flat)
+        state["seed"] = episode_seed
+        state["rng"] = np.random.default_rng([seed, episode_seed])
+
+    return act, reset, picks
+
+
+def evaluate_model(
+    env: gym.Env, sampler: Any, seeds: list[int], name: str, temperatures: list[float], seed: int
+) -> dict[str, dict]:
+    """Greedy (and sampled) episodes of the model on ``seeds``; one scoring cache per task."""
+    policies = {t: model_policy(sampler, t, seed) for t in temperatures}
+    episodes: dict[float, list] = {t: [] for t in temperatures}
+    walls = dict.fromkeys(temperatures, 0.0)
+    for s in seeds:
+        for t, (act, reset, _) in policies.items():
+            t0 = time.perf_counter()
+            episodes[t].append(play(env, act, s, reset))
+            walls[t] += time.perf_counter() - t0
+    out = {}
+    for t, (_, _, picks) in policies.items():
+        label = f"{name} (greedy)" if t == 0 else f"{name} (sampled, T={t:g})"
+        summary = summarise(label, episodes[t], walls[t])
+        summary["first_turn_picks"] = dict(Counter(str(i) for _, turn, i in picks if turn == 0))
+        summary["picks"] = picks
+        r = summary["return"]
+        print(f"[{label}] return {r['mean']:.3f} {r['ci95']} acc {summary['accuracy']['mean']:.3f}"
+              f" usage {summary['agent_usage']} first picks {summary['first_turn_picks']} "
+              f"({walls[t]:.0f} s)", flush=True)  # fmt: skip
+        out["greedy" if t == 0 else "sampled"] = summary
+    return out
 
 
 def paired(a: dict, b: dict) -> dict[str, Any]:
@@ -198,27 +242,83 @@ def paired(a: dict, b: dict) -> dict[str, Any]:
     return interval(diff)
 
 
+def fixed_table(env: gym.Env, seeds: list[int], turns: int) -> dict[tuple[int, ...], list[float]]:
+    """Every fixed choice sequence's per-task returns (``n ** turns`` sequences)."""
+    n = len(current_choices(_reset(env)))
+    return {
+        seq: [play(env, fixed(seq), s)["return"] for s in seeds]
+        for seq in itertools.product(range(n), repeat=turns)
+    }
+
+
+#: the settings step 1 of the method compares (docs/grpo.md): env id and its options
+GAP_SETTINGS: list[tuple[str, dict[str, Any]]] = [
+    ("orch/MathRoute-v0", {"max_turns": 1}),
+    ("orch/MathRoute-v0", {"max_turns": 2}),
+    ("orch/MathRoute-v0", {"max_turns": 2, "reward": "paper"}),
+    ("orch/BudgetRoute-v0", {"max_turns": 2}),
+    ("orch/BudgetRoute-v0", {"max_turns": 3}),
+]
+
+
+def gap_report(n_tasks: int, seed: int) -> dict[str, Any]:
+    """Step 1, without a model: on train tasks, every fixed choice sequence and the random
+    router, per setting; the best fixed sequence minus random as a paired interval."""
+    report = {}
+    seeds = list(range(10_000, 10_000 + n_tasks))
+    for env_id, kwargs in GAP_SETTINGS:
+        env = gym.make(env_id, split="train", **kwargs)
+        table = fixed_table(env, seeds, int(kwargs.get("max_turns", 1)))
+        act, reset = random_router(seed)
+        rand = [play(env, act, s, reset)["return"] for s in seeds]
+        ranked = sorted(table, key=lambda k: -float(np.mean(table[k])))
+        best = ranked[0]
+        row = {
+            "random": interval(rand),
+            "best_fixed": {"sequence": list(best), **interval(table[best])},
+            "best_minus_random": interval([a - b for a, b in zip(table[best], rand, strict=True)]),
+            "top5": {",".join(map(str, k)): float(np.mean(table[k])) for k in ranked[:5]},
+        }
+        label = f"{env_id} {kwargs}"
+        report[label] = row
+        print(label, json.dumps({k: row[k] for k in ("random", "best_fixed", "best_minus_random")}),
+              flush=True)  # fmt: skip
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gguf", type=Path, help="the SmolLM2 GGUF file (or --model-dir)")
     p.add_argument("--model-dir", type=Path, help="a transformers model directory instead")
     p.add_argument("--work-dir", type=Path, default=Path("runs/llm_learning"))
-    p.add_argument("--env", default="orch/MathRoute-v0")
-    p.add_argument("--max-turns", type=int, default=1, help="1: route only (the draft stands)")
-    p.add_argument("--test-episodes", type=int, default=40)
-    p.add_argument("--select-episodes", type=int, default=60)
-    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--gap-only", type=int, metavar="TASKS", default=0,
+                   help="step 1 only: fixed and random returns of every setting on TASKS train "
+                        "tasks (no model), then exit")  # fmt: skip
+    p.add_argument("--env", default="orch/BudgetRoute-v0")
+    p.add_argument("--max-turns", type=int, default=2)
+    p.add_argument("--test-episodes", type=int, default=100)
+    p.add_argument("--select-episodes", type=int, default=100)
+    p.add_argument("--steps", type=int, default=40)
     p.add_argument("--queries", type=int, default=4)
-    p.add_argument("--group-size", type=int, default=4)
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--mode", default="tree", choices=("tree", "trajectory"))
+    p.add_argument("--choice-score", default="sum", choices=("sum", "mean"))
     p.add_argument("--temperature", type=float, default=3.0)
+    p.add_argument("--eval-sampled", action="store_true",
+                   help="also evaluate the sampled policy at the training temperature")  # fmt: skip
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--lora-r", type=int, default=8)
     p.add_argument("--lora-layers", type=int, default=4)
-    p.add_argument("--train-budget-s", type=float, default=400.0)
+    p.add_argument("--train-budget-s", type=float, default=1800.0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("runs/llm_learning/results.json"))
     args = p.parse_args(argv)
+
+    if args.gap_only:
+        report = gap_report(args.gap_only, args.seed)
+        _save(args.out, {"gap": report})
+        return 0
 
     import torch
 
@@ -241,48 +341,52 @@ def main(argv: list[str] | None = None) -> int:
     select_seeds = list(range(10_000, 10_000 + args.select_episodes))
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
 
-    # baselines: random, and the best fixed strategy picked on train tasks
+    # baselines: random, and the best fixed choice sequence picked on train tasks
     act, reset = random_router(args.seed)
     results["random"] = evaluate(test_env, act, test_seeds, "random", reset)
-    n = len(current_choices(_reset(test_env)))
-    picks = {}
-    for r, v in itertools.product(range(n), range(n)):
-        episodes = [play(select_env, fixed(r, v), s) for s in select_seeds]
-        picks[(r, v)] = float(np.mean([e["return"] for e in episodes]))
+    table = fixed_table(select_env, select_seeds, args.max_turns)
+    picks = {k: float(np.mean(v)) for k, v in table.items()}
     best = max(picks, key=picks.__getitem__)
-    results["fixed_selection"] = {f"{r},{v}": m for (r, v), m in picks.items()}
-    results["best_fixed"] = evaluate(test_env, fixed(*best), test_seeds, f"best-fixed{best}")
+    top = sorted(picks, key=lambda k: -picks[k])[:10]
+    results["fixed_selection"] = {",".join(map(str, k)): picks[k] for k in top}
+    results["best_fixed"] = evaluate(test_env, fixed(best), test_seeds, f"best-fixed{best}")
     _save(args.out, results)
 
-    # the untrained model
+    # the untrained model, scored as the trainer scores it
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from orchenv.agents.grpo.generation import ChoicePolicySampler
+
+    temperatures = [0.0, args.temperature] if args.eval_sampled else [0.0]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    act, reset = llm_policy(base, tokenizer)
-    results["untrained"] = evaluate(test_env, act, test_seeds, "untrained", reset)
+    sampler = ChoicePolicySampler(base, tokenizer, choice_score=args.choice_score, max_new_tokens=0)
+    results["untrained"] = evaluate_model(
+        test_env, sampler, test_seeds, "untrained", temperatures, args.seed
+    )
     _save(args.out, results)
     n_layers = int(base.config.num_hidden_layers)
-    del base
+    del base, sampler
 
     # GRPO, choice mode
     from orchenv.agents.grpo.config import GRPOConfig
     from orchenv.agents.grpo.trainer import train
 
-    top = "|".join(str(i) for i in range(n_layers - args.lora_layers, n_layers))
-    target = rf".*layers\.({top})\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
+    layers = "|".join(str(i) for i in range(n_layers - args.lora_layers, n_layers))
+    target = rf".*layers\.({layers})\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
     config = GRPOConfig(
         model_path=str(model_dir),
         env_id=args.env,
         max_turns=args.max_turns,
         action_space="choices",
-        mode="tree",
+        choice_score=args.choice_score,
+        mode=args.mode,
         group_size=args.group_size,
         queries_per_step=args.queries,
         temperature=args.temperature,
         learning_rate=args.lr,
         lora={"r": args.lora_r, "target_modules": target},
-        micro_batch_size=64,
+        micro_batch_size=256,
         total_steps=args.steps,
         checkpoint_every=1,
         keep_last_checkpoints=1,
@@ -311,20 +415,26 @@ def main(argv: list[str] | None = None) -> int:
         if spent * (step + 1) / step > args.train_budget_s:
             print(f"training budget: stopping after step {step} ({spent:.0f} s)", flush=True)
             break
-    trained_steps = len(history)
     results["training"] = {
-        "steps": trained_steps,
+        "steps": len(history),
         "wall_s": time.perf_counter() - t0,
         "config": config.to_dict(),
         "metrics": history,
     }
-    act, reset = llm_policy(model, tokenizer)
-    results["trained"] = evaluate(test_env, act, test_seeds, "trained", reset)
-    results["paired_return"] = {
-        "trained_minus_untrained": paired(results["trained"], results["untrained"]),
-        "trained_minus_random": paired(results["trained"], results["random"]),
-        "trained_minus_best_fixed": paired(results["trained"], results["best_fixed"]),
-    }
+    sampler = ChoicePolicySampler(
+        model, tokenizer, choice_score=args.choice_score, max_new_tokens=0
+    )
+    results["trained"] = evaluate_model(
+        test_env, sampler, test_seeds, "trained", temperatures, args.seed
+    )
+    results["paired_return"] = {}
+    for kind in results["trained"]:
+        trained = results["trained"][kind]
+        results["paired_return"][kind] = {
+            "trained_minus_untrained": paired(trained, results["untrained"][kind]),
+            "trained_minus_random": paired(trained, results["random"]),
+            "trained_minus_best_fixed": paired(trained, results["best_fixed"]),
+        }
     results["wall_s"] = time.perf_counter() - t_start
     _save(args.out, results)
     print(json.dumps(results["paired_return"], indent=2))

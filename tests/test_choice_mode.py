@@ -194,7 +194,26 @@ def test_choice_sampler_masks_logprobs_and_the_update_recomputes_them(tiny) -> N
         sampler([MESSAGES])
 
 
-def test_grpo_choice_mode_trains_on_cpu(tmp_path: Path) -> None:
+def test_length_normalised_choice_scores(tiny) -> None:
+    from orchenv.agents.grpo.generation import ChoicePolicySampler, normalise_choice_scores
+
+    backend, spec = tiny
+    loaded = backend._ensure_loaded(spec)
+    summed = ChoicePolicySampler(loaded.model, loaded.tokenizer, temperature=1.0)
+    mean = ChoicePolicySampler(loaded.model, loaded.tokenizer, temperature=1.0, choice_score="mean")
+    _, ids, s_scores, texts = summed.score_state(MESSAGES, CHOICES)
+    _, ids_m, m_scores, texts_m = mean.score_state(MESSAGES, CHOICES)
+    assert ids == ids_m and texts == texts_m == list(CHOICES)
+    assert len({len(i) for i in ids}) > 1  # choices of different lengths
+    assert m_scores == pytest.approx([v / len(i) for v, i in zip(s_scores, ids, strict=True)])
+    as_tensor = normalise_choice_scores(torch.tensor(s_scores), ids, "mean")
+    assert as_tensor.tolist() == pytest.approx(m_scores, abs=1e-5)
+    with pytest.raises(ValueError, match="choice_score"):
+        ChoicePolicySampler(loaded.model, loaded.tokenizer, choice_score="max")
+
+
+@pytest.mark.parametrize("choice_score", ["sum", "mean"])
+def test_grpo_choice_mode_trains_on_cpu(tmp_path: Path, choice_score: str) -> None:
     from orchenv.agents.grpo.config import GRPOConfig
     from orchenv.agents.grpo.trainer import train
 
@@ -203,6 +222,7 @@ def test_grpo_choice_mode_trains_on_cpu(tmp_path: Path) -> None:
         env_id="orch/MathRoute-v0",
         max_turns=2,
         action_space="choices",
+        choice_score=choice_score,  # type: ignore[arg-type]
         mode="tree",
         temperature=50.0,  # the random tiny model's scores are far apart: flatten them
         group_size=3,

@@ -97,6 +97,10 @@ class GRPOConfig:
         "text", "text: generate actions; choices: pick among the env's action_choices() by "
         "log-probability (always valid, docs/grpo.md)"
     )  # fmt: skip
+    choice_score: Literal["sum", "mean"] = arg(
+        "sum", "choice mode: a choice's score is its summed token log-probability, or the "
+        "mean over its tokens (length-normalised: long choices are not penalised a priori)"
+    )  # fmt: skip
     generation_backend: Literal["hf", "vllm"] = arg("hf", "transformers, or vLLM (GPU, untested)")
     temperature: float = arg(1.0, "training sampling temperature (Table 9)")
     eval_temperature: float = arg(0.0, "evaluation temperature, 0 = greedy (Table 9)", ge=0)

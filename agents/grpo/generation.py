@@ -207,6 +207,20 @@ class VLLMPolicySampler(PolicySampler):
         return samples
 
 
+def normalise_choice_scores(scores: Any, choice_ids: Sequence[Sequence[int]], how: str) -> Any:
+    """Choice mode's score of each choice from its summed token log-probability ``scores`` (a
+    tensor or a list): ``"sum"`` keeps it, ``"mean"`` divides by the choice's token count (the
+    length-normalised score: a long choice is not less likely a priori)."""
+    if how == "sum":
+        return scores
+    if how != "mean":
+        raise ValueError(f"choice_score must be 'sum' or 'mean', got {how!r}")
+    lengths = [max(len(ids), 1) for ids in choice_ids]
+    if isinstance(scores, torch.Tensor):
+        return scores / torch.tensor(lengths, dtype=scores.dtype, device=scores.device)
+    return [float(v) / n for v, n in zip(scores, lengths, strict=True)]
+
+
 class ChoicePolicySampler(PolicySampler):
     """Choice mode (``action_space="choices"``, ``orchenv.choice_policy``): for each prompt,
     every available choice's text is scored by its summed log-probability under the live
@@ -218,8 +232,18 @@ class ChoicePolicySampler(PolicySampler):
 
     needs_choices = True
 
-    def __init__(self, model: Any, tokenizer: Any, *, amp: bool = False, **decoding: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        amp: bool = False,
+        choice_score: str = "sum",
+        **decoding: Any,
+    ) -> None:
         super().__init__(**decoding)
+        normalise_choice_scores([0.0], [[0]], choice_score)  # fails early on a bad name
+        self.choice_score = choice_score
         self._backend = HFBackend(model=model, tokenizer=tokenizer)
         self._loaded = self._backend.load("policy", model, tokenizer)
         self.model, self.tokenizer, self.pad_id = model, tokenizer, self._loaded.pad_id
@@ -233,49 +257,60 @@ class ChoicePolicySampler(PolicySampler):
         self._choices = [list(c) for c in choices]
         return super().__call__(prompts)
 
+    def score_state(
+        self, messages: Messages, options: Sequence[str | None]
+    ) -> tuple[list[int], list[list[int]], list[float], list[str]]:
+        """One state's prompt ids, the available choices' ids, their scores (``choice_score``)
+        and texts, under the live policy (no gradient). What ``_sample`` draws from."""
+        from orchenv.backends.hf import choice_logprobs, choice_token_ids
+
+        texts = [c for c in options if c is not None]
+        if not texts:
+            raise ValueError("a state with no available choice")
+        prompt = self._backend.prompt_ids(self._loaded, messages)
+        if self.max_prompt_tokens is not None and len(prompt) > self.max_prompt_tokens:
+            self._stats["truncated_prompts"] += 1
+            prompt = prompt[-self.max_prompt_tokens :]
+        ids = choice_token_ids(self._loaded, texts)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                summed = choice_logprobs(
+                    self.model, prompt, ids, pad_id=self.pad_id, amp=self.amp
+                ).tolist()
+        finally:
+            self.model.train(was_training)
+        return prompt, ids, normalise_choice_scores(summed, ids, self.choice_score), texts
+
     def _sample(self, prompts: list[Messages], call: int) -> list[Sample]:
         import numpy as np
 
-        from orchenv.backends.hf import choice_logprobs, choice_token_ids
         from orchenv.choice_policy import pick_choice
 
         samples = []
-        was_training = self.model.training
-        self.model.eval()
-        cache: dict[tuple[int, ...], tuple[list[int], list[list[int]], list[float], list[str]]] = {}
-        try:
-            for row, (messages, options) in enumerate(zip(prompts, self._choices, strict=True)):
-                texts = [c for c in options if c is not None]
-                if not texts:
-                    raise ValueError(f"prompt {row} has no available choice")
-                prompt = self._backend.prompt_ids(self._loaded, messages)
-                if self.max_prompt_tokens is not None and len(prompt) > self.max_prompt_tokens:
-                    self._stats["truncated_prompts"] += 1
-                    prompt = prompt[-self.max_prompt_tokens :]
-                key = (*prompt, -1, *map(hash, texts))  # G rows of one state: score once
-                if key not in cache:
-                    ids = choice_token_ids(self._loaded, texts)
-                    with torch.inference_mode():
-                        scores = choice_logprobs(
-                            self.model, prompt, ids, pad_id=self.pad_id, amp=self.amp
-                        ).tolist()
-                    cache[key] = (prompt, ids, scores, texts)
-                else:
-                    self._stats["choice_states_reused"] += 1
-                prompt, ids, scores, texts = cache[key]
-                rng = np.random.default_rng(self.row_seed(call, row))
-                # pi(c) = softmax(score / T): the temperature applies to the summed scores
-                pick, logp = pick_choice(scores, self.temperature, rng)
-                samples.append(
-                    Sample(
-                        texts[pick],
-                        prompt,
-                        ids[pick],
-                        [logp] if self.temperature > 0 else None,
-                        choice_ids=ids,
-                        chosen=pick,
-                    )  # fmt: skip
-                )
-        finally:
-            self.model.train(was_training)
+        cache: dict[tuple, tuple[list[int], list[list[int]], list[float], list[str]]] = {}
+        for row, (messages, options) in enumerate(zip(prompts, self._choices, strict=True)):
+            if not any(c is not None for c in options):
+                raise ValueError(f"prompt {row} has no available choice")
+            # the G rows of one state are scored once
+            key = (tuple((m.get("role"), m.get("content")) for m in messages), tuple(options))
+            if key not in cache:
+                cache[key] = self.score_state(messages, options)
+            else:
+                self._stats["choice_states_reused"] += 1
+            prompt, ids, scores, texts = cache[key]
+            rng = np.random.default_rng(self.row_seed(call, row))
+            # pi(c) = softmax(score / T): the temperature applies to the scores
+            pick, logp = pick_choice(scores, self.temperature, rng)
+            samples.append(
+                Sample(
+                    texts[pick],
+                    prompt,
+                    ids[pick],
+                    [logp] if self.temperature > 0 else None,
+                    choice_ids=ids,
+                    chosen=pick,
+                )  # fmt: skip
+            )
         return samples

@@ -30,6 +30,7 @@ from orchenv.agents.grpo.generation import (
     HFPolicySampler,
     PolicySampler,
     VLLMPolicySampler,
+    normalise_choice_scores,
 )
 from orchenv.backends.common import call_seed
 from orchenv.backends.hf import HFBackend, choice_logprobs
@@ -228,7 +229,12 @@ def make_sampler(learner: Learner) -> PolicySampler:
     if config.action_space == "choices":
         decoding.pop("max_new_tokens")  # a choice is scored whole, never generated
         return ChoicePolicySampler(
-            learner.policy, learner.tokenizer, amp=learner.amp, max_new_tokens=0, **decoding
+            learner.policy,
+            learner.tokenizer,
+            amp=learner.amp,
+            max_new_tokens=0,
+            choice_score=config.choice_score,
+            **decoding,
         )
     if config.generation_backend == "vllm":
         backend_kwargs = {
@@ -505,6 +511,7 @@ def choice_micro_batch_loss(
                 model, prompt, choice_ids, pad_id=learner.pad_id, share_prompt=share,
                 amp=learner.amp,
             )  # fmt: skip
+            scores = normalise_choice_scores(scores, choice_ids, config.choice_score)
             dists.append(torch.log_softmax(scores / config.temperature, dim=-1))
         picks = [dists[k][s.chosen] for k, s in zip(slot, samples, strict=True)]
         entropies = [-(dists[k].exp() * dists[k]).sum() for k in slot]
