@@ -967,7 +967,7 @@ DEFAULT_VECTOR_MODE = "auto"
 #: 2-core sandbox, 256 envs against a 50 ms server step at 0.50 of ideal in
 #: ``ProcessVectorEnv`` and 0.44 in ``EventLoopVectorEnv``; at 64 the two tie
 #: (``benchmarks/README.md``), and starting workers costs seconds
-PROCESS_MIN_ENVS = 128
+PROCESS_MIN_ENVS = 256
 
 
 def auto_vector_mode(env_id: str, num_envs: int, env_kwargs: dict[str, Any]) -> str:

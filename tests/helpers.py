@@ -6,6 +6,9 @@ Each was written in two or more test modules before (issue 27).
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +95,25 @@ HOTPOT_RECORD: dict[str, Any] = {
         ["Doctor Strange", ["Doctor Strange is a 2016 film."]],
     ],
 }
+
+
+class InFlight:
+    """How many calls of a slow scripted agent run at once (``now``) and at most (``peak``):
+    ``slow(delay_s, answer)`` is a scripted reply that sleeps ``delay_s`` while counted;
+    ``answer`` is the reply text or ``(spec, messages) -> text``."""
+
+    def __init__(self) -> None:
+        self.now = self.peak = 0
+        self._lock = threading.Lock()
+
+    def slow(self, delay_s: float, answer: str | Callable[..., str]) -> Callable[..., str]:
+        def reply(spec: AgentSpec, messages: Any, context: Any) -> str:
+            with self._lock:
+                self.now += 1
+                self.peak = max(self.peak, self.now)
+            time.sleep(delay_s)
+            with self._lock:
+                self.now -= 1
+            return answer(spec, messages) if callable(answer) else answer
+
+        return reply

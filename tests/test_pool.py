@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
+from helpers import InFlight
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool
 
 from orchenv.error import ConfigError, UnknownNameError
@@ -121,18 +121,8 @@ def test_pool_validation():
 
 
 def test_call_many_is_concurrent_and_ordered():
-    active, peak = [0], [0]
-    lock = threading.Lock()
-
-    def slow(spec, messages, ctx):
-        with lock:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        time.sleep(0.05)
-        with lock:
-            active[0] -= 1
-        return f"{spec.name}:{messages[0]['content']}"
-
+    calls_now = InFlight()
+    slow = calls_now.slow(0.05, lambda spec, messages: f"{spec.name}:{messages[0]['content']}")
     pool = scripted_pool({WEAK: slow, MID: slow, STRONG: slow})
     calls = [
         (n, [{"role": "user", "content": str(i)}], CallContext())
@@ -140,7 +130,7 @@ def test_call_many_is_concurrent_and_ordered():
     ]
     out = pool.call_many(calls)
     assert [c.text for c in out] == [f"{n}:{i}" for i, (n, _, _) in enumerate(calls)]
-    assert peak[0] > 1, "calls overlapped"
+    assert calls_now.peak > 1, "calls overlapped"
 
 
 def test_spec_completion_prices_the_call_and_latency_is_measured_once():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import threading
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
+from helpers import InFlight
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source
 
 import orchenv  # noqa: F401
@@ -86,41 +86,23 @@ def test_disabled_autoreset_with_reset_mask(cls):
 
 
 def test_steps_overlap_slow_agent_calls():
-    in_flight, peak, lock = [0], [0], threading.Lock()
-
-    def slow(spec, messages, ctx):
-        with lock:
-            in_flight[0] += 1
-            peak[0] = max(peak[0], in_flight[0])
-        time.sleep(0.05)
-        with lock:
-            in_flight[0] -= 1
-        return RIGHT if spec.name != WEAK else WRONG
-
-    pool = scripted_pool({WEAK: slow, MID: slow, STRONG: slow})
+    calls_now = InFlight()
+    wrong, right = calls_now.slow(0.05, WRONG), calls_now.slow(0.05, RIGHT)
+    pool = scripted_pool({WEAK: wrong, MID: right, STRONG: right})
     source = tiny_source()
     vec = ThreadedVectorEnv(
         [lambda: MathRouteEnv(pool=pool, task_source=source, reward="paper") for _ in range(8)]
     )
     vec.reset(seed=0)
     _, rewards, *_ = vec.step([f"<model>{MID}</model>"] * 8)  # eq. 3: 0.5 * (1 - 0.125)
-    assert peak[0] == 8, "all eight agent calls were in flight together"
+    assert calls_now.peak == 8, "all eight agent calls were in flight together"
     assert rewards.tolist() == [0.4375] * 8
     vec.close()
 
 
 def test_pool_concurrency_limit_is_respected():
-    in_flight, peak, lock = [0], [0], threading.Lock()
-
-    def slow(spec, messages, ctx):
-        with lock:
-            in_flight[0] += 1
-            peak[0] = max(peak[0], in_flight[0])
-        time.sleep(0.02)
-        with lock:
-            in_flight[0] -= 1
-        return RIGHT
-
+    calls_now = InFlight()
+    slow = calls_now.slow(0.02, RIGHT)
     pool = scripted_pool({WEAK: slow, MID: slow, STRONG: slow})
     pool._slots["scripted"] = threading.BoundedSemaphore(
         3
@@ -129,7 +111,7 @@ def test_pool_concurrency_limit_is_respected():
     vec = ThreadedVectorEnv([lambda: MathRouteEnv(pool=pool, task_source=source) for _ in range(8)])
     vec.reset(seed=0)
     vec.step([f"<model>{MID}</model>"] * 8)
-    assert peak[0] == 3
+    assert calls_now.peak == 3
     vec.close()
 
 
