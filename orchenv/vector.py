@@ -30,6 +30,10 @@ loop, as in ``SyncVectorEnv``.
 own event loop with an ``EventLoopVectorEnv`` of its shard: env code and the HTTP client
 then use every core (one Python process uses one), with the same semantics again. Each
 worker holds its own copy of the sub-environments' pool (one connection pool per worker).
+
+``make_vec`` (and ``gym.make_vec`` on an orchenv id) picks among them by default
+(``mode="auto"``, ``auto_vector_mode``): processes for hundreds of live envs on a machine
+with several CPUs, where one process runs out of CPU; the event loop otherwise.
 """
 
 from __future__ import annotations
@@ -964,9 +968,9 @@ VECTOR_MODES = ("auto", "loop", "threads", "sync", "processes")
 #: ``SyncVectorEnv``'s semantics on this machine (``auto_vector_mode``)
 DEFAULT_VECTOR_MODE = "auto"
 #: the fewest sub-envs for which ``"auto"`` shards live envs over worker processes: on the
-#: 2-core sandbox, 256 envs against a 50 ms server step at 0.50 of ideal in
-#: ``ProcessVectorEnv`` and 0.44 in ``EventLoopVectorEnv``; at 64 the two tie
-#: (``benchmarks/README.md``), and starting workers costs seconds
+#: 2-core sandbox, 256 envs against a 50 ms server step at 0.51 (0.50-0.52) of ideal in
+#: ``ProcessVectorEnv`` and 0.44 (0.43-0.46) in ``EventLoopVectorEnv``; at 128 and below
+#: processes were not faster (``benchmarks/README.md``), and starting workers costs seconds
 PROCESS_MIN_ENVS = 256
 
 
