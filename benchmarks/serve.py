@@ -208,6 +208,9 @@ def main() -> None:
         for n in args.sessions:
             local_rates, local_lat, remote_rates, remote_lat = [], [], [], []
             server_cpu = client_cpu = local_cpu = 0.0
+            server_per_step: list[float] = []  # per repetition, ms: an interval for the CPU
+            client_per_step: list[float] = []
+            loads: list[float] = []
             local, remote = InProcess(args.env_id, n, plays), Served(url, n, plays)
             local.run(args.warmup)  # tasks generated, write-ups cached: steady state
             remote.run(args.warmup)
@@ -220,8 +223,13 @@ def main() -> None:
                 s0, c0 = cpu_seconds(server), resource.getrusage(resource.RUSAGE_SELF)
                 rate, lat = remote.run(args.seconds)
                 c1 = resource.getrusage(resource.RUSAGE_SELF)
-                server_cpu += cpu_seconds(server) - s0
-                client_cpu += (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+                rep_server = cpu_seconds(server) - s0
+                rep_client = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+                server_cpu += rep_server
+                client_cpu += rep_client
+                server_per_step.append(1000 * rep_server / max(len(lat), 1))
+                client_per_step.append(1000 * rep_client / max(len(lat), 1))
+                loads.append(os.getloadavg()[0])
                 remote_rates.append(rate)
                 remote_lat += lat
             remote.close()
@@ -243,6 +251,10 @@ def main() -> None:
                 "in_process_cpu_ms_per_step": 1000 * local_cpu / max(len(local_lat), 1),
                 "server_cpu_ms_per_step": 1000 * server_cpu / max(remote_steps, 1),
                 "client_cpu_ms_per_step": 1000 * client_cpu / max(remote_steps, 1),
+                # mean over the repetitions with its 95% t-interval
+                "server_cpu_ms_per_step_ci": list(mean_ci(server_per_step)),
+                "client_cpu_ms_per_step_ci": list(mean_ci(client_per_step)),
+                "load_average": [min(loads), max(loads)],
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -256,9 +268,10 @@ def main() -> None:
     print(
         "| sessions | in process steps/s (95% CI) | served steps/s (95% CI) | ratio (bounds) "
         "| p50 / p99 ms in process | p50 / p99 ms served "
-        "| CPU ms per step: in process / server / client |"
+        "| CPU ms per step: in process / server / client | server CPU ms per step (95% CI) "
+        "| load average |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         lm, llo, lhi = r["in_process_steps_s"]
         rm, rlo, rhi = r["served_steps_s"]
@@ -268,7 +281,10 @@ def main() -> None:
             f"| {r['in_process_p50_ms']:.3f} / {r['in_process_p99_ms']:.3f} "
             f"| {r['served_p50_ms']:.1f} / {r['served_p99_ms']:.1f} "
             f"| {r['in_process_cpu_ms_per_step']:.3f} / {r['server_cpu_ms_per_step']:.2f} "
-            f"/ {r['client_cpu_ms_per_step']:.2f} |"
+            f"/ {r['client_cpu_ms_per_step']:.2f} "
+            f"| {r['server_cpu_ms_per_step_ci'][0]:.3f} ({r['server_cpu_ms_per_step_ci'][1]:.3f}"
+            f"-{r['server_cpu_ms_per_step_ci'][2]:.3f}) "
+            f"| {r['load_average'][0]:.1f}-{r['load_average'][1]:.1f} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
