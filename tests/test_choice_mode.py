@@ -212,8 +212,8 @@ def test_length_normalised_choice_scores(tiny) -> None:
         ChoicePolicySampler(loaded.model, loaded.tokenizer, choice_score="max")
 
 
-@pytest.mark.parametrize("choice_score", ["sum", "mean"])
-def test_grpo_choice_mode_trains_on_cpu(tmp_path: Path, choice_score: str) -> None:
+@pytest.mark.parametrize(("choice_score", "kl_coef"), [("sum", 0.0), ("mean", 0.05)])
+def test_grpo_choice_mode_trains_on_cpu(tmp_path: Path, choice_score: str, kl_coef: float) -> None:
     from orchenv.agents.grpo.config import GRPOConfig
     from orchenv.agents.grpo.trainer import train
 
@@ -223,6 +223,7 @@ def test_grpo_choice_mode_trains_on_cpu(tmp_path: Path, choice_score: str) -> No
         max_turns=2,
         action_space="choices",
         choice_score=choice_score,  # type: ignore[arg-type]
+        kl_coef=kl_coef,  # the reference model's pick log-probabilities (a full copy here)
         mode="tree",
         temperature=50.0,  # the random tiny model's scores are far apart: flatten them
         group_size=3,
@@ -239,6 +240,8 @@ def test_grpo_choice_mode_trains_on_cpu(tmp_path: Path, choice_score: str) -> No
     assert record["samples"] >= 3 and record["advantage/zero_fraction"] < 1.0
     assert record["loss/ratio"] == pytest.approx(1.0, abs=1e-4)  # sampler == update log-probs
     assert record["grad_norm"] > 0 and record["tokens/trained"] > 0
+    if kl_coef:  # first step: the policy is the reference
+        assert record["loss/kl"] == pytest.approx(0.0, abs=1e-5)
     with pytest.raises(ConfigError, match="choices"):
         GRPOConfig(model_path="x", action_space="choices", generation_backend="vllm")
 

@@ -442,6 +442,20 @@ def update(
     return out
 
 
+def reference_logprobs(
+    learner: Learner, logprobs_of: Callable[[Any], torch.Tensor]
+) -> torch.Tensor | None:
+    """The KL term's reference log-probabilities (None when ``kl_coef`` is 0), no gradient:
+    ``logprobs_of`` the reference model, or under LoRA the policy with its adapter off."""
+    if learner.config.kl_coef <= 0:
+        return None
+    with torch.no_grad():
+        if learner.ref_model is not None:
+            return logprobs_of(learner.ref_model)
+        with learner.policy.disable_adapter():  # LoRA: the policy without its adapter
+            return logprobs_of(learner.policy)
+
+
 def micro_batch_loss(
     learner: Learner, batch: dict[str, Any], use_old: bool
 ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -462,14 +476,7 @@ def micro_batch_loss(
         return logits, grpo.token_logprobs(logits, targets)
 
     logits, logprobs = logprobs_of(learner.model)
-    ref_logprobs = None
-    if config.kl_coef > 0:
-        with torch.no_grad():
-            if learner.ref_model is not None:
-                ref_logprobs = logprobs_of(learner.ref_model)[1]
-            else:  # LoRA: the reference is the policy without its adapter
-                with learner.policy.disable_adapter():
-                    ref_logprobs = logprobs_of(learner.policy)[1]
+    ref_logprobs = reference_logprobs(learner, lambda model: logprobs_of(model)[1])
     if config.entropy_coef > 0:
         entropy = grpo.token_entropy(logits)
     else:  # reported anyway; one sequence at a time keeps the extra memory small
@@ -518,14 +525,7 @@ def choice_micro_batch_loss(
         return torch.stack(picks)[:, None], torch.stack(entropies)[:, None]
 
     logprobs, entropy = pick_logprobs(learner.model)
-    ref_logprobs = None
-    if config.kl_coef > 0:
-        with torch.no_grad():
-            if learner.ref_model is not None:
-                ref_logprobs = pick_logprobs(learner.ref_model)[0]
-            else:  # LoRA: the reference is the policy without its adapter
-                with learner.policy.disable_adapter():
-                    ref_logprobs = pick_logprobs(learner.policy)[0]
+    ref_logprobs = reference_logprobs(learner, lambda model: pick_logprobs(model)[0])
     if use_old:
         old = torch.tensor([[s.logprobs[0]] for s in samples], device=device)  # type: ignore[index]
     else:
