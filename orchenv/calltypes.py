@@ -233,7 +233,10 @@ class Backend(Protocol):
     - ``complete_batch(calls) -> list[Completion]`` for engines that batch
       natively (local transformers, vLLM); ``AgentPool.call_many`` uses it;
     - ``max_concurrency: int``, the most calls to run at once in threads;
-    - ``close()``, to release servers, sessions or GPU memory.
+    - ``close()``, to release servers, sessions or GPU memory;
+    - ``live = True`` for a backend whose calls wait on a server (the ``openai`` backend):
+      ``orchenv.vector.make_vec``'s default mode shards many envs with such agents over
+      worker processes (``auto_vector_mode``).
     """
 
     def complete(

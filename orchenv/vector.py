@@ -974,6 +974,15 @@ DEFAULT_VECTOR_MODE = "auto"
 PROCESS_MIN_ENVS = 256
 
 
+def _is_pool(value: Any) -> bool:
+    """Whether ``value`` is an ``orchenv.pool.AgentPool`` (by its name: ``orchenv.pool``
+    imports the registry, which imports this module)."""
+    return any(
+        cls.__name__ == "AgentPool" and cls.__module__ == "orchenv.pool"
+        for cls in type(value).__mro__
+    )
+
+
 def auto_vector_mode(env_id: str, num_envs: int, env_kwargs: dict[str, Any]) -> str:
     """The mode ``make_vec`` uses by default: ``"processes"`` when the sub-envs call live
     agents (an ``openai`` backend in their pool), there are at least ``PROCESS_MIN_ENVS``
@@ -986,20 +995,18 @@ def auto_vector_mode(env_id: str, num_envs: int, env_kwargs: dict[str, Any]) -> 
     overlap), simulated agents, or a pool that cannot be inspected. The pool is read
     from ``env_kwargs["pool"]`` when it is an ``AgentPool``, else from one env built
     (and closed) to look at its pool."""
-    from orchenv.backends.openai_compat import OpenAICompatBackend
-    from orchenv.pool import AgentPool
-
     if num_envs < PROCESS_MIN_ENVS or (os.cpu_count() or 1) < 2:
         return "loop"
-    pool = env_kwargs.get("pool")
+    pool: Any = env_kwargs.get("pool")
     probe = None
-    if not isinstance(pool, AgentPool):
+    if not _is_pool(pool):
         probe = gym.make(env_id, **env_kwargs)
         pool = getattr(probe.unwrapped, "pool", None)
     try:
-        if not isinstance(pool, AgentPool) or pool.record_to or pool.replay_from:
+        if not _is_pool(pool) or pool.record_to or pool.replay_from:
             return "loop"
-        live = any(isinstance(pool.backend_for(name), OpenAICompatBackend) for name in pool.names)
+        # a backend whose calls wait on a server says so (``orchenv.calltypes.Backend``)
+        live = any(getattr(pool.backend_for(name), "live", False) is True for name in pool.names)
         return "processes" if live else "loop"
     finally:
         if probe is not None:

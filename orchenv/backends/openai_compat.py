@@ -278,6 +278,10 @@ class OpenAICompatBackend(RebuiltOnCopy):
     ``close()`` releases it (a later call opens a new one).
     """
 
+    #: its calls wait on a server (``orchenv.calltypes.Backend``: what ``make_vec``'s
+    #: default mode looks for)
+    live = True
+
     # sessions and loaded tokenizers do not pickle; they are rebuilt on use
     _fresh_on_copy = {
         "_session": None,
