@@ -4,6 +4,9 @@
 ``serve`` runs it with uvicorn. Clients are OpenEnv's own (``GenericEnvClient``,
 ``EnvClient`` subclasses, TRL's OpenEnv path); orchenv writes no protocol.
 
+``orchenv.serve.skyrl`` is a SkyRL-Gym ``BaseTextEnv`` that plays a served episode (needs
+``skyrl-gym``; docs/serve.md).
+
 Needs the ``serve`` extra (``pip install 'orchenv[serve]'``: openenv 0.10); the names
 below are imported on first use, so ``orchenv``'s CLI works without it.
 """
