@@ -559,21 +559,22 @@ class ProcessVectorEnv(VectorEnv):
         actions = list(iterate(self.action_space, actions))
         if len(actions) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(actions)}")
-        replies = self._send("step", self._split(actions))
-        infos: dict[str, Any] = {}
-        exact = True
-        for k, (obs, rewards, terminations, truncations, shard_infos) in enumerate(replies):
-            start, stop = self._bounds[k], self._bounds[k + 1]
-            self._env_obs[start:stop] = obs
-            self._rewards[start:stop] = rewards
-            self._terminations[start:stop] = terminations
-            self._truncations[start:stop] = truncations
-            exact = exact and _merge_shard_infos(infos, shard_infos, start, self.num_envs)
-        if not exact:  # a key's dtype differs between shards: merge env by env instead
-            shards = self._send("step_infos", [None] * self.num_workers)
-            infos = _merge_results(
-                [result for results in shards for result in results], self.num_envs
-            )
+        with _no_gc_pauses():  # the shards' replies: as for a batch of steps in one process
+            replies = self._send("step", self._split(actions))
+            infos: dict[str, Any] = {}
+            exact = True
+            for k, (obs, rewards, terminations, truncations, shard_infos) in enumerate(replies):
+                start, stop = self._bounds[k], self._bounds[k + 1]
+                self._env_obs[start:stop] = obs
+                self._rewards[start:stop] = rewards
+                self._terminations[start:stop] = terminations
+                self._truncations[start:stop] = truncations
+                exact = exact and _merge_shard_infos(infos, shard_infos, start, self.num_envs)
+            if not exact:  # a key's dtype differs between shards: merge env by env instead
+                shards = self._send("step_infos", [None] * self.num_workers)
+                infos = _merge_results(
+                    [result for results in shards for result in results], self.num_envs
+                )
         self._observations = concatenate(
             self.single_observation_space, self._env_obs, self._observations
         )
@@ -673,7 +674,8 @@ def _shard_worker(
                 vec.close(**data)
                 _reply(conn, "ok", None)
                 break
-            _reply(conn, "ok", _SHARD_COMMANDS[command](vec, data))
+            with _no_gc_pauses():  # the whole command: the step, its merge and its reply
+                _reply(conn, "ok", _SHARD_COMMANDS[command](vec, data))
         except Exception as exc:  # noqa: BLE001 - reported to the parent
             _reply(conn, "error", exc)
     conn.close()
