@@ -7,6 +7,7 @@ import os
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from orchenv.cliargs import forward
     from orchenv.controllers import parse_kwargs
     from orchenv.error import ConfigError
     from orchenv.serve.app import serve
@@ -17,21 +18,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.seat_timeout <= 0:
         raise ConfigError("--seat-timeout must be > 0")
     config = ServeConfig(
-        env_id=args.env_id,
         env_kwargs=parse_kwargs(args.env_kwarg),
-        pool=args.pool,
-        split=args.split,
-        record=args.record,
-        replay=args.replay,
-        replay_mode=args.replay_mode,
-        seed=args.seed,
-        max_sessions=args.max_sessions,
-        workers=args.workers,
+        **forward(
+            args,
+            *("env_id", "pool", "split", "record", "replay", "replay_mode", "seed"),
+            *("max_sessions", "workers", "inline", "ws_deflate"),
+        ),
         idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None,
         seat_timeout_s=args.seat_timeout,
         state_key=os.environ.get("ORCHENV_SERVE_STATE_KEY", ""),
-        inline=args.inline,
-        ws_deflate=args.ws_deflate,
     )
     serve(config, host=args.host, port=args.port, announce=lambda line: print(line, flush=True))
     return 0
