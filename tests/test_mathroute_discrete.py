@@ -137,24 +137,21 @@ def test_action_mapping_is_canonical() -> None:
 
 
 @pytest.mark.parametrize("reward", ["paper", "outcome"])
-def test_nobody_stronger_left_bare_rejection(reward: str) -> None:
-    """The strongest agent's draft: under the paper reward (which pays the verdict) its own
-    index is the bare False, which ends the episode as a verdict; under the outcome reward
-    (where it earns what accepting earns) only accepting is offered. The weaker agents stay
-    masked, and a masked index is refused."""
+def test_nobody_stronger_left_every_choice_stops(reward: str) -> None:
+    """The strongest agent's draft: every choice ends the episode with that draft, as the
+    removed wrapper did for any pick (so a plain PPO's pick there is never refused): under
+    the paper reward (which pays the verdict) a reject index is the bare False, under the
+    outcome reward (where it would tie with accepting) the accept text."""
     env = make_discrete_env("orch/MathRoute-v0", n_features=N_FEATURES, reward=reward)
     action = env.get_wrapper_attr("action")
     env.reset(seed=3)
     _, _, _, _, info = env.step(2)
-    offered = reward == "paper"
-    np.testing.assert_array_equal(info["action_mask"], [False, False, offered, True])
-    assert _base(env).fork().step(action(0))[-1]["invalid_action"]
-    if not offered:
-        assert _base(env).fork().step(action(2))[-1]["invalid_action"]
-        return
-    assert action(2) == verdict_text(False)
-    _, _, terminated, _, info = env.step(2)
-    assert terminated and not info["invalid_action"] and info["verdict"] is False
+    np.testing.assert_array_equal(info["action_mask"], [True, True, True, True])
+    stop = verdict_text(False) if reward == "paper" else verdict_text(True)
+    assert [action(i) for i in range(4)] == [stop, stop, stop, verdict_text(True)]
+    _, _, terminated, _, info = env.step(0)
+    assert terminated and not info["invalid_action"]
+    assert info["verdict"] is (reward != "paper")
     assert info["metrics"]["calls/total"] == 1.0
 
 

@@ -292,22 +292,24 @@ class MathRouteEnv(OrchestrationEnv):
         marks what cannot be done now: accept at a route turn, and an agent not in
         ``valid_agents()`` (not stronger than the draft's author).
 
-        When nobody stronger is left, a bare False verdict ends the episode like accepting:
-        under ``reward="paper"``, which pays the verdict (r^V), that bare rejection is offered
-        at the draft author's own index ("reject, with nobody to hand the problem to");
-        under ``"outcome"`` it earns exactly what accepting earns, so it is not offered (a
-        tie that would let a best response reject a right draft for nothing). Issue 27: the
-        removed ``DiscreteActions`` masked it under both rewards yet sent it for an
-        unmasked pick; in the core view a masked pick is refused like any other.
+        When nobody stronger is left (the strongest agent wrote the draft), a rejection can
+        route nowhere, and every reject choice stops the episode with the draft, as the
+        removed ``DiscreteActions`` did for an unmasked pick (issue 27): under
+        ``reward="paper"``, which pays the verdict, with the bare False verdict; under
+        ``"outcome"``, where a verdict earns nothing, with the accept text (a bare False
+        would earn exactly what accepting earns, a tie that lets a best response reject a
+        right draft for nothing).
         """
         names = list(self.pool.names)
         if self.draft_agent is None:
             return [route_text(a) for a in names] + [None]
+        accept = verdict_text(True)
         valid = set(self.valid_agents())
+        if not valid:  # nobody stronger left: every choice ends the episode with this draft
+            stop = verdict_text(False) if self.reward_variant == "paper" else accept
+            return [*(stop for _ in names), accept]
         choices: list[str | None] = [verdict_text(False, a) if a in valid else None for a in names]
-        if not valid and self.reward_variant == "paper" and self.draft_agent in names:
-            choices[names.index(self.draft_agent)] = verdict_text(False)
-        return [*choices, verdict_text(True)]
+        return [*choices, accept]
 
     def observation_features(self) -> np.ndarray:
         """MathRoute's numbers for ``orchenv.discrete.ObservationFeatures``: statistics of the
