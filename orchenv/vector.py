@@ -50,7 +50,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -65,6 +65,20 @@ from gymnasium.vector.utils import (
 
 from orchenv.asyncbridge import run_in_bridge, run_sync, shared_loop
 from orchenv.error import ConfigError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class SyncOptions(TypedDict, total=False):
+    """``SyncVectorEnv``'s options, taken by every vector env here with its defaults:
+    ``copy`` (True: ``step`` / ``reset`` return copies of the batched observations),
+    ``observation_mode`` (``"same"``, ``"different"`` or the two spaces) and
+    ``autoreset_mode`` (default ``AutoresetMode.NEXT_STEP``)."""
+
+    copy: bool
+    observation_mode: str | tuple[gym.Space, gym.Space]
+    autoreset_mode: str | AutoresetMode
 
 
 def _add_info(
@@ -297,20 +311,23 @@ class _ConcurrentSteps(SyncVectorEnv, ABC):
 
 
 class ThreadedVectorEnv(_ConcurrentSteps):
-    """``SyncVectorEnv`` whose ``step`` runs the sub-environments concurrently in threads."""
+    """``SyncVectorEnv`` whose ``step`` runs the sub-environments concurrently in threads.
+
+    Args:
+        env_fns: callables creating the sub-environments.
+        max_workers: threads (default one per sub-environment).
+        options: ``SyncVectorEnv``'s ``copy``, ``observation_mode``, ``autoreset_mode``
+            (``SyncOptions``).
+    """
 
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
         *,
         max_workers: int | None = None,
-        copy: bool = True,
-        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
-        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        **options: Unpack[SyncOptions],
     ) -> None:
-        super().__init__(
-            env_fns, copy=copy, observation_mode=observation_mode, autoreset_mode=autoreset_mode
-        )
+        super().__init__(env_fns, **options)
         self._executor = ThreadPoolExecutor(
             max_workers=max_workers or self.num_envs, thread_name_prefix="orchenv-vec"
         )
@@ -377,8 +394,9 @@ class ProcessVectorEnv(VectorEnv):
     Args:
         env_fns: callables creating the sub-environments (picklable with ``cloudpickle``).
         num_workers: worker processes (default: the number of CPUs, at most one per env).
-        copy, observation_mode, autoreset_mode: as for ``SyncVectorEnv``.
         context: ``multiprocessing`` start method.
+        options: ``SyncVectorEnv``'s ``copy``, ``observation_mode``, ``autoreset_mode``
+            (``SyncOptions``).
     """
 
     def __init__(
@@ -386,14 +404,15 @@ class ProcessVectorEnv(VectorEnv):
         env_fns: Sequence[Callable[[], gym.Env]],
         *,
         num_workers: int | None = None,
-        copy: bool = True,
-        observation_mode: str | tuple[gym.Space, gym.Space] = "same",
-        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         context: str = "spawn",
+        **options: Unpack[SyncOptions],
     ) -> None:
         import cloudpickle
 
         super().__init__()
+        copy = options.get("copy", True)
+        observation_mode = options.get("observation_mode", "same")
+        autoreset_mode = options.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         n = len(env_fns)
         if n < 1:
             raise ConfigError("ProcessVectorEnv needs at least one env_fn")
