@@ -303,6 +303,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gap-only", type=int, metavar="TASKS", default=0,
                    help="step 1 only: fixed and random returns of every setting on TASKS train "
                         "tasks (no model), then exit")  # fmt: skip
+    p.add_argument(
+        "--eval-only",
+        nargs="+",
+        type=float,
+        metavar="T",
+        default=None,
+        help="only evaluate the model (with --adapter: a GRPO LoRA checkpoint) on "
+        "the test tasks at these temperatures (0: greedy), then exit",
+    )
+    p.add_argument("--adapter", type=Path, help="a LoRA checkpoint directory for --eval-only")
     p.add_argument("--env", default="orch/BudgetRoute-v0")
     p.add_argument("--max-turns", type=int, default=2)
     p.add_argument("--test-episodes", type=int, default=100)
@@ -349,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     test_seeds = list(range(args.test_episodes))
     select_seeds = list(range(10_000, 10_000 + args.select_episodes))
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+    if args.eval_only is not None:
+        results["eval_only"] = eval_only(args, model_dir, test_env, test_seeds)
+        _save(args.out, results)
+        return 0
 
     # baselines: random, and the best fixed choice sequence picked on train tasks
     act, reset = random_router(args.seed)
@@ -449,6 +463,28 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(results["paired_return"], indent=2))
     print(f"wrote {args.out} ({results['wall_s']:.0f} s)")
     return 0
+
+
+def eval_only(args: Any, model_dir: Path, env: gym.Env, seeds: list[int]) -> dict[str, Any]:
+    """The untrained model, or with ``--adapter`` a trained LoRA checkpoint, evaluated alone
+    (the same per-task seeds as a full run, so its episodes pair with that run's)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from orchenv.agents.grpo.generation import ChoicePolicySampler
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if args.adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(args.adapter))
+    model.eval()
+    sampler = ChoicePolicySampler(
+        model, tokenizer, choice_score=args.choice_score, max_new_tokens=0
+    )
+    name = "untrained" if args.adapter is None else f"adapter {args.adapter.name}"
+    return evaluate_model(env, sampler, seeds, name, list(args.eval_only), args.seed)
 
 
 def _save(path: Path, results: dict[str, Any]) -> None:
