@@ -474,7 +474,7 @@ def eval_only(args: Any, model_dir: Path, env: gym.Env, seeds: list[int]) -> dic
     from orchenv.agents.grpo.generation import ChoicePolicySampler
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if args.adapter is not None:
         from peft import PeftModel
 
