@@ -29,8 +29,8 @@ strongest agent 0.54 times per episode (accuracy 0.886; 30k steps, seed 0, measu
 the MathRoute wrappers that issue 27 replaced by the core view; not rerun). With
 1.0 a call to it costs as much as a right answer earns, so PPO never called it
 (accuracy 0.770). The multiplier must be tuned for each reward. On the core view this
-example (60k steps, seed 0) gives PPO 0.920 (95% CI 0.902-0.935) against the random
-router's 0.765 (0.738-0.790) on 1,000 test tasks, with 0.158 calls to the strongest agent
+example (60k steps, seed 0) gives PPO 0.922 (95% CI 0.904-0.937) against the random
+router's 0.765 (0.738-0.790) on 1,000 test tasks, with 0.152 calls to the strongest agent
 per episode.
 """
 
