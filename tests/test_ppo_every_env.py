@@ -7,6 +7,7 @@ samples its policy where ``SAMPLED_EVAL`` says why."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from orchenv.core import OrchestrationEnv
-from orchenv.discrete import make_discrete_env
+from orchenv.discrete import make_discrete_env, orch_base
 from orchenv.registry import ENV_SUMMARIES
 
 ENV_IDS = sorted(ENV_SUMMARIES)
@@ -33,7 +34,7 @@ DEFAULT_TRAIN_STEPS = 1024
 #: env kwargs for the training test only: WebShop's original horizon (100 turns) lets a random
 #: clicker stumble onto "buy now" while a 1,024-step PPO run sees about ten episodes; at 15
 #: turns (orchenv's earlier default) the test measures learning, not patience
-TRAIN_KWARGS: dict[str, dict[str, object]] = {"orch/WebShop-v0": {"max_turns": 15}}
+TRAIN_KWARGS: dict[str, dict[str, Any]] = {"orch/WebShop-v0": {"max_turns": 15}}
 EVAL_SEEDS = range(10_000, 10_064)
 #: ids whose PPO gain over random is small, evaluated on more seeds: MultihopQA's is about
 #: 0.09 (1.4 standard errors on 64 seeds after issue 31's role prompts re-drew the simulated
@@ -53,7 +54,7 @@ Policy = Callable[[np.ndarray, np.ndarray], int]
 
 
 def skip_without_choices(env_id: str) -> None:
-    base = gym.make(env_id).unwrapped
+    base = orch_base(gym.make(env_id))
     if type(base).action_choices is OrchestrationEnv.action_choices:
         pytest.skip("no action_choices yet")
 
@@ -74,7 +75,7 @@ def test_check_env_and_masks(env_id: str):
             masked = np.flatnonzero(~mask)
             if masked.size and probes < PROBES_PER_EPISODE:
                 probes += 1
-                probe = env.unwrapped.fork()
+                probe = orch_base(env).fork()
                 *_, probe_info = probe.step(env.get_wrapper_attr("action")(int(masked[0])))
                 assert probe_info["invalid_action"], f"masked index {masked[0]} was accepted"
             _, _, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(mask))))
