@@ -23,7 +23,7 @@ import numpy as np
 from scenario import MID, RIGHT, STRONG, WEAK, WRONG, scripted_pool, tiny_source
 
 from orchenv.agents.grpo.algorithms import Sample
-from orchenv.agents.grpo.tiny import BOS, CHAT_TEMPLATE, EOS, PAD
+from orchenv.agents.grpo.tiny import BOS, CHAT_TEMPLATE, EOS, PAD, tiny_qwen2
 
 UNK, START = "[UNK]", "<|im_start|>"
 ACTIONS = {agent: f"<model>{agent}</model>" for agent in (WEAK, MID, STRONG)}
@@ -44,9 +44,8 @@ def build_policy(out_dir: str | Path, *, seed: int = 0, init_std: float = 0.02) 
     Weights come from a private ``torch.Generator``: the global RNG is untouched and
     the same seed gives the same model.
     """
-    import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -60,29 +59,9 @@ def build_policy(out_dir: str | Path, *, seed: int = 0, init_std: float = 0.02) 
     tokenizer.add_tokens(list(ACTIONS.values()))  # whole actions as single tokens
     tokenizer.chat_template = CHAT_TEMPLATE
 
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+    model = tiny_qwen2(
+        tokenizer, max_positions=1024, init_std=init_std, seed=seed, zero_biases=True
     )
-    model = Qwen2ForCausalLM(config)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("norm.weight"):
-                param.fill_(1.0)
-            elif name.endswith(".bias"):
-                param.zero_()
-            else:
-                param.copy_(torch.randn(param.shape, generator=generator) * init_std)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.save_pretrained(out)

@@ -9,6 +9,7 @@ runs (chat template, batching, token counting, generation, the update).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 # ChatML-like, the layout Qwen models use; the end-of-turn token doubles as EOS.
 CHAT_TEMPLATE = (
@@ -45,9 +46,8 @@ def build_tiny_qwen2(tmp_dir: str | Path, *, vocab_size: int = 400, seed: int = 
     Weights are drawn from a private ``torch.Generator`` (the global RNG is
     untouched), so the same ``seed`` always gives the same model.
     """
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
     out = Path(tmp_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -68,6 +68,27 @@ def build_tiny_qwen2(tmp_dir: str | Path, *, vocab_size: int = 400, seed: int = 
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
 
+    # a wide init gives peaked logits: greedy choices are robust to the last-bit float
+    # differences between padded and unpadded batches
+    model = tiny_qwen2(tokenizer, max_positions=512, init_std=0.5, seed=seed)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def tiny_qwen2(
+    tokenizer: Any, *, max_positions: int, init_std: float, seed: int, zero_biases: bool = False
+) -> Any:
+    """A 2-layer, 64-wide Qwen2 for ``tokenizer``, its weights drawn from N(0, init_std^2).
+
+    Norm weights are 1; with ``zero_biases`` the biases are 0 (and take no draws). The
+    draws come from a generator seeded with ``seed``, in parameter order.
+    """
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=64,
@@ -75,7 +96,7 @@ def build_tiny_qwen2(tmp_dir: str | Path, *, vocab_size: int = 400, seed: int = 
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -87,12 +108,8 @@ def build_tiny_qwen2(tmp_dir: str | Path, *, vocab_size: int = 400, seed: int = 
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.fill_(1.0)
+            elif zero_biases and name.endswith(".bias"):
+                param.zero_()
             else:
-                # a wide init gives peaked logits: greedy choices are robust to the
-                # last-bit float differences between padded and unpadded batches
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.5)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+                param.copy_(torch.randn(param.shape, generator=generator) * init_std)
+    return model
