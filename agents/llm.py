@@ -27,7 +27,13 @@ from typing import Any
 import numpy as np
 
 from orchenv.backends.common import call_seed
-from orchenv.choice_policy import ACTION_SPACES, ChoiceScores, pick_choice
+from orchenv.choice_policy import (
+    ACTION_SPACES,
+    ChoiceScores,
+    check_choice_score,
+    normalised_scores,
+    pick_choice,
+)
 from orchenv.discrete import current_choices
 from orchenv.error import ConfigError, OrchEnvError, UnknownNameError
 from orchenv.pool import BACKENDS, AgentSpec, Backend, CallContext, Completion, make_backend
@@ -85,6 +91,9 @@ class LLMController:
             mode: pick among the env's ``action_choices()`` by log-probability, see the
             module docstring); needs a backend with ``score_choices`` (``hf``, ``openai``).
         seed: base seed of choice-mode sampling (``reset(seed)`` reseeds per episode).
+        choice_score: choice mode's score of a choice: ``"sum"`` of its tokens'
+            log-probabilities (default) or their ``"mean"`` (length-normalised; use the
+            setting a GRPO choice-mode run was trained with, ``--choice-score``).
     """
 
     privileged = False
@@ -107,7 +116,9 @@ class LLMController:
         timeout_s: float | None = None,
         action_space: str = "text",
         seed: int = 0,
+        choice_score: str = "sum",
     ) -> None:
+        check_choice_score(choice_score)
         if action_space not in ACTION_SPACES:
             raise ConfigError(f"action_space must be one of {ACTION_SPACES}, got {action_space!r}")
         backend_kwargs = dict(backend_kwargs or {})
@@ -148,6 +159,7 @@ class LLMController:
         self.backend_kwargs = backend_kwargs
         self.one_shot = self.default_one_shot if one_shot is None else bool(one_shot)
         self.action_space = action_space
+        self.choice_score = choice_score
         self.temperature = float(temperature)
         self.seed = int(seed)
         self._rng = np.random.default_rng(self.seed)
@@ -262,10 +274,12 @@ class LLMController:
         index = [i for i, c in enumerate(choices) if c is not None]
         texts = [str(choices[i]) for i in index]
         scores = self.score(messages, texts)
-        pick, logp = pick_choice(scores.logprobs, self.temperature, self._rng)
+        values = normalised_scores(scores.logprobs, scores.token_counts, self.choice_score)
+        pick, logp = pick_choice(values, self.temperature, self._rng)
         self.last_choice = {
             "choices": texts,
             "logprobs": scores.logprobs,
+            "scores": values,
             "index": index[pick],
             "logprob": logp,
         }

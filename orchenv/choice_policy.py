@@ -26,10 +26,21 @@ import numpy as np
 
 from orchenv.error import BackendError, ConfigError
 
-__all__ = ["ACTION_SPACES", "ChoiceScores", "choice_distribution", "pick_choice"]
+__all__ = [
+    "ACTION_SPACES",
+    "CHOICE_SCORES",
+    "ChoiceScores",
+    "check_choice_score",
+    "choice_distribution",
+    "normalised_scores",
+    "pick_choice",
+]
 
 #: the controller / trainer action spaces: free text, or the env's discrete choices
 ACTION_SPACES = ("text", "choices")
+#: how a choice's score is made from its tokens' log-probabilities: their sum, or their mean
+#: (length-normalised: a long choice is not less likely a priori)
+CHOICE_SCORES = ("sum", "mean")
 
 
 @dataclass(frozen=True)
@@ -40,11 +51,37 @@ class ChoiceScores:
     prompt_tokens: int  # the prompt's tokens (counted once: the choices share it)
     choice_tokens: int  # all choices' tokens together
     cost_usd: float = 0.0
+    #: each choice's token count (same order; empty where the backend does not say)
+    token_counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         bad = [v for v in self.logprobs if not math.isfinite(v) and v != -math.inf]
         if bad:
             raise BackendError(f"choice log-probabilities must be finite or -inf, got {bad[0]!r}")
+        if self.token_counts and len(self.token_counts) != len(self.logprobs):
+            raise BackendError(
+                f"{len(self.token_counts)} token counts for {len(self.logprobs)} choices"
+            )
+
+
+def check_choice_score(how: str) -> str:
+    """``how`` if it is one of :data:`CHOICE_SCORES`, else a ``ConfigError``."""
+    if how not in CHOICE_SCORES:
+        raise ConfigError(f"choice_score must be one of {CHOICE_SCORES}, got {how!r}")
+    return how
+
+
+def normalised_scores(logprobs: Sequence[float], counts: Sequence[int], how: str) -> list[float]:
+    """Each choice's score from its summed log-probability: ``"sum"`` keeps it, ``"mean"``
+    divides it by the choice's token count (at least 1)."""
+    if check_choice_score(how) == "sum":
+        return [float(v) for v in logprobs]
+    if len(counts) != len(logprobs):
+        raise BackendError(
+            "choice_score='mean' needs each choice's token count, and the backend gave "
+            f"{len(counts)} for {len(logprobs)} choices"
+        )
+    return [float(v) / max(int(n), 1) for v, n in zip(logprobs, counts, strict=True)]
 
 
 def choice_distribution(logprobs: Sequence[float], temperature: float = 1.0) -> np.ndarray:

@@ -122,6 +122,19 @@ def test_choice_mode_is_seeded_and_greedy_at_temperature_zero(tiny) -> None:
     greedy.act(obs, info)
     scores = greedy.last_choice["logprobs"]  # type: ignore[index]
     assert greedy.last_choice["index"] == int(np.argmax(scores))  # type: ignore[index]
+
+    # length-normalised (the GRPO run's --choice-score mean): the arg-max of sum / tokens
+    mean = LLMController(backend=backend, model="c", action_space="choices", choice_score="mean")
+    mean.bind(env)
+    mean.act(obs, info)
+    texts = mean.last_choice["choices"]  # type: ignore[index]
+    raw = backend.score_choices(mean.spec, info["messages"], texts)
+    assert len(raw.token_counts) == len(texts) and min(raw.token_counts) >= 1
+    expected = [v / n for v, n in zip(raw.logprobs, raw.token_counts, strict=True)]
+    assert mean.last_choice["scores"] == pytest.approx(expected)  # type: ignore[index]
+    assert mean.last_choice["index"] == int(np.argmax(expected))  # type: ignore[index]
+    with pytest.raises(ConfigError, match="choice_score"):
+        LLMController(backend=backend, model="c", choice_score="max")
     env.close()
 
 

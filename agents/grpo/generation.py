@@ -18,6 +18,7 @@ import torch
 from orchenv.agents.grpo.algorithms import Messages, Sample
 from orchenv.backends.common import call_seed
 from orchenv.backends.hf import HFBackend, left_padded, seeded_sampler_class
+from orchenv.choice_policy import check_choice_score, normalised_scores
 from orchenv.error import require
 
 
@@ -211,14 +212,13 @@ def normalise_choice_scores(scores: Any, choice_ids: Sequence[Sequence[int]], ho
     """Choice mode's score of each choice from its summed token log-probability ``scores`` (a
     tensor or a list): ``"sum"`` keeps it, ``"mean"`` divides by the choice's token count (the
     length-normalised score: a long choice is not less likely a priori)."""
-    if how == "sum":
+    counts = [len(ids) for ids in choice_ids]
+    if not isinstance(scores, torch.Tensor):
+        return normalised_scores(scores, counts, how)
+    if check_choice_score(how) == "sum":
         return scores
-    if how != "mean":
-        raise ValueError(f"choice_score must be 'sum' or 'mean', got {how!r}")
-    lengths = [max(len(ids), 1) for ids in choice_ids]
-    if isinstance(scores, torch.Tensor):
-        return scores / torch.tensor(lengths, dtype=scores.dtype, device=scores.device)
-    return [float(v) / n for v, n in zip(scores, lengths, strict=True)]
+    lengths = [max(n, 1) for n in counts]
+    return scores / torch.tensor(lengths, dtype=scores.dtype, device=scores.device)
 
 
 class ChoicePolicySampler(PolicySampler):

@@ -552,6 +552,7 @@ class HFBackend(BatchedEngine):
                 len(prompt) * spec.price_prompt + sum(len(c) for c in ids) * spec.price_completion
             )
             / 1e6,
+            token_counts=tuple(len(c) for c in ids),
         )
 
     def _generate(

@@ -544,7 +544,7 @@ class OpenAICompatBackend(RebuiltOnCopy):
             raise BackendError(
                 f"{url} answered {len(rows)} choices for {len(texts)} prompts (agent {spec.name!r})"
             )
-        scores, counted = [], 0
+        scores, counts = [], []
         for text, row in zip(texts, rows, strict=True):
             lp = row.get("logprobs") or {}
             tokens, values = lp.get("tokens"), lp.get("token_logprobs")
@@ -569,13 +569,15 @@ class OpenAICompatBackend(RebuiltOnCopy):
             if n == 0:
                 raise BackendError(f"{url} echoed no token of choice {text[len(prompt) :][:60]!r}")
             scores.append(total)
-            counted += n
+            counts.append(n)
+        counted = sum(counts)
         prompt_tokens = self._tokenizer_count(prompt)
         return ChoiceScores(
             logprobs=scores,
             prompt_tokens=prompt_tokens,
             choice_tokens=counted,
             cost_usd=(prompt_tokens * spec.price_prompt + counted * spec.price_completion) / 1e6,
+            token_counts=tuple(counts),
         )
 
     # -- internals ------------------------------------------------------------------
