@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+# generate and loaders register the catalog builders get_catalog uses
+from orchenv.envs.webshop import generate, loaders  # noqa: F401
 from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, get_catalog
 from orchenv.envs.webshop.env import WebShopEnv, parse_action
 from orchenv.envs.webshop.products import Goal, Product, Review

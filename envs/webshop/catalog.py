@@ -220,13 +220,33 @@ class _Cache:
 _CATALOGS = _Cache()
 
 
+#: how each source builds its catalog: source -> (the cache key of a spec, build(spec, key)).
+#: The generator (``generate``) and the file loader (``loaders``) register theirs when they
+#: are imported, and the package's ``__init__`` imports both, so the catalog module never
+#: imports them back (no import circle).
+_BUILDERS: dict[
+    str, tuple[Callable[[CatalogSpec], Any], Callable[[CatalogSpec, Any], Catalog]]
+] = {}
+
+
+def register_builder(
+    source: str,
+    key: Callable[[CatalogSpec], Any],
+    build: Callable[[CatalogSpec, Any], Catalog],
+) -> None:
+    """Declare how catalogs of ``source`` are keyed in the cache and built."""
+    _BUILDERS[source] = (key, build)
+
+
 def get_catalog(spec: CatalogSpec) -> Catalog:
-    """The catalog of ``spec``, built on first use and then shared within the process."""
-    if spec.source == "generated":
-        from orchenv.envs.webshop.generate import generate_catalog
+    """The catalog of ``spec``, built on first use and then shared within the process.
 
-        return _CATALOGS.get_or_build(("generated", spec), lambda: generate_catalog(spec))
-    from orchenv.envs.webshop.loaders import files_key, load_catalog
-
-    key = files_key(spec)  # includes file sizes and mtimes: edited files give a new catalog
-    return _CATALOGS.get_or_build(key, lambda: load_catalog(spec, key))
+    A files catalog's key includes its files' sizes and mtimes: edited files give a new
+    catalog.
+    """
+    try:
+        key_of, build = _BUILDERS[spec.source]
+    except KeyError:
+        raise UnknownNameError("catalog source", spec.source, sorted(_BUILDERS)) from None
+    key = key_of(spec)
+    return _CATALOGS.get_or_build(key, lambda: build(spec, key))

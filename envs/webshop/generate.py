@@ -29,7 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from orchenv.envs.webshop.catalog import Catalog, CatalogSpec, original_document
+from orchenv.envs.webshop.catalog import (
+    Catalog,
+    CatalogSpec,
+    original_document,
+    register_builder,
+)
 from orchenv.envs.webshop.products import CATEGORY_SEP, Goal, Product, Review, options_text
 
 log = logging.getLogger(__name__)
@@ -352,3 +357,8 @@ def generate_catalog(spec: CatalogSpec) -> Catalog:
     )
     built.append(catalog)
     return catalog
+
+
+register_builder(
+    "generated", lambda spec: ("generated", spec), lambda spec, _: generate_catalog(spec)
+)

@@ -47,6 +47,7 @@ from orchenv.envs.webshop.catalog import (
     extended_document,
     original_document,
     original_goal_order,
+    register_builder,
 )
 from orchenv.envs.webshop.generate import NO_PRICE_BOUND, price_bound, price_text
 from orchenv.envs.webshop.products import Goal, Product, Review, options_text
@@ -372,3 +373,6 @@ def load_catalog(spec: CatalogSpec, key: tuple[Any, ...]) -> Catalog:
         documents=documents,
         splits=splits,
     )
+
+
+register_builder("files", files_key, load_catalog)
