@@ -19,6 +19,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -271,6 +272,18 @@ def difficulty_of(task: Task) -> float:
         return u
     level = min(max(level, 1), 5)
     return (level - 1 + u) / 5.0
+
+
+def read_data_text(path: str | os.PathLike[str], dataset: str) -> tuple[Path, str]:
+    """The path (``~`` expanded) and UTF-8 text of a data file of ``dataset``; a missing,
+    non-file or blank file raises :class:`DataError` naming the dataset and the file."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DataError(f"{dataset} file {p} does not exist (or is not a file)")
+    text = p.read_text(encoding="utf-8")
+    if not text.strip():
+        raise DataError(f"{dataset} file {p} is empty")
+    return p, text
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[str, Any]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import ConfigError, DataError, UnknownNameError
-from orchenv.tasks import ListTaskSource, Task, difficulty_of
+from orchenv.tasks import ListTaskSource, Task, difficulty_of, read_data_text
 
 logger = logging.getLogger(__name__)
 
@@ -87,12 +87,7 @@ _SPLIT_ALIASES = {"dev": "validation", "val": "validation", "valid": "validation
 
 def _read_records(path: PathLike, dataset: str) -> list[tuple[str, Any]]:
     """(location, record) pairs of a ``.json`` list or a ``.jsonl`` file; DataError otherwise."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise DataError(f"{dataset} file {p} does not exist (or is not a file)")
-    text = p.read_text(encoding="utf-8")
-    if not text.strip():
-        raise DataError(f"{dataset} file {p} is empty")
+    p, text = read_data_text(path, dataset)
     stripped = text.lstrip()
     if (
         p.suffix.lower() in (".jsonl", ".ndjson")

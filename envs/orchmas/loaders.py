@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import ConfigError, DataError
-from orchenv.tasks import ListTaskSource, Task, difficulty_of
+from orchenv.tasks import ListTaskSource, Task, difficulty_of, read_data_text
 
 __all__ = [
     "LOADERS",
@@ -43,22 +43,12 @@ def _check(limit: int | None) -> None:
         raise ConfigError(f"limit must be a positive integer or None, got {limit!r}")
 
 
-def _read(path: PathLike, dataset: str) -> tuple[Path, str]:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise DataError(f"{dataset} file {p} does not exist (or is not a file)")
-    text = p.read_text(encoding="utf-8")
-    if not text.strip():
-        raise DataError(f"{dataset} file {p} is empty")
-    return p, text
-
-
 def _json_rows(
     path: PathLike, dataset: str, list_keys: tuple[str, ...] = ("data",)
 ) -> Iterator[tuple[str, Any]]:
     """(where, record) of a JSON list, a JSON object holding one under ``list_keys``, or
     JSON lines."""
-    p, text = _read(path, dataset)
+    p, text = read_data_text(path, dataset)
     stripped = text.lstrip()
     if (
         p.suffix.lower() in (".jsonl", ".ndjson")
@@ -159,7 +149,7 @@ def _string_list(value: Any, where: str, name: str) -> list[str]:
 
 
 def _tsv_rows(path: PathLike, dataset: str) -> Iterator[tuple[str, Any]]:
-    p, text = _read(path, dataset)
+    p, text = read_data_text(path, dataset)
     delimiter = "\t" if p.suffix.lower() == ".tsv" or "\t" in text.splitlines()[0] else ","
     reader = csv.DictReader(text.splitlines(), delimiter=delimiter)
     for lineno, row in enumerate(reader, 2):
