@@ -286,6 +286,49 @@ def read_data_text(path: str | os.PathLike[str], dataset: str) -> tuple[Path, st
     return p, text
 
 
+def read_json_records(
+    path: str | os.PathLike[str], dataset: str, list_keys: Sequence[str] = ("data",)
+) -> list[tuple[str, Any]]:
+    """``(where, record)`` pairs of a data file of ``dataset``: JSON lines (a ``.jsonl`` /
+    ``.ndjson`` file, or text that is not one JSON document; ``where`` = "line N"), a JSON
+    list, or a JSON object holding the list under the first of ``list_keys`` it has (else the
+    object is the one record; ``where`` = "record I"). Malformed or unreadable files raise
+    :class:`DataError` naming the file (and line)."""
+    p, text = read_data_text(path, dataset)
+    stripped = text.lstrip()
+    if (
+        p.suffix.lower() in (".jsonl", ".ndjson")
+        or not stripped.startswith(("[", "{"))
+        or (stripped.startswith("{") and "\n{" in stripped.rstrip())
+    ):
+        records = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append((f"line {lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DataError(
+                    f"{p}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
+                    f"expected one {dataset} record (a JSON object) per line"
+                ) from None
+        return records
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"{p}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+            f"expected a JSON list of {dataset} records"
+        ) from None
+    if isinstance(data, Mapping):
+        data = next((data[k] for k in list_keys if k in data), [data])
+    if not isinstance(data, list):
+        raise DataError(
+            f"{p}: expected a JSON list of {dataset} records, got {type(data).__name__}"
+        )
+    return [(f"record {i}", r) for i, r in enumerate(data)]
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[str, Any]]:
     """``(where, record)`` for each non-blank line of a JSON Lines file (``where``: "line N",
     for error messages); a malformed line raises :class:`DataError` naming the file and line."""

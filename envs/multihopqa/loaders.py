@@ -14,7 +14,6 @@ evidence triples, HotpotQA's (and a 2Wiki file without triples) from the support
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import ConfigError, DataError, UnknownNameError
-from orchenv.tasks import ListTaskSource, Task, difficulty_of, read_data_text
+from orchenv.tasks import ListTaskSource, Task, difficulty_of, read_json_records
 
 logger = logging.getLogger(__name__)
 
@@ -83,43 +82,6 @@ _DATASET_ALIASES = {
     "2wikimqa": "2wikimultihopqa",
 }
 _SPLIT_ALIASES = {"dev": "validation", "val": "validation", "valid": "validation"}
-
-
-def _read_records(path: PathLike, dataset: str) -> list[tuple[str, Any]]:
-    """(location, record) pairs of a ``.json`` list or a ``.jsonl`` file; DataError otherwise."""
-    p, text = read_data_text(path, dataset)
-    stripped = text.lstrip()
-    if (
-        p.suffix.lower() in (".jsonl", ".ndjson")
-        or not stripped.startswith(("[", "{"))
-        or (stripped.startswith("{") and "\n{" in stripped.rstrip())
-    ):
-        records = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append((f"line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"{p}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno}); "
-                    "expected one JSON object per line"
-                ) from None
-        return records
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"{p}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-            f"expected a JSON list of {dataset} records"
-        ) from None
-    if isinstance(data, Mapping):
-        data = data.get("data", [data])
-    if not isinstance(data, list):
-        raise DataError(
-            f"{p}: expected a JSON list of {dataset} records, got {type(data).__name__}"
-        )
-    return [(f"record {i}", r) for i, r in enumerate(data)]
 
 
 class _Record:
@@ -558,7 +520,7 @@ def load_hotpotqa(
     level, supporting_facts, context}``) as one split; ``level`` easy/medium/hard -> 1/3/5.
     The hop chain comes from the supporting facts (``support_chain``)."""
     _check_limit(limit)
-    tasks = _hotpot_tasks(_read_records(path, "HotpotQA"), str(path), limit)
+    tasks = _hotpot_tasks(read_json_records(path, "HotpotQA"), str(path), limit)
     return _source("hotpotqa", split, tasks, str(path))
 
 
@@ -574,7 +536,7 @@ def load_musique(
     records (MuSiQue-full) are skipped.
     """
     _check_limit(limit)
-    tasks = _musique_tasks(_read_records(path, "MuSiQue"), str(path), limit)
+    tasks = _musique_tasks(read_json_records(path, "MuSiQue"), str(path), limit)
     return _source("musique", split, tasks, str(path))
 
 
@@ -590,7 +552,7 @@ def load_2wiki(
     a record without evidence triples gets its chain from the supporting facts.
     """
     _check_limit(limit)
-    tasks = _2wiki_tasks(_read_records(path, "2WikiMultihopQA"), str(path), limit)
+    tasks = _2wiki_tasks(read_json_records(path, "2WikiMultihopQA"), str(path), limit)
     return _source("2wikimultihopqa", split, tasks, str(path))
 
 

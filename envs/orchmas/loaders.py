@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import ConfigError, DataError
-from orchenv.tasks import ListTaskSource, Task, difficulty_of, read_data_text
+from orchenv.tasks import ListTaskSource, Task, difficulty_of, read_data_text, read_json_records
 
 __all__ = [
     "LOADERS",
@@ -47,34 +47,9 @@ def _json_rows(
     path: PathLike, dataset: str, list_keys: tuple[str, ...] = ("data",)
 ) -> Iterator[tuple[str, Any]]:
     """(where, record) of a JSON list, a JSON object holding one under ``list_keys``, or
-    JSON lines."""
-    p, text = read_data_text(path, dataset)
-    stripped = text.lstrip()
-    if (
-        p.suffix.lower() in (".jsonl", ".ndjson")
-        or not stripped.startswith(("[", "{"))
-        or (stripped.startswith("{") and "\n{" in stripped.rstrip())
-    ):
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    yield f"{p}, line {lineno}", json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(
-                        f"{p}, line {lineno}: malformed JSON ({exc.msg}); expected one "
-                        f"{dataset} record per line"
-                    ) from None
-        return
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{p}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
-    if isinstance(data, Mapping):
-        data = next((data[k] for k in list_keys if k in data), [data])
-    if not isinstance(data, list):
-        raise DataError(f"{p}: expected a JSON list of {dataset} records")
-    for i, row in enumerate(data):
-        yield f"{p}, record {i}", row
+    JSON lines; ``where`` names the file too."""
+    for where, row in read_json_records(path, dataset, list_keys):
+        yield f"{Path(path).expanduser()}, {where}", row
 
 
 def _field(row: Any, where: str, *names: str) -> str:
