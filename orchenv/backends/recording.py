@@ -52,17 +52,17 @@ from orchenv.backends.replay import (
     validate_record,
 )
 from orchenv.backends.store import CallLog, check_writable_target
-from orchenv.error import BackendError, ConfigError, OutputError
-from orchenv.pool import (
+from orchenv.calltypes import (
     AgentSpec,
     Backend,
     Call,
     CallContext,
     Completion,
     Message,
-    make_backend,
     with_measured_latency,
 )
+from orchenv.error import BackendError, ConfigError, OutputError
+from orchenv.pool import make_backend
 
 logger = logging.getLogger(__name__)
 
