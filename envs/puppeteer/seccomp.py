@@ -18,6 +18,12 @@ What it does, in order:
    fails with ``EAFNOSUPPORT``, as on a kernel built without it. The network namespace has
    no route out, so the three allowed families reach only the sandbox's own loopback.
 3. ``ioctl`` with ``TIOCSTI`` / ``TIOCLINUX`` (typing into a terminal): ``EPERM``.
+   ``personality`` only with the values Docker's default seccomp profile allows
+   (``PERSONALITY_ALLOWED``: ``PER_LINUX``, ``PER_LINUX32``, ``UNAME26`` with either, and the
+   ``0xffffffff`` query); any other flag (``ADDR_NO_RANDOMIZE``, ``READ_IMPLIES_EXEC``,
+   ``ADDR_COMPAT_LAYOUT``, ``MMAP_PAGE_ZERO``, ...), which would switch off address-space
+   randomisation or make data executable for the program's children, is ``EPERM``. The
+   kernel reads the argument as an ``unsigned int``, so comparing its low 32 bits is exact.
 4. ``EPERM`` for every call in ``DENIED``: the kernel keyring (``keyctl``, ``add_key``,
    ``request_key``: the program has no keyring at all, so it can neither read the caller's
    keys nor leave keys behind), process inspection (``ptrace``, ``process_vm_readv/writev``,
@@ -26,7 +32,9 @@ What it does, in order:
    (``open_by_handle_at``, ``name_to_handle_at``), namespaces and mounts (``unshare``,
    ``setns``, ``mount`` and the new mount API, ``umount2``, ``pivot_root``, ``chroot``),
    modules, ``kexec``, ``reboot``, swap, clocks, ``syslog``, ``acct``, ``quotactl``,
-   ``vhangup`` and, on x86_64, ``iopl`` / ``ioperm`` and the obsolete calls.
+   ``vhangup`` and, on x86_64, ``modify_ldt`` (the local descriptor table: a kernel attack
+   surface Docker's default profile also denies), ``iopl`` / ``ioperm`` and the obsolete
+   calls.
 5. Everything else is allowed.
 """
 
@@ -36,7 +44,7 @@ import os
 import platform
 import struct
 
-__all__ = ["DENIED", "filter_program", "supported"]
+__all__ = ["DENIED", "PERSONALITY_ALLOWED", "filter_program", "supported"]
 
 # classic BPF opcodes (linux/filter.h, linux/bpf_common.h)
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -62,6 +70,10 @@ _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
 _X32_BIT = 0x40000000
 
+#: the only ``personality`` arguments allowed (Docker's default profile: PER_LINUX,
+#: PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32, and 0xffffffff, which only queries)
+PERSONALITY_ALLOWED: tuple[int, ...] = (0x0, 0x0008, 0x20000, 0x20008, 0xFFFFFFFF)
+
 #: the calls refused with EPERM, by name
 DENIED: tuple[str, ...] = (
     "keyctl", "add_key", "request_key",
@@ -73,7 +85,7 @@ DENIED: tuple[str, ...] = (
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
     "swapon", "swapoff", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
     "syslog", "acct", "quotactl", "vhangup", "lookup_dcookie", "fanotify_init",
-    "iopl", "ioperm", "create_module", "uselib", "_sysctl", "nfsservctl",
+    "modify_ldt", "iopl", "ioperm", "create_module", "uselib", "_sysctl", "nfsservctl",
 )  # fmt: skip
 
 #: (audit arch, system call numbers) per machine; numbers from the kernel's unistd headers
@@ -83,7 +95,7 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
     "x86_64": (
         0xC000003E,
         {
-            "socket": 41, "socketpair": 53, "ioctl": 16,
+            "socket": 41, "socketpair": 53, "ioctl": 16, "personality": 135, "modify_ldt": 154,
             "keyctl": 250, "add_key": 248, "request_key": 249, "ptrace": 101,
             "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "pidfd_getfd": 438,
             "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "io_uring_setup": 425,
@@ -103,7 +115,7 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
     "aarch64": (
         0xC00000B7,
         {
-            "socket": 198, "socketpair": 199, "ioctl": 29,
+            "socket": 198, "socketpair": 199, "ioctl": 29, "personality": 92,
             "keyctl": 219, "add_key": 217, "request_key": 218, "ptrace": 117,
             "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "pidfd_getfd": 438,
             "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "io_uring_setup": 425,
@@ -168,6 +180,13 @@ def filter_program(machine: str | None = None) -> bytes:
         _insn(_RET_K, _RET_ERRNO | _EPERM),
         _insn(_RET_K, _RET_ALLOW),
     ]
+    allowed = PERSONALITY_ALLOWED
+    out += [_insn(_JEQ_K, numbers["personality"], jt=0, jf=len(allowed) + 3)]
+    out += [_insn(_LD_W_ABS, _arg(0))]
+    for i, value in enumerate(allowed):  # a match jumps over the rest and the EPERM
+        out += [_insn(_JEQ_K, value, jt=len(allowed) - i, jf=0)]
+    out += [_insn(_RET_K, _RET_ERRNO | _EPERM), _insn(_RET_K, _RET_ALLOW)]
+    out += [_insn(_LD_W_ABS, _NR)]  # A holds nr again for the deny list
     for name in DENIED:
         if name in numbers:
             out += [_insn(_JEQ_K, numbers[name], jt=0, jf=1), _insn(_RET_K, _RET_ERRNO | _EPERM)]
