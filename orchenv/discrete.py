@@ -41,6 +41,7 @@ __all__ = [
     "FEATURE_BOUND",
     "UNAVAILABLE_TEXT",
     "ChoiceActions",
+    "EpisodeStatistics",
     "MaskedPolicyController",
     "ObservationFeatures",
     "SavedPolicy",
@@ -336,6 +337,19 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
         )
         return np.clip(vec, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32)
 
+    def action_masks(self) -> np.ndarray:
+        """Which discrete choices are available now (bool, one per choice): the
+        :class:`ChoiceActions` mask below when there is one, else the env's own choices (all
+        True between episodes). Defined here so ``env.action_masks()`` works on the view
+        itself, as sb3-contrib's ``MaskablePPO`` and the README call it (Gymnasium >= 1.0
+        wrappers do not forward attributes)."""
+        with contextlib.suppress(AttributeError):
+            return np.asarray(self.env.get_wrapper_attr("action_masks")(), dtype=bool)
+        if self._done:
+            return np.ones(self.n_choices, dtype=bool)
+        choices = current_choices(orch_base(self.env), self.n_choices)
+        return np.array([c is not None for c in choices], dtype=bool)
+
     def features_of(self, observation: Any, info: dict[str, Any], done: bool = False) -> np.ndarray:
         """The vector ``step``/``reset`` would return for a state reached outside this wrapper
         (a controller playing the text env itself: ``MaskedPolicyController``)."""
@@ -408,6 +422,15 @@ class MaskedPolicyController:
         return text
 
 
+class EpisodeStatistics(gym.wrappers.RecordEpisodeStatistics):  # type: ignore[type-arg]
+    """Gymnasium's ``RecordEpisodeStatistics`` that keeps ``action_masks()`` reachable on the
+    outermost wrapper (the mask of the discrete view below it)."""
+
+    def action_masks(self) -> np.ndarray:
+        """The mask of the wrapped discrete view (see :meth:`ChoiceActions.action_masks`)."""
+        return np.asarray(self.env.get_wrapper_attr("action_masks")(), dtype=bool)
+
+
 def make_discrete_env(
     env_id: str,
     *,
@@ -419,10 +442,12 @@ def make_discrete_env(
     **env_kwargs: Any,
 ) -> gym.Env:
     """``gym.make(env_id, **env_kwargs)`` with :class:`ChoiceActions` then
-    :class:`ObservationFeatures` (optionally ``RecordEpisodeStatistics`` on top).
+    :class:`ObservationFeatures` (optionally :class:`EpisodeStatistics` on top).
 
-    ``env.get_wrapper_attr("action_masks")`` reaches the mask through the stack, as sb3's
-    vector envs and sb3-contrib's ``MaskablePPO`` look it up.
+    ``env.action_masks()`` works on the returned env itself (every wrapper of the view
+    defines it), and ``env.get_wrapper_attr("action_masks")`` too, as sb3's vector envs and
+    sb3-contrib's ``MaskablePPO`` look it up. ``env_id`` may be Gymnasium's
+    ``"module:ENV_ID"`` form (the module is imported first, registering the id).
     """
     env: gym.Env = ObservationFeatures(
         ChoiceActions(gym.make(env_id, **env_kwargs)),
@@ -432,7 +457,7 @@ def make_discrete_env(
         raw_numbers=raw_numbers,
     )
     if record_episode_statistics:
-        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env = EpisodeStatistics(env)
     return env
 
 

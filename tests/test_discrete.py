@@ -146,6 +146,54 @@ def test_check_env_accepts_the_stack():
     assert env.get_wrapper_attr("action_masks")().tolist() == [True, True, True, False]
 
 
+@pytest.mark.parametrize("stats", [False, True])
+def test_action_masks_on_the_outermost_wrapper(stats):
+    """The README's ``env.action_masks()`` works on the view itself, with or without
+    ``RecordEpisodeStatistics`` on top (Gymnasium >= 1.0 wrappers forward no attributes)."""
+    env = make_discrete_env(ENV_ID, n_features=32, record_episode_statistics=stats)
+    assert env.action_masks().all()  # before the first reset: every index allowed
+    _, info = env.reset(seed=0)
+    assert env.action_masks().tolist() == [True, True, True, False]
+    assert env.action_masks().tolist() == info["action_mask"].tolist()
+    _, _, terminated, truncated, info = env.step(0)
+    assert env.action_masks().tolist() == info["action_mask"].tolist()
+
+
+def test_features_alone_compute_the_mask_from_the_env():
+    env = ObservationFeatures(gym.make(ENV_ID), n_features=8)
+    env.reset(seed=0)
+    assert env.action_masks().tolist() == [True, True, True, False]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_maskable_ppo_trains_through_the_view():
+    """sb3-contrib's MaskablePPO finds the masks on the view (its ``get_action_masks`` calls
+    ``env_method("action_masks")`` on the outermost wrapper) and never sends a masked index."""
+    pytest.importorskip("torch")
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+    from stable_baselines3.common.env_util import make_vec_env
+
+    vec = make_vec_env(
+        lambda: make_discrete_env(ENV_ID, n_features=16, record_episode_statistics=True),
+        n_envs=2,
+    )
+    assert is_masking_supported(vec)
+    vec.reset()
+    assert get_action_masks(vec).tolist() == [[True, True, True, False]] * 2
+    model = sb3_contrib.MaskablePPO("MlpPolicy", vec, n_steps=16, batch_size=16, seed=0)
+    model.learn(64)
+    env = make_discrete_env(ENV_ID, n_features=16)
+    obs, info = env.reset(seed=1)
+    for _ in range(8):
+        action, _ = model.predict(obs, action_masks=env.action_masks(), deterministic=False)
+        assert env.action_masks()[int(action)]
+        obs, _, terminated, truncated, info = env.step(action)
+        assert not info.get("invalid_action")
+        if terminated or truncated:
+            obs, info = env.reset()
+
+
 class _Shrinking(BitsEnv):
     def action_choices(self) -> list[str | None]:
         return super().action_choices()[: 4 - len(self.bits)]
