@@ -1,0 +1,665 @@
+"""The audit's **tell meter**: can surface features of what the controller sees tell whether an
+agent's output is right?
+
+A simulated agent's correctness should reach the controller only through the content (the
+reasoning and the answer it writes). If a simple classifier on surface features (lengths, line
+counts, number formats, token, cost and latency fields, the author's name, the turn) predicts
+the privileged correctness of an output well, a learner can judge drafts without the skill the
+env studies, and a real model's drafts would not give that away.
+
+For one env id, ``tell_meter`` plays episodes under a mix of policies (a uniformly random
+available choice, and the skill reference at the env's realistic level) on the **train** split,
+records every agent output (each ``pool.call``, routed or consulted) with its privileged label,
+fits a logistic regression (L2, Newton's method, numpy) on the train outputs and reports its
+AUC on outputs of episodes on the **test** split, with a 95% interval from a bootstrap over
+test episodes (outputs of one episode are resampled together). Three AUCs:
+
+- ``auc``: the classifier on every feature, across authors;
+- ``auc_context``: a classifier on the context alone (author, turn, position, consult): how much
+  of ``auc`` is the legitimate prior that a stronger agent is right more often;
+- ``auc_within``: the full classifier's scores ranked within each author (pairs of one author's
+  right and wrong outputs; authors weighted by their pairs): what surface features tell beyond
+  who wrote the output. **Flagged** when it is above ``threshold`` (0.65).
+
+The privileged label is the completion's ``meta["correct"]`` (the simulated backend's outcome),
+else ``meta["right"]`` (ALFWorld's role agents); an env whose agents record neither is reported
+*not measurable*, never guessed. Text features are used only when the output's text appears in
+an observation the controller receives (``text_visible`` says for what share); the call's
+record fields (``info["calls"]``) are always visible.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from orchenv.core import OrchestrationEnv
+from orchenv.discrete import available, current_choices, orch_base
+from orchenv.error import ConfigError, OrchEnvError
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_TELL_THRESHOLD",
+    "LABEL_KEYS",
+    "Output",
+    "TellClassifier",
+    "TellMeter",
+    "auc_score",
+    "output_features",
+    "tell_meter",
+]
+
+#: within-author AUC above this is a tell (issue 38)
+DEFAULT_TELL_THRESHOLD = 0.65
+DEFAULT_TELL_EPISODES = 200
+DEFAULT_TELL_TEST_EPISODES = 100
+BOOTSTRAP = 1000
+#: ``meta`` keys read as the privileged correctness of an output, in order
+LABEL_KEYS = ("correct", "right")
+#: L2 strength of the logistic regression (on standardised features)
+L2 = 1.0
+_NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
+_BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+_TAG_RE = re.compile(r"<[A-Za-z/][^<>]{0,40}>")
+#: characters of an output's text looked for in the observations (visibility)
+SNIPPET_CHARS = 60
+
+TEXT_FEATURES = (
+    "log_chars",
+    "lines",
+    "log_words",
+    "digit_share",
+    "numbers",
+    "boxed",
+    "answer_integer",
+    "answer_log_magnitude",
+    "answer_chars",
+    "fractions",
+    "tags",
+)
+RECORD_FEATURES = (
+    "log_prompt_tokens",
+    "log_completion_tokens",
+    "tokens_per_char",
+    "latency_s",
+    "log_cost",
+    "cached",
+)
+CONTEXT_FEATURES = ("turn", "position", "consult", "text_visible")
+
+
+@dataclass
+class Output:
+    """One agent output as the controller sees it, with its privileged label."""
+
+    agent: str
+    text: str
+    record: dict[str, Any]
+    turn: int
+    position: int
+    consult: bool
+    label: bool
+    episode: int
+    visible: bool = True
+
+
+def _answer(text: str) -> str | None:
+    boxed = _BOXED_RE.findall(text)
+    if boxed:
+        return boxed[-1]
+    tagged = re.findall(r"<answer>(.*?)</answer>", text, flags=re.S)
+    if tagged:
+        return tagged[-1]
+    numbers = _NUMBER_RE.findall(text)
+    return numbers[-1] if numbers else None
+
+
+def text_features(text: str) -> list[float]:
+    """Surface statistics of an output's text (``TEXT_FEATURES``); never its meaning."""
+    text = text[:200_000]
+    chars = len(text)
+    answer = _answer(text)
+    magnitude = 0.0
+    integer = 0.0
+    if answer is not None:
+        found = _NUMBER_RE.findall(answer)
+        if found:
+            try:
+                value = float(found[-1])
+                magnitude = math.log10(abs(value) + 1.0) if math.isfinite(value) else 0.0
+                integer = float(value.is_integer() and "/" not in answer and "frac" not in answer)
+            except (ValueError, OverflowError):
+                pass
+    return [
+        math.log1p(chars),
+        float(text.count("\n") + 1),
+        math.log1p(len(text.split())),
+        sum(c.isdigit() for c in text) / max(chars, 1),
+        float(len(_NUMBER_RE.findall(text))),
+        float(bool(_BOXED_RE.search(text))),
+        integer,
+        magnitude,
+        float(len(answer)) if answer is not None else 0.0,
+        float(text.count("\\frac") + text.count("/")),
+        float(len(_TAG_RE.findall(text))),
+    ]
+
+
+def record_features(record: Mapping[str, Any], chars: int) -> list[float]:
+    """The call record's fields (``RECORD_FEATURES``), as ``info["calls"]`` shows them."""
+
+    def num(key: str) -> float:
+        value = record.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return 0.0
+        value = float(value)
+        return value if math.isfinite(value) and value >= 0 else 0.0
+
+    completion = num("completion_tokens")
+    return [
+        math.log1p(num("prompt_tokens")),
+        math.log1p(completion),
+        completion / max(chars, 1),
+        num("latency_s"),
+        math.log1p(num("cost_usd") * 1e6),
+        float(bool(record.get("cached"))),
+    ]
+
+
+def output_features(output: Output, agents: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(all features, context features)`` of one output: text statistics (zero when the text
+    is not shown to the controller), record fields, context, and the author one-hot."""
+    text = text_features(output.text) if output.visible else [0.0] * len(TEXT_FEATURES)
+    record = record_features(output.record, len(output.text))
+    author = [float(output.agent == a) for a in agents]
+    context = [float(output.turn), float(output.position), float(output.consult)]
+    context += [float(output.visible)]
+    full = np.array([*text, *record, *context, *author], dtype=float)
+    return full, np.array([*context, *author], dtype=float)
+
+
+def feature_names(agents: Sequence[str]) -> list[str]:
+    return [*TEXT_FEATURES, *RECORD_FEATURES, *CONTEXT_FEATURES, *(f"agent={a}" for a in agents)]
+
+
+# -- the classifier --------------------------------------------------------------------------------
+class TellClassifier:
+    """Logistic regression with an L2 penalty on standardised features, fitted by Newton's
+    method (numpy only; deterministic)."""
+
+    def __init__(self, l2: float = L2, iterations: int = 50) -> None:
+        self.l2, self.iterations = l2, iterations
+        self.mean: np.ndarray | None = None
+        self.scale: np.ndarray | None = None
+        self.weights: np.ndarray | None = None
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> TellClassifier:
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        self.mean = x.mean(axis=0)
+        scale = x.std(axis=0)
+        self.scale = np.where(scale > 1e-12, scale, 1.0)
+        z = self._design(x)
+        w = np.zeros(z.shape[1])
+        penalty = np.full(z.shape[1], self.l2)
+        penalty[0] = 0.0  # the intercept is not penalised
+        for _ in range(self.iterations):
+            p = _sigmoid(z @ w)
+            grad = z.T @ (p - y) + penalty * w
+            hess = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty + 1e-9)
+            step = np.linalg.solve(hess, grad)
+            w -= step
+            if float(np.max(np.abs(step))) < 1e-8:
+                break
+        self.weights = w
+        return self
+
+    def _design(self, x: np.ndarray) -> np.ndarray:
+        assert self.mean is not None and self.scale is not None
+        z = (np.asarray(x, dtype=float) - self.mean) / self.scale
+        return np.hstack([np.ones((z.shape[0], 1)), z])
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """P(right) per row."""
+        if self.weights is None:
+            raise OrchEnvError("TellClassifier.predict_proba before fit(); call fit(x, y) first")
+        return _sigmoid(self._design(np.atleast_2d(x)) @ self.weights)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
+
+
+def auc_score(y: Sequence[bool] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney, ties counted half); NaN with one class only."""
+    y = np.asarray(y, dtype=bool)
+    s = np.asarray(scores, dtype=float)
+    n1, n0 = int(y.sum()), int((~y).sum())
+    if n1 == 0 or n0 == 0:
+        return math.nan
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s))
+    sorted_s = s[order]
+    i = 0
+    while i < len(s):  # average ranks over ties
+        j = i
+        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return float((ranks[y].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
+
+
+def within_auc(y: np.ndarray, scores: np.ndarray, groups: Sequence[str]) -> float:
+    """AUC over pairs of one group's right and wrong outputs (groups weighted by pairs)."""
+    total, weight = 0.0, 0
+    groups_arr = np.asarray(groups)
+    for g in sorted(set(groups)):
+        mask = groups_arr == g
+        yg = y[mask]
+        pairs = int(yg.sum()) * int((~yg).sum())
+        if pairs:
+            total += auc_score(yg, scores[mask]) * pairs
+            weight += pairs
+    return total / weight if weight else math.nan
+
+
+# -- the report ------------------------------------------------------------------------------------
+@dataclass
+class TellMeter:
+    """What the tell meter found for one env id (see the module docstring)."""
+
+    env_id: str
+    measurable: bool
+    reason: str = ""
+    label_key: str = ""
+    train_split: str = ""
+    test_split: str = ""
+    train_episodes: int = 0
+    test_episodes: int = 0
+    train_outputs: int = 0
+    test_outputs: int = 0
+    #: share of test outputs labelled right
+    right_share: float | None = None
+    #: share of outputs whose text the controller sees in an observation
+    text_visible: float | None = None
+    auc: float | None = None
+    auc_ci: list[float] = field(default_factory=list)
+    auc_within: float | None = None
+    auc_within_ci: list[float] = field(default_factory=list)
+    auc_context: float | None = None
+    auc_context_ci: list[float] = field(default_factory=list)
+    threshold: float = DEFAULT_TELL_THRESHOLD
+    flagged: bool = False
+    #: the largest standardised weights: feature -> weight (positive: more often right)
+    top_features: dict[str, float] = field(default_factory=dict)
+    agents: list[str] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """One line for a report."""
+        if not self.measurable:
+            return f"not measurable ({self.reason})"
+        return (
+            f"within-author AUC {_fmt(self.auc_within)} {_ci(self.auc_within_ci)}, across "
+            f"authors {_fmt(self.auc)} {_ci(self.auc_ci)}, context alone {_fmt(self.auc_context)} "
+            f"{_ci(self.auc_context_ci)}; {self.test_outputs} test outputs"
+            + (" — FLAG (tell)" if self.flagged else "")
+        )
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def _ci(ci: Sequence[float]) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if len(ci) == 2 else "[–]"
+
+
+# -- collection ------------------------------------------------------------------------------------
+class _Recorder:
+    """Wraps the env's pool's ``call`` (shared by the env's forks) to record completions."""
+
+    def __init__(self, base: OrchestrationEnv) -> None:
+        self.base = base
+        self.pool = base.pool
+        self.calls: list[tuple[Any, int]] = []
+        self._original = self.pool.call
+
+    def __enter__(self) -> _Recorder:
+        original = self._original
+
+        def call(name: str, messages: Any, context: Any = None, *args: Any, **kw: Any) -> Any:
+            completion = original(name, messages, context, *args, **kw)
+            self.calls.append((completion, int(self.base.turn)))
+            return completion
+
+        self.pool.call = call  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            del self.pool.call  # back to the class's method
+        except AttributeError:
+            self.pool.call = self._original  # type: ignore[method-assign]
+
+
+def label_of(meta: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """The privileged label of a completion (``LABEL_KEYS``), or None."""
+    for key in LABEL_KEYS:
+        value = meta.get(key)
+        if isinstance(value, (bool, np.bool_)):
+            return key, bool(value)
+    return None
+
+
+Chooser = Callable[[OrchestrationEnv, np.random.Generator], str]
+
+
+def _random_available(env: OrchestrationEnv, rng: np.random.Generator) -> str:
+    try:
+        choices = current_choices(env)
+    except NotImplementedError:
+        return env.demo_action(rng)
+    options = available(choices)
+    text = choices[options[int(rng.integers(len(options)))]]
+    assert text is not None
+    return text
+
+
+def _skill_player(level: float) -> Chooser:
+    def choose(env: OrchestrationEnv, rng: np.random.Generator) -> str:
+        text = env.skill_action(bool(rng.random() < level), rng)
+        return text if isinstance(text, str) else _random_available(env, rng)
+
+    return choose
+
+
+def _collect(
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    split: str,
+    episodes: int,
+    seed: int,
+    players: Sequence[Chooser],
+    deadline: float | None,
+    first_episode: int,
+) -> tuple[list[Output], int, set[str]]:
+    """Outputs of up to ``episodes`` episodes on ``split`` (policies alternate by episode)."""
+    env = gym.make(env_id, **{**env_kwargs, "split": split})
+    try:
+        return _play_outputs(
+            orch_base(env), split, episodes, seed, players, deadline, first_episode
+        )
+    finally:
+        env.close()
+
+
+def _play_outputs(
+    base: OrchestrationEnv,
+    split: str,
+    episodes: int,
+    seed: int,
+    players: Sequence[Chooser],
+    deadline: float | None,
+    first_episode: int,
+) -> tuple[list[Output], int, set[str]]:
+    outputs: list[Output] = []
+    keys: set[str] = set()
+    try:
+        size = base.task_source.size(split)
+        indices = [int(i) for i in np.random.default_rng([seed, 7]).permutation(size)]
+    except OrchEnvError:
+        indices = []
+    played = 0
+    for number in range(episodes):
+        if deadline is not None and number and time.monotonic() > deadline:
+            break
+        rng = np.random.default_rng([seed, 11, first_episode + number])
+        options: dict[str, Any] = {}
+        if indices:
+            options["task_index"] = indices[number % len(indices)]
+        obs, _ = base.reset(seed=int(rng.integers(2**31)), options=options)
+        seen = [str(obs)]
+        player = players[number % len(players)]
+        episode_id = first_episode + number
+        pending: list[tuple[Any, int, int, int, bool]] = []
+        with _Recorder(base) as recorder:
+            for _ in range(base.max_turns + 1):
+                start = len(recorder.calls)
+                obs, _, terminated, truncated, info = base.step(player(base, rng))
+                seen.append(str(obs))
+                consults = sum(bool(c.get("consult")) for c in info.get("calls") or ())
+                for position, (completion, turn) in enumerate(recorder.calls[start:]):
+                    pending.append((completion, turn, position, len(seen) - 1, position < consults))
+                if terminated or truncated:
+                    break
+        for completion, turn, position, step_index, consult in pending:
+            labelled = label_of(completion.meta)
+            if labelled is None:
+                continue
+            keys.add(labelled[0])
+            snippet = completion.text.strip()[:SNIPPET_CHARS]
+            visible = bool(snippet) and any(snippet in o for o in seen[step_index:])
+            record = OrchestrationEnv._call_record(completion)
+            outputs.append(
+                Output(
+                    agent=completion.agent,
+                    text=completion.text,
+                    record=record,
+                    turn=turn,
+                    position=position,
+                    consult=consult,
+                    label=labelled[1],
+                    episode=episode_id,
+                    visible=visible,
+                )
+            )
+        played += 1
+    return outputs, played, keys
+
+
+def _bootstrap(
+    y: np.ndarray,
+    full: np.ndarray,
+    context: np.ndarray,
+    agents: list[str],
+    episodes: np.ndarray,
+    rng: np.random.Generator,
+    draws: int = BOOTSTRAP,
+) -> dict[str, list[float]]:
+    """95% percentile intervals of the three AUCs, resampling test episodes."""
+    ids = np.unique(episodes)
+    rows = {e: np.flatnonzero(episodes == e) for e in ids}
+    out: dict[str, list[float]] = {"auc": [], "within": [], "context": []}
+    for _ in range(draws):
+        pick = np.concatenate([rows[e] for e in rng.choice(ids, size=len(ids))])
+        yb = y[pick]
+        out["auc"].append(auc_score(yb, full[pick]))
+        out["context"].append(auc_score(yb, context[pick]))
+        out["within"].append(within_auc(yb, full[pick], [agents[i] for i in pick]))
+    return {
+        k: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))]
+        if np.isfinite(v).any()
+        else []
+        for k, v in out.items()
+    }
+
+
+def _splits(base: OrchestrationEnv) -> tuple[str, ...]:
+    try:
+        return tuple(base.task_source.splits)
+    except OrchEnvError:
+        return ()
+
+
+@dataclass
+class FittedTells:
+    """A fitted tell classifier and how to featurise an output for it."""
+
+    classifier: TellClassifier
+    agents: list[str]
+
+    def prob_right(self, output: Output) -> float:
+        full, _ = output_features(output, self.agents)
+        return float(self.classifier.predict_proba(full[None, :])[0])
+
+
+def tell_meter(
+    env_id: str,
+    *,
+    episodes: int = DEFAULT_TELL_EPISODES,
+    test_episodes: int = DEFAULT_TELL_TEST_EPISODES,
+    seed: int = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+    threshold: float = DEFAULT_TELL_THRESHOLD,
+    skill_level: float | None = None,
+    time_limit_s: float | None = None,
+    bootstrap: int = BOOTSTRAP,
+) -> tuple[TellMeter, FittedTells | None]:
+    """Fit the tell classifier on train episodes of ``env_id`` and measure it on test ones.
+
+    Args:
+        episodes: train episodes (policies alternate: random available choice, skill reference).
+        test_episodes: test episodes (the same mix).
+        skill_level: the skill reference's level in the mix (default: the env's realistic one).
+        time_limit_s: stop collecting past this (train gets 60% of it); the report says so.
+        bootstrap: resamples of test episodes for the intervals.
+
+    Returns the ``TellMeter`` and the fitted classifier (None when not measurable).
+    """
+    if episodes < 2 or test_episodes < 2:
+        raise ConfigError(
+            f"episodes and test_episodes must be >= 2, got {episodes}, {test_episodes}"
+        )
+    if not 0.0 < threshold < 1.0:
+        raise ConfigError(f"threshold must be in (0, 1), got {threshold!r}")
+    started = time.monotonic()
+    kwargs = {k: v for k, v in dict(env_kwargs or {}).items() if k != "split"}
+    env = gym.make(env_id, **kwargs)
+    try:
+        base = orch_base(env)
+        level = skill_level
+        if level is None:
+            value = getattr(type(base), "realistic_skill", None)
+            level = float(value) if isinstance(value, (int, float)) else 0.75
+        splits = _splits(base)
+        train_split = "train" if "train" in splits else base.split
+        test_split = "test" if "test" in splits else base.split
+        notes: list[str] = []
+        if train_split == test_split:
+            notes.append(f"one split ({train_split!r}): train and test episodes draw its tasks")
+    finally:
+        env.close()
+    players = [_random_available, _skill_player(level)]
+    policies = ["random-available", f"skill@{level:g}"]
+    train_deadline = None if time_limit_s is None else started + 0.6 * time_limit_s
+    train, n_train, keys = _collect(
+        env_id, kwargs, train_split, episodes, seed, players, train_deadline, 0
+    )
+    test_deadline = None if time_limit_s is None else started + time_limit_s
+    test, n_test, keys2 = _collect(
+        env_id, kwargs, test_split, test_episodes, seed + 1, players, test_deadline, 1_000_000
+    )
+    meter = TellMeter(
+        env_id=env_id,
+        measurable=False,
+        train_split=train_split,
+        test_split=test_split,
+        train_episodes=n_train,
+        test_episodes=n_test,
+        train_outputs=len(train),
+        test_outputs=len(test),
+        threshold=threshold,
+        policies=policies,
+        notes=notes,
+        label_key="/".join(sorted(keys | keys2)),
+    )
+    if n_train < episodes or n_test < test_episodes:
+        notes.append(
+            f"time limit: {n_train} of {episodes} train and {n_test} of {test_episodes} test "
+            "episodes played"
+        )
+    meter.elapsed_s = round(time.monotonic() - started, 2)
+    fitted = measure(meter, train, test, seed=seed, bootstrap=bootstrap)
+    meter.elapsed_s = round(time.monotonic() - started, 2)
+    logger.info("tell meter %s: %s", env_id, meter.line())
+    return meter, fitted
+
+
+def measure(
+    meter: TellMeter,
+    train: Sequence[Output],
+    test: Sequence[Output],
+    *,
+    seed: int = 0,
+    bootstrap: int = BOOTSTRAP,
+) -> FittedTells | None:
+    """Fit the classifiers on ``train`` outputs and fill ``meter``'s AUCs, intervals and flag
+    from ``test`` outputs (``meter.reason`` says why when it cannot); the fitted classifier."""
+    threshold, notes = meter.threshold, meter.notes
+    train, test = list(train), list(test)
+    meter.train_outputs, meter.test_outputs = len(train), len(test)
+    if not train and not test:
+        meter.reason = (
+            "no agent output carries a privileged label (completion meta "
+            f"{' or '.join(repr(k) for k in LABEL_KEYS)})"
+        )
+        return None
+    y_train = np.array([o.label for o in train], dtype=bool)
+    y_test = np.array([o.label for o in test], dtype=bool)
+    if len(set(y_train.tolist())) < 2 or len(set(y_test.tolist())) < 2:
+        meter.reason = "the outputs are all right or all wrong on a split (no AUC)"
+        return None
+    agents = sorted({o.agent for o in train} | {o.agent for o in test})
+    feats = [output_features(o, agents) for o in train]
+    x_full = np.array([f[0] for f in feats])
+    x_context = np.array([f[1] for f in feats])
+    full_clf = TellClassifier().fit(x_full, y_train)
+    context_clf = TellClassifier().fit(x_context, y_train)
+    test_feats = [output_features(o, agents) for o in test]
+    s_full = full_clf.predict_proba(np.array([f[0] for f in test_feats]))
+    s_context = context_clf.predict_proba(np.array([f[1] for f in test_feats]))
+    authors = [o.agent for o in test]
+    meter.measurable = True
+    meter.agents = agents
+    meter.right_share = float(y_test.mean())
+    meter.text_visible = float(np.mean([o.visible for o in train + test]))
+    meter.auc = auc_score(y_test, s_full)
+    meter.auc_context = auc_score(y_test, s_context)
+    within = within_auc(y_test, s_full, authors)
+    meter.auc_within = None if math.isnan(within) else within
+    if bootstrap:
+        cis = _bootstrap(
+            y_test,
+            s_full,
+            s_context,
+            authors,
+            np.array([o.episode for o in test]),
+            np.random.default_rng([seed, 13]),
+            bootstrap,
+        )
+        meter.auc_ci, meter.auc_within_ci, meter.auc_context_ci = (
+            cis["auc"],
+            cis["within"],
+            cis["context"],
+        )
+    if meter.auc_within is None:
+        notes.append("no author has both right and wrong test outputs: no within-author AUC")
+    meter.flagged = meter.auc_within is not None and meter.auc_within > threshold
+    assert full_clf.weights is not None
+    names = feature_names(agents)
+    order = np.argsort(-np.abs(full_clf.weights[1:]))[:6]
+    meter.top_features = {names[i]: round(float(full_clf.weights[1 + i]), 3) for i in order}
+    return FittedTells(full_clf, agents)

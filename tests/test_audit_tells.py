@@ -1,0 +1,126 @@
+"""The audit's tell meter (orchenv.audit_tells): the AUC, the classifier, the within-author
+measure, and the meter on a real env (a tell is found; an env without labels says so)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from orchenv.audit_tells import (
+    Output,
+    TellClassifier,
+    TellMeter,
+    auc_score,
+    measure,
+    tell_meter,
+    within_auc,
+)
+from orchenv.error import ConfigError, OrchEnvError
+
+
+def _pairs_auc(y: list[bool], s: list[float]) -> float:
+    pos = [v for v, lab in zip(s, y, strict=True) if lab]
+    neg = [v for v, lab in zip(s, y, strict=True) if not lab]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
+    return wins / (len(pos) * len(neg))
+
+
+def test_auc_matches_pair_counting_with_ties() -> None:
+    rng = np.random.default_rng(0)
+    y = [bool(v) for v in rng.integers(0, 2, 60)]
+    s = [float(v) for v in rng.integers(0, 5, 60)]  # many ties
+    assert auc_score(y, s) == pytest.approx(_pairs_auc(y, s))
+    assert auc_score([True, False], [1.0, 0.0]) == 1.0
+    assert auc_score([True, False], [0.0, 1.0]) == 0.0
+    assert math.isnan(auc_score([True, True], [0.0, 1.0]))
+
+
+def test_classifier_learns_a_signal_and_not_noise() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(400, 3))
+    y = x[:, 0] + 0.3 * rng.normal(size=400) > 0
+    clf = TellClassifier().fit(x[:300], y[:300])
+    assert auc_score(y[300:], clf.predict_proba(x[300:])) > 0.9
+    noise = rng.integers(0, 2, 400).astype(bool)
+    clf = TellClassifier().fit(x[:300], noise[:300])
+    assert abs(auc_score(noise[300:], clf.predict_proba(x[300:])) - 0.5) < 0.15
+    with pytest.raises(OrchEnvError, match="before fit"):
+        TellClassifier().predict_proba(x)
+
+
+def test_within_author_auc_ignores_who_wrote_it() -> None:
+    # the strong author is right more often; the score only says who wrote the output
+    y = np.array([True] * 8 + [False] * 2 + [True] * 2 + [False] * 8)
+    groups = ["strong"] * 10 + ["weak"] * 10
+    scores = np.array([1.0] * 10 + [0.0] * 10)
+    assert auc_score(y, scores) > 0.75
+    assert within_auc(y, scores, groups) == pytest.approx(0.5)
+
+
+def _outputs(n: int, tell: bool, seed: int, first: int) -> list[Output]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        right = bool(rng.random() < 0.6)
+        # a tell: wrong outputs report more completion tokens than their text has
+        tokens = int(rng.integers(50, 80)) + (200 if tell and not right else 0)
+        out.append(
+            Output(
+                agent="a" if i % 2 else "b",
+                text="Step 1. x = 2\n\\boxed{2}",
+                record={"completion_tokens": tokens, "prompt_tokens": 40},
+                turn=0,
+                position=0,
+                consult=False,
+                label=right,
+                episode=first + i // 2,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("tell", [True, False])
+def test_measure_flags_a_token_tell_and_only_a_tell(tell: bool) -> None:
+    meter = TellMeter(env_id="synthetic", measurable=False)
+    fitted = measure(meter, _outputs(300, tell, 0, 0), _outputs(200, tell, 1, 1000), bootstrap=200)
+    assert fitted is not None and meter.measurable
+    assert meter.auc_within is not None and len(meter.auc_within_ci) == 2
+    assert meter.auc_within_ci[0] <= meter.auc_within <= meter.auc_within_ci[1]
+    assert meter.flagged is tell
+    if tell:
+        assert meter.auc_within > 0.95
+        assert "log_completion_tokens" in meter.top_features
+    else:
+        assert meter.auc_within < 0.6 and meter.auc_within_ci[0] < 0.5
+
+
+def test_tell_meter_on_mathroute_measures_every_output() -> None:
+    meter, fitted = tell_meter("orch/MathRoute-v0", episodes=40, test_episodes=30, bootstrap=100)
+    assert meter.measurable and fitted is not None
+    assert meter.label_key == "correct"
+    assert meter.train_episodes == 40 and meter.test_episodes == 30
+    assert meter.train_split == "train" and meter.test_split == "test"
+    assert meter.test_outputs > 30  # at least one output per episode
+    assert meter.text_visible == 1.0  # MathRoute shows the draft to the controller
+    for value in (meter.auc, meter.auc_context, meter.auc_within):
+        assert value is not None and 0.0 <= value <= 1.0
+    assert set(meter.agents) >= {"Qwen2.5-7B-Instruct"}
+    assert "AUC" in meter.line()
+
+
+def test_tell_meter_without_labels_is_not_measurable() -> None:
+    # WebShop's controller acts alone: no agent output, nothing to measure (never guessed)
+    meter, fitted = tell_meter("orch/WebShop-v0", episodes=2, test_episodes=2, bootstrap=0)
+    assert not meter.measurable and fitted is None
+    assert "privileged label" in meter.reason
+    assert meter.line().startswith("not measurable")
+
+
+def test_tell_meter_refuses_bad_arguments() -> None:
+    with pytest.raises(ConfigError, match="episodes"):
+        tell_meter("orch/MathRoute-v0", episodes=1)
+    with pytest.raises(ConfigError, match="threshold"):
+        tell_meter("orch/MathRoute-v0", threshold=1.5)
