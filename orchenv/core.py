@@ -347,6 +347,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self._step_meter = UsageMeter()
         self._step_calls: list[dict[str, Any]] = []
         self._consulted: list[Completion] = []
+        #: every call ``consult()`` made this episode (they count against ``calls_left``)
+        self.consulted: list[Completion] = []
         self.task: Task | None = None
 
     # -- the protocol a subclass writes ------------------------------------------------
@@ -488,6 +490,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self._step_meter = UsageMeter()
         self._step_calls = []
         self._consulted = []
+        self.consulted = []
         self.task = None
         extra = self._reset_episode(dict(options or {}))
         if self.task is not None:
@@ -512,8 +515,9 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         for completion in self._consulted:  # calls the controller made since the last step
             self._step_meter.record(completion)
             self._step_calls.append({**self._call_record(completion), "consult": True})
-        self._consulted = []
-        self.turn += 1
+        self.turn += 1  # consults are priced as calls made at this step (call_charge)
+        consult_charge = sum(float(self.call_charge(c)) for c in self._consulted)
+        consulted, self._consulted = bool(self._consulted), []
         self.transcript.append({"turn": self.turn, "role": "controller", "text": action})
         try:
             outcome = self._apply(action)
@@ -523,7 +527,9 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             raise
         if refused is not None:  # the env saw a marker; the step reports why
             outcome.error = refused
-        reward = float(outcome.reward)
+        reward = float(outcome.reward) - consult_charge
+        if consulted:
+            outcome.info["consult_charge"] = consult_charge
         if outcome.error is not None:
             reward += self.format_penalty
             self.notice = outcome.error or "malformed reply."
@@ -592,20 +598,56 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         """Chat messages as the one-string observation (contents joined by blank lines)."""
         return "\n\n".join(m["content"] for m in messages)
 
+    # -- one price for every call (issue 38) ----------------------------------------------------
+    def call_charge(self, completion: Completion) -> float:
+        """The reward one agent call costs (subtracted from the return), whichever path made it.
+
+        An env whose reward charges its routed calls (MathRoute's ``-lambda_a``, MultihopQA's
+        token penalty) returns that charge here for a call of ``completion.agent`` with
+        ``completion``'s tokens, and its routed path uses the same method, so a call made
+        through ``consult()`` costs exactly what a routed one does. The base env subtracts
+        it from the reward of the step after the consult (``info["consult_charge"]``).
+        Default 0: the env's reward prices calls only through their dollar cost (a budget
+        read from ``self.meter``, which counts consulted calls too) or not at all.
+        """
+        return 0.0
+
+    def calls_left(self) -> int | None:
+        """Agent calls this episode may still make under the env's per-episode call limit,
+        routed and consulted together (``self.consulted``); ``None``: the env has no call
+        limit. ``consult()`` refuses a call when none is left, and an env with a limit reads
+        this before each routed call."""
+        return None
+
+    def consult_context(self, name: str) -> CallContext:
+        """The ``CallContext`` a consulted call of ``name`` gets: the task and the turn. An env
+        whose routed calls pass more (a simulated role backend that needs the task's
+        privileged meta) overrides it, so a consult reaches the agent as a routed call does."""
+        return CallContext(task=self.task, turn=self.turn)
+
     def consult(self, name: str, messages: Sequence[Message]) -> Completion:
         """Call a pool agent on the controller's behalf (a verifier, self-consistency samples).
 
         For controllers that use pool agents outside the env's action protocol, e.g. a
-        cascade whose verifier is an agent. The call is charged to the episode (cost,
-        tokens, ``agent_calls``) and reported in the next step's ``info["calls"]`` with
-        ``"consult": True`` and in its ``constraint_costs``, so such controllers are
-        compared on equal terms.
+        cascade whose verifier is an agent. The call is charged to the episode exactly as a
+        routed call of the same agent and tokens: its cost, tokens and ``agent_calls``; the
+        env's reward charge (``call_charge``, taken from the next step's reward and shown in
+        its ``info["consult_charge"]``); the env's per-episode call limit (``calls_left``:
+        raises ``EnvStateError`` when no call is left). It is reported in the next step's
+        ``info["calls"]`` with ``"consult": True`` and in its ``constraint_costs``.
         """
         if not self._started or self._done:
             raise EnvStateError("consult() needs an episode in progress; call reset() first")
-        completion = self.pool.call(name, messages, CallContext(task=self.task, turn=self.turn))
+        left = self.calls_left()
+        if left is not None and left <= 0:
+            raise EnvStateError(
+                f"consult({show(name)}) refused: {type(self).__name__}'s per-episode call limit "
+                "is used up (routed and consulted calls count alike); answer or stop instead"
+            )
+        completion = self.pool.call(name, messages, self.consult_context(name))
         self.meter.record(completion)
         self._consulted.append(completion)
+        self.consulted.append(completion)
         self.transcript.append(
             {"turn": self.turn, "role": f"{name} (consulted)", "text": completion.text}
         )

@@ -216,15 +216,17 @@ def test_usage_is_reported_per_episode_and_as_share_of_calls(tiny_tasks):
     metrics = info["metrics"]
     assert metrics["calls/weak"] == metrics["calls/mid"] == metrics["calls/strong"] == 1.0
     assert metrics["calls/total"] == 3.0  # consulted calls are usage too
-    usage = info["lifetime_usage"]  # routed calls over the env's lifetime: what budgets bind
+    # calls over the env's lifetime, what budgets bind: a consulted call counts as a routed
+    # one (issue 38: one price for every call)
+    usage = info["lifetime_usage"]
     assert usage["denominator"] == "calls" and usage["episodes"] == 1
-    assert usage["share_of_calls"] == {WEAK: 0.5, MID: 0.5, STRONG: 0.0}
-    assert usage["calls_per_episode"] == {WEAK: 1.0, MID: 1.0, STRONG: 0.0}
+    assert usage["share_of_calls"] == pytest.approx({WEAK: 1 / 3, MID: 1 / 3, STRONG: 1 / 3})
+    assert usage["calls_per_episode"] == {WEAK: 1.0, MID: 1.0, STRONG: 1.0}
     env.reset()
     env.step(route_text(MID))
     _, _, _, _, info = env.step(verdict_text(True))
     usage = info["lifetime_usage"]
-    assert usage["share_of_calls"][MID] == pytest.approx(2 / 3)
+    assert usage["share_of_calls"][MID] == pytest.approx(2 / 4)
     assert usage["calls_per_episode"][MID] == 1.0
 
 
@@ -325,7 +327,12 @@ def test_consulted_calls_are_charged_to_the_episode(tiny_tasks):
     opinion = env.consult(STRONG, [{"role": "user", "content": "check this draft"}])
     assert opinion.text == RIGHT
     _, reward, _, _, info = env.step(verdict_text(False, MID))
-    assert reward == pytest.approx(expected(1, 1, MID)), "consulting does not change eq. (3)"
+    # the consult is priced as a routed call of STRONG would be: alpha * lambda_STRONG
+    # (issue 38; it used to be free)
+    charge = env.call_charge(opinion)
+    assert charge == pytest.approx(env.alpha * env.multipliers[STRONG])
+    assert reward == pytest.approx(expected(1, 1, MID) - charge)
+    assert info["consult_charge"] == pytest.approx(charge)
     assert info["agent_calls"] == {WEAK: 1, STRONG: 1, MID: 1}
     assert [c.get("consult", False) for c in info["calls"]] == [True, False]
     np.testing.assert_array_equal(info["constraint_costs"], [0, 1, 1])

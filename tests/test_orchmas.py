@@ -127,15 +127,17 @@ def test_turn_limit_without_answer_is_truncated_and_scores_zero():
         _, r, term, trunc, info = env.step(call(prompt=f"step {t}"))
         rewards.append(r)
         assert trunc == (t == N - 1) and not term
-    assert len(backend.calls) == N
+    # max_calls = N - 1: the call at the last turn is over the limit, refused (issue 38)
+    assert len(backend.calls) == N - 1
+    assert info["invalid_action"] and "used up" in info["parse_error"]
     assert rewards == pytest.approx([BASE + 0.1] * 4 + [BASE] * (N - 4))  # capped at kappa
     assert sum(rewards) == pytest.approx(0.0)  # -kappa + kappa, no precision
     assert info["final_answer"] is None and not info["correct"] and info["score"] == 0.0
     # the format cap was reached, but no final turn passed its checks: the gate stays shut
-    assert info["metrics"]["executor_calls"] == N and info["metrics"]["gate"] == 0.0
+    assert info["metrics"]["executor_calls"] == N - 1 and info["metrics"]["gate"] == 0.0
     # the executor saw the earlier exchanges as history
     last_messages = backend.calls[-1][1]
-    roles = ["system"] + ["user", "assistant"] * (N - 1) + ["user"]
+    roles = ["system"] + ["user", "assistant"] * (N - 2) + ["user"]
     assert [m["role"] for m in last_messages] == roles
 
 

@@ -461,6 +461,12 @@ class BudgetRouteEnv(OrchestrationEnv):
         self._own_answer = None
         return {}
 
+    def calls_left(self) -> int:
+        """Expert calls the episode may still make: one per turn but the last (which can only
+        answer), routed and consulted alike (a consult's dollars are in ``self.meter`` and so
+        in the budget check too)."""
+        return max(0, self.max_turns - 1 - len(self.history) - len(self.consulted))
+
     def _rewards(self) -> tuple[float, float]:
         """(r_perf, r_cost) of the episode so far (eq. 6 and 7)."""
         budget = self.budget_usd
@@ -489,8 +495,8 @@ class BudgetRouteEnv(OrchestrationEnv):
             r_perf, r_cost = self._rewards()
             return Outcome(reward=r_perf * r_cost, done=True, info=info)
         assert parsed.expert is not None
-        if self.turn >= self.max_turns:
-            info["unexecuted_search"] = parsed.expert  # no turn left to read the reply
+        if self.turn >= self.max_turns or self.calls_left() <= 0:
+            info["unexecuted_search"] = parsed.expert  # no turn (or call) left for the reply
             return Outcome(info=info)
         meta = self.task.meta
         step = task_key_step(self.task.prompt, meta.get("family"), meta.get("solution"))

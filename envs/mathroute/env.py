@@ -9,7 +9,7 @@ default ``"outcome"`` is problem (2)'s objective (issue 25, docs/mathroute.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,7 +50,7 @@ from orchenv.envs.mathroute.rewards import (
 )
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.grading import check_math_solution, math_answer
-from orchenv.pool import AgentPool, CallContext, Message
+from orchenv.pool import AgentPool, CallContext, Completion, Message
 from orchenv.tasks import Task
 
 if TYPE_CHECKING:
@@ -333,8 +333,12 @@ class MathRouteEnv(OrchestrationEnv):
         (``always-*``: never reject), weakest then reject every draft (``always-reject``),
         weakest then reject once and accept (``reject-once``: also the verdict read from the
         author's name), weakest then straight to the strongest (``weakest-then-strongest``),
-        and verdicts read from surface tells of the draft: its length (``length-tell``) and
-        whether its boxed answer is a whole number (``answer-form-tell``)."""
+        verdicts read from surface tells of the draft: its length (``length-tell``) and
+        whether its boxed answer is a whole number (``answer-form-tell``); weakest, then
+        ``consult()`` the strongest and accept when the two answers agree, else reject for the
+        strongest (``consult-strongest-compare``: the consult is priced as a routed call);
+        weakest, then reject once for the next agent up with a fixed critique that reads
+        nothing of the draft (``blind-critique``)."""
         return {
             "always-weakest": _route_then_accept("weakest"),
             "always-middle": _route_then_accept("middle"),
@@ -344,6 +348,8 @@ class MathRouteEnv(OrchestrationEnv):
             "weakest-then-strongest": _weakest_then_strongest,
             "length-tell": _length_tell,
             "answer-form-tell": _answer_form_tell,
+            "consult-strongest-compare": _consult_strongest_compare,
+            "blind-critique": _blind_critique,
         }
 
     def skill_action(self, skilled: bool, rng: np.random.Generator) -> str:
@@ -659,9 +665,22 @@ class MathRouteEnv(OrchestrationEnv):
             "metrics": metrics,
         }
 
+    def call_charge(self, completion: Completion) -> float:
+        """What a call of ``completion.agent`` costs in reward, routed or consulted: lambda_a
+        (``reward="outcome"``), alpha * lambda_a (``"paper"``, eq. 3's r~^R inside eq. 1)."""
+        penalty = usage_penalty(completion.agent, self.multipliers)
+        return penalty if self.reward_variant == "outcome" else self.alpha * penalty
+
+    def consult(self, name: str, messages: Sequence[Message]) -> Completion:
+        """``OrchestrationEnv.consult``, also entered in the usage ledger: a consulted call
+        counts against eq. (2)'s usage shares as a routed one does."""
+        completion = super().consult(name, messages)
+        self.ledger[completion.agent] = self.ledger.get(completion.agent, 0) + 1
+        return completion
+
     def _lifetime_usage(self) -> dict[str, Any]:
-        """Routed calls over the env's lifetime as eq. (2)'s share of all calls and per
-        episode (the ledger enforcement reads; consulted calls are not in it)."""
+        """Calls over the env's lifetime as eq. (2)'s share of all calls and per episode
+        (the ledger enforcement reads; consulted calls count as routed ones)."""
         names = self.pool.names
         total = sum(self.ledger.get(a, 0) for a in names)
         return {
@@ -729,6 +748,40 @@ def _weakest_then_strongest(env: OrchestrationEnv) -> str:
     stronger = env.valid_agents()
     if stronger and env.draft_agent == env.pool.names[0]:
         return verdict_text(False, stronger[-1])
+    return verdict_text(True)
+
+
+def _consult_strongest_compare(env: OrchestrationEnv) -> str:
+    """Route to the weakest agent; at its draft consult the strongest with the same request
+    and accept when the boxed answers agree, else reject for the strongest; then accept."""
+    assert isinstance(env, MathRouteEnv)
+    names = env.pool.names
+    if env.draft_agent is None:
+        return route_text(names[0])
+    stronger = env.valid_agents()
+    if env.draft_agent != names[0] or not stronger:
+        return verdict_text(True)
+    assert env.task is not None and env.draft is not None
+    second = env.consult(names[-1], env.solver_request(env.task))
+    mine = math_answer(env.draft)
+    if mine is not None and math_answer(second.text) == mine:
+        return verdict_text(True)
+    return verdict_text(False, stronger[-1])
+
+
+#: the fixed critique ``blind-critique`` sends, whatever the draft says (issue 38)
+BLIND_CRITIQUE = "Step 2 and step 3 look wrong."
+
+
+def _blind_critique(env: OrchestrationEnv) -> str:
+    """Route to the weakest agent; reject its draft for the next agent up with the fixed
+    critique BLIND_CRITIQUE (it reads nothing of the draft); accept that one."""
+    assert isinstance(env, MathRouteEnv)
+    if env.draft_agent is None:
+        return route_text(env.pool.names[0])
+    stronger = list(env.pool.stronger_than(env.draft_agent))
+    if env.turn == 1 and stronger:
+        return verdict_text(False, stronger[0], BLIND_CRITIQUE)
     return verdict_text(True)
 
 

@@ -40,7 +40,7 @@ from orchenv.memory import (
     render_context,
 )
 from orchenv.parsing import extract_tag, is_placeholder
-from orchenv.pool import AgentPool, CallContext, Message
+from orchenv.pool import AgentPool, CallContext, Completion, Message
 from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
 from orchenv.teams import (
     RoleAECEnv,
@@ -866,7 +866,18 @@ class MultihopQAEnv(OrchestrationEnv):
             self._final.update(judge_metrics(self.pool, self.judge, self.task, game.answer))
             if error is None:  # malformed text is never rewarded, even on the last round
                 reward = self._final["f1"] - self.token_penalty * self._final["tokens_total"] / 1000
+            # consulted calls' tokens count in eq. 10's total; their penalty (call_charge) was
+            # taken at the step after each consult, as the base env does for every env
+            self._final["tokens_total"] += sum(
+                c.prompt_tokens + c.completion_tokens for c in self.consulted
+            )
         return Outcome(reward=reward, done=game.done, error=error)
+
+    def call_charge(self, completion: Completion) -> float:
+        """Eq. 2's token penalty of one call, routed or consulted: ``token_penalty`` x its
+        prompt and completion tokens / 1000 (0 with the default ``token_penalty``)."""
+        tokens = completion.prompt_tokens + completion.completion_tokens
+        return self.token_penalty * tokens / 1000
 
     def _summary(self) -> dict[str, Any]:
         final = self._final

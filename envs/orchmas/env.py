@@ -352,6 +352,11 @@ class OrchMASEnv(OrchestrationEnv):
         """Calls of the executor so far this episode."""
         return sum(h["kind"] == "call" for h in self.history)
 
+    def calls_left(self) -> int:
+        """``max_calls`` less the calls made so far, routed (the executor) and consulted
+        alike: a consult uses up one of the episode's calls."""
+        return max(0, self.max_calls - self.executor_calls() - len(self.consulted))
+
     def last_executor_answer(self) -> str | None:
         """The boxed answer of the executor's latest reply (None before one shows it)."""
         last = self._last_reply()
@@ -559,6 +564,14 @@ class OrchMASEnv(OrchestrationEnv):
                 info["grading"] = grading
         elif error is None:
             call, error = parse_call(action)
+            if call is not None and self.calls_left() <= 0:
+                call, error = (
+                    None,
+                    (
+                        f"the episode's {self.max_calls} agent calls are used up (consulted calls "
+                        "count too); answer now."
+                    ),
+                )
             if call is None:
                 self.history.append({"kind": "invalid", "error": error, "action": action})
             else:
