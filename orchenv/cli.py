@@ -275,6 +275,62 @@ def _add_reproduce(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_reproduce)
 
 
+def import_modules(names: Sequence[str]) -> None:
+    """Import each module of ``--import MODULE`` (an outside package registering its ids with
+    ``gymnasium.register`` on import). A module that cannot be imported is an
+    ``OrchEnvError`` naming it."""
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise OrchEnvError(
+                f"--import {name}: cannot import it ({exc}); install the package that "
+                "registers your env, or put its folder on PYTHONPATH"
+            ) from exc
+
+
+def resolve_env_id(env_id: str) -> str:
+    """``env_id`` in Gymnasium's ``"module:ENV_ID"`` form: import ``module`` (which registers
+    the id) and return ``ENV_ID``; a plain id is returned as it is."""
+    module, sep, rest = env_id.partition(":")
+    if not sep:
+        return env_id
+    if not module or not rest:
+        raise OrchEnvError(
+            f"env id {env_id!r}: expected ENV_ID or MODULE:ENV_ID (Gymnasium's form, e.g. "
+            "mypkg:mypkg/Echo-v0)"
+        )
+    import_modules([module])
+    return rest
+
+
+def _pre_import(argv: Sequence[str]) -> list[str]:
+    """The ``--import MODULE`` values anywhere in ``argv`` (before or after the command), so
+    plug-in commands and ids register before the parser is built."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg == "--import" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--import="):
+            found.append(arg.partition("=")[2])
+    return found
+
+
+def _strip_imports(argv: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+        elif arg == "--import" and i + 1 < len(argv):
+            skip = True
+        elif not arg.startswith("--import="):
+            out.append(arg)
+    return out
+
+
 def _default_pool(env_id: str) -> str:
     """The pool preset an env id is registered with (for --record / --replay without --pool)."""
     try:
@@ -291,6 +347,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orchenv", description=__doc__)
     parser.add_argument("--version", action="version", version=f"orchenv {orchenv.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (repeatable; anywhere on the line), e.g. the package that "
+        "registers your own env ids; an id may also be given as MODULE:ENV_ID",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p_list = sub.add_parser(
@@ -362,12 +427,22 @@ def console_main() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    imports = _pre_import(argv)
+    try:
+        import_modules(imports)
+    except OrchEnvError as exc:
+        print(f"orchenv: error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_strip_imports(argv))
+    args.imports = imports
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     if getattr(args, "episodes", 1) < 1:
         parser.error("--episodes must be at least 1")
     try:
+        if isinstance(getattr(args, "env_id", None), str):
+            args.env_id = resolve_env_id(args.env_id)
         return int(args.func(args))
     except OrchEnvError as exc:
         print(f"orchenv: error: {exc}", file=sys.stderr)

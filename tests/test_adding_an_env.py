@@ -16,6 +16,8 @@ from orchenv.testing import checks
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "adding-an-env.md"
 ENV_ID = "mypkg/Echo-v0"
+CHOICES_ID = "mypkg/EchoChoices-v0"
+REGISTER = 'gymnasium.register(id="mypkg/Echo-v0"'
 
 
 def code_block(containing: str) -> str:
@@ -32,22 +34,26 @@ def mypkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     package = tmp_path / "mypkg"
     package.mkdir()
     (package / "__init__.py").write_text('"""A package of ones own."""\n')
-    (package / "echo.py").write_text(code_block("class EchoEnv(OrchestrationEnv)"))
+    (package / "echo.py").write_text(
+        code_block("class EchoEnv(OrchestrationEnv)") + code_block("class EchoChoicesEnv(EchoEnv)")
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield package
     gym.registry.pop(ENV_ID, None)
+    gym.registry.pop(CHOICES_ID, None)
     for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
         del sys.modules[name]
 
 
 def test_the_documented_env_passes_the_shared_checks(mypkg: Path):
-    exec(code_block("gymnasium.register("), {})  # the doc's one register() line
+    exec(code_block(REGISTER), {})  # the doc's one register() line
     assert gym.spec(ENV_ID).entry_point == "mypkg.echo:EchoEnv"
-    exec(code_block("check_orch_env("), {})  # the doc's check, all of it
+    check = code_block("check_orch_env(").replace("import mypkg  # registers mypkg/Echo-v0", "")
+    exec(check, {})  # the doc's check, all of it
 
 
 def test_the_documented_env_plays_as_described(mypkg: Path):
-    exec(code_block("gymnasium.register("), {})
+    exec(code_block(REGISTER), {})
     env = gym.make(ENV_ID, max_turns=3)
     obs, _ = env.reset(seed=0)
     word = obs.split("Word: ")[1].split()[0]
@@ -89,3 +95,42 @@ def test_the_checks_catch_a_broken_env(mypkg: Path, check: str):
 
     with pytest.raises(AssertionError):
         getattr(checks, check)(BrokenEnv)
+
+
+def _init_py(package: Path) -> None:
+    """``mypkg/__init__.py`` as the doc builds it: its two ``# mypkg/__init__.py`` blocks."""
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text("utf-8"), flags=re.S)
+    parts = [b for b in blocks if b.startswith("# mypkg/__init__.py")]
+    assert len(parts) == 2
+    (package / "__init__.py").write_text("\n".join(parts))
+
+
+@pytest.mark.parametrize("form", ["module-id", "import-option"])
+def test_the_documented_audit_runs_from_the_cli(mypkg: Path, form: str, capsys):
+    """Issue 40: ``orchenv audit`` loads an env registered by another package (Gymnasium's
+    ``MODULE:ENV_ID`` form, or ``--import MODULE``) and, with the doc's ``skill_action``,
+    compares the shortcuts with a skill reference instead of saying nothing can be flagged."""
+    from orchenv.cli import main
+
+    _init_py(mypkg)
+    args = ["--tasks", "8", "--json", "--no-progress", "--time-limit", "0"]
+    if form == "module-id":
+        argv = ["audit", f"mypkg:{CHOICES_ID}", *args]
+    else:
+        argv = ["audit", CHOICES_ID, *args, "--import", "mypkg"]
+    assert main(argv) == 0
+    from orchenv.audit import AuditReport
+
+    report = AuditReport.from_json(capsys.readouterr().out)
+    assert report.env_id == CHOICES_ID and report.skill_available
+    assert report.reference is not None and report.realistic_skill == 0.5
+    assert report.skill_row(1.0).return_mean == 1.0
+    assert report.row("always-think").return_mean == 0.0
+    assert not report.flagged
+
+
+def test_an_unknown_import_is_a_clear_error(capsys):
+    from orchenv.cli import main
+
+    assert main(["--import", "no_such_pkg_40", "audit", "x/Y-v0"]) == 2
+    assert "--import no_such_pkg_40: cannot import it" in capsys.readouterr().err
