@@ -220,6 +220,69 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_audit)
 
 
+def _cmd_baselines(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from orchenv.controllers import parse_kwargs
+    from orchenv.runner import format_yardsticks, yardsticks
+
+    rows, report = yardsticks(
+        args.env_id,
+        tasks=args.tasks,
+        split=args.split,
+        seed=args.seed,
+        env_kwargs=parse_kwargs(args.env_kwarg),
+        best_response=not args.no_best_response,
+        progress=not args.no_progress,
+        time_limit_s=args.time_limit if args.time_limit > 0 else None,
+    )
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+    else:
+        print(format_yardsticks(rows, report))
+    return 0
+
+
+def _add_baselines(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "baselines",
+        help="the yardsticks a learner should be compared with: random valid, best fixed plan, "
+        "skill at the realistic level, upper bound",
+        description=(
+            "On the same sampled tasks: random valid choices, the best fixed plan (the audit's "
+            "best blind policy, picked on one half of the tasks and scored on the other), the "
+            "paper's skill at the env's realistic level and the privileged upper bound, each "
+            "with its 95% interval, on the env's own reward (-e reward=... for another). "
+            "Needs an env with action_choices() (docs/audit.md)."
+        ),
+    )
+    p.add_argument("env_id", help="e.g. orch/MathRoute-v0, or MODULE:ENV_ID")
+    p.add_argument("--tasks", type=int, default=100, help="tasks sampled (default: %(default)s)")
+    p.add_argument("--split", help="task split (default: test when the env has one)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    p.add_argument(
+        "--no-best-response", action="store_true", help="skip the upper bound (the slow part)"
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="use fewer tasks rather than run past this; 0: no limit (default)",
+    )
+    p.add_argument(
+        "--env-kwarg",
+        "-e",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment argument, repeatable (values parsed as JSON when possible)",
+    )
+    p.add_argument("--json", action="store_true", help="print the yardsticks as JSON")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=_cmd_baselines)
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from orchenv.reproduce import reproduce, write_index
 
@@ -384,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.set_defaults(func=_cmd_run)
     add_subcommands(sub)  # eval, leaderboard (orchenv.eval.cli)
     _add_audit(sub)
+    _add_baselines(sub)
     _add_reproduce(sub)
     __import__("orchenv.demos").demos.add_subcommands(sub)  # demos, sft (issue 31)
     __import__("orchenv.verify.cli").verify.cli.add_subcommands(sub)  # submit, verify

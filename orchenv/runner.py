@@ -387,3 +387,132 @@ def format_summary(summary: RunSummary) -> str:
         lines.append("env metrics  (mean per episode)")
         lines.extend(f"  {name:<28} {value:.3f}" for name, value in summary.metrics.items())
     return "\n".join(lines)
+
+
+# -- yardsticks: what a learner should be compared with (``orchenv baselines``) -------------------
+#: the audit's rows shown as yardsticks, in order: (row name or kind, label, what it is)
+YARDSTICK_ROWS = (
+    ("random-available", "random valid", "a uniformly random available choice each turn"),
+    (
+        "blind",
+        "best fixed plan",
+        "the best task-blind sequence of choices (picked on one half of the tasks, "
+        "scored on the other)",
+    ),
+    ("skill@realistic", "skill @ realistic", "the paper's skill at the env's realistic level"),
+    (
+        "best-response",
+        "upper bound",
+        "privileged: searches the future with fork(); no policy can beat it",
+    ),
+)
+
+
+@dataclass
+class Yardstick:
+    """One yardstick on the audited tasks: mean episode return on the env's reward with its
+    95% interval (``mean - ci``, ``mean + ci``), over ``n`` tasks."""
+
+    name: str
+    label: str
+    description: str
+    mean: float
+    ci: float
+    n: int
+    accuracy: float | None = None
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.mean - self.ci, self.mean + self.ci
+
+
+def yardsticks(
+    env_id: str,
+    *,
+    tasks: int = 100,
+    split: str | None = None,
+    seed: int = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+    trained: Mapping[str, Any] | None = None,
+    best_response: bool = True,
+    progress: bool = True,
+    time_limit_s: float | None = None,
+) -> tuple[list[Yardstick], Any]:
+    """Random valid, the best fixed plan, skill at the realistic level and the upper bound of
+    ``env_id`` on the same ``tasks`` sampled tasks (``orchenv.audit.audit``: its rows
+    ``random-available``, ``best-blind``, ``skill@REALISTIC`` and ``best-response``), with the
+    ``trained`` policies (``{name: controller}``, e.g. a ``MaskedPolicyController``) played on
+    the same tasks and listed first. Returns the yardsticks and the audit's report.
+
+    The env's own reward unless ``env_kwargs`` says otherwise; an env without a discrete
+    view (``action_choices``) has no yardsticks and raises ``ConfigError``."""
+    from orchenv.audit import audit
+
+    report = audit(
+        env_id,
+        tasks=tasks,
+        split=split,
+        seed=seed,
+        env_kwargs=env_kwargs,
+        trained=trained,
+        best_response=best_response,
+        progress=progress,
+        time_limit_s=time_limit_s,
+    )
+    rows: list[Yardstick] = []
+
+    def add(row: Any, label: str, description: str) -> None:
+        rows.append(
+            Yardstick(
+                name=row.name,
+                label=label,
+                description=description,
+                mean=float(row.return_mean),
+                ci=float(row.return_ci),
+                n=len(row.returns),
+                accuracy=row.accuracy,
+            )
+        )
+
+    for row in report.rows:
+        if row.kind == "trained":
+            add(row, row.name, "the learner, played greedily on the same tasks")
+    for key, label, description in YARDSTICK_ROWS:
+        if key == "skill@realistic":
+            found = report.reference
+            label = f"skill @ realistic {report.realistic_skill:g}"
+        elif key == "blind":
+            found = next((r for r in report.rows if r.kind == "blind"), None)
+        else:
+            found = next((r for r in report.rows if r.name == key), None)
+        if found is not None:
+            add(found, label, description)
+    return rows, report
+
+
+def format_yardsticks(rows: Sequence[Yardstick], report: Any) -> str:
+    """The yardsticks as a table for the terminal (mean return, 95% interval, accuracy)."""
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in report.env_kwargs.items()) or "its defaults"
+    lines = [
+        f"Yardsticks for {report.env_id} (split {report.split}, {len(report.task_ids)} tasks, "
+        f"seed {report.seed}; env arguments: {kwargs})",
+        "mean episode return on the env's reward, 95% interval; overlapping intervals "
+        "prove no order",
+        "",
+        f"  {'policy':<24} {'return':>7}  {'95% interval':<16} {'accuracy':>8}  what it is",
+    ]
+    for row in rows:
+        lo, hi = row.interval
+        acc = "-" if row.accuracy is None else f"{row.accuracy:.3f}"
+        lines.append(
+            f"  {row.label:<24} {row.mean:>7.3f}  [{lo:.3f}, {hi:.3f}]{'':<2} {acc:>8}  "
+            f"{row.description}"
+        )
+    if report.realistic_skill_source:
+        lines += [
+            "",
+            f"realistic skill {report.realistic_skill:g}: {report.realistic_skill_source}",
+        ]
+    elif not report.skill_available:
+        lines += ["", "no skill reference: the env has no skill_action()"]
+    return "\n".join(lines)
