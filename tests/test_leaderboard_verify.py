@@ -16,6 +16,7 @@ from orchenv.error import DataError
 from orchenv.eval.harness import EvalConfig, evaluate
 from orchenv.eval.leaderboard import build_leaderboard
 from orchenv.verify import verify_bundle, write_bundle
+from orchenv.verify.keys import read_key, write_key
 
 ENV = "orch/MathRoute-v0"
 
@@ -23,7 +24,7 @@ ENV = "orch/MathRoute-v0"
 @pytest.fixture(scope="module")
 def board_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("board")
-    runs: dict[str, Path] = {}
+    runs: dict[str, Path] = {"key": write_key(tmp / "board.key")}
     for name, controller, kwargs in (
         ("random", "random", {}),
         ("single", "single", {"agent": 0}),
@@ -34,7 +35,7 @@ def board_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         runs[name] = tmp / f"run-{name}"
     for name in ("random", "oracle"):
         bundle = write_bundle(runs[name], tmp / f"bundle-{name}")
-        assert verify_bundle(bundle, oracle_episodes=0).verified
+        assert verify_bundle(bundle, oracle_episodes=0, key=read_key(runs["key"])).verified
         runs[f"bundle-{name}"] = bundle
     return runs
 
@@ -42,7 +43,7 @@ def board_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_verified_rows_are_ranked_and_linked_unverified_ones_apart(board_runs, tmp_path):
     out = tmp_path / "board"
     runs = [board_runs["bundle-random"], board_runs["single"], board_runs["bundle-oracle"]]
-    board = build_leaderboard(runs, out, plots=False)
+    board = build_leaderboard(runs, out, plots=False, key=read_key(board_runs["key"]))
     (group,) = board.groups
     by_run = {r.run: r for r in group.rows}
     random_row = by_run["bundle-random"]
@@ -70,7 +71,12 @@ def test_a_run_edited_after_verification_is_stale(board_runs, tmp_path):
     summary = json.loads((bundle / "summary.json").read_text())
     summary["pooled"]["accuracy"] = 1.0  # a better number after the verifier signed off
     (bundle / "summary.json").write_text(json.dumps(summary))
-    board = build_leaderboard([bundle, board_runs["bundle-oracle"]], tmp_path / "o", plots=False)
+    board = build_leaderboard(
+        [bundle, board_runs["bundle-oracle"]],
+        tmp_path / "o",
+        plots=False,
+        key=read_key(board_runs["key"]),
+    )
     row = next(r for r in board.rows if r.run == "b")
     assert row.verification == "stale" and row.rank is None
     assert "changed after verification" in row.verification_reason
@@ -94,7 +100,9 @@ def test_a_non_finite_summary_is_rejected_with_its_reason(board_runs, tmp_path, 
         text[:at] + f'"mean_cost_usd": {bad}' + text[text.index(",", at) :]
     )
     out = tmp_path / "board"
-    board = build_leaderboard([board_runs["random"], run], out, plots=False)  # no crash
+    board = build_leaderboard(
+        [board_runs["random"], run], out, plots=False, key=read_key(board_runs["key"])
+    )  # no crash
     assert [r.run for r in board.rows] == ["run-random"]
     (rejected,) = board.rejected
     assert "summary.json" in rejected.reason
@@ -102,15 +110,23 @@ def test_a_non_finite_summary_is_rejected_with_its_reason(board_runs, tmp_path, 
     assert "## Rejected runs (not on the board)" in md and bad not in md.split("## Rejected")[0]
     json.loads((out / "leaderboard.json").read_text())  # strict JSON, no NaN in it
     with pytest.raises(DataError, match="no run could be read"):
-        build_leaderboard([run], tmp_path / "only-bad", plots=False)
+        build_leaderboard(
+            [run], tmp_path / "only-bad", plots=False, key=read_key(board_runs["key"])
+        )
 
 
 def test_a_failed_verification_is_listed_apart_with_the_failed_checks(board_runs, tmp_path):
     bundle = tmp_path / "tampered"
     shutil.copytree(board_runs["bundle-random"], bundle)
     (bundle / "pool.json").write_text((bundle / "pool.json").read_text() + "\n")
-    assert not verify_bundle(bundle, oracle_episodes=0).verified  # rewrites verified.json
-    board = build_leaderboard([bundle, board_runs["bundle-oracle"]], tmp_path / "o", plots=False)
+    key = read_key(board_runs["key"])
+    assert not verify_bundle(bundle, oracle_episodes=0, key=key).verified  # rewrites it
+    board = build_leaderboard(
+        [bundle, board_runs["bundle-oracle"]],
+        tmp_path / "o",
+        plots=False,
+        key=read_key(board_runs["key"]),
+    )
     row = next(r for r in board.rows if r.run == "tampered")
     assert row.verification == "failed" and row.rank is None
     assert row.verification_reason == "failed: bundle"

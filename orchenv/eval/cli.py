@@ -114,7 +114,27 @@ def add_subcommands(sub: Any) -> None:
     p_board.add_argument(
         "--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)"
     )
+    p_board.add_argument(
+        "--key",
+        metavar="FILE",
+        help="the board's key (`orchenv board key`): only verdicts signed with it are trusted",
+    )
+    p_board.add_argument(
+        "--verify",
+        action="store_true",
+        help="verify every bundle here instead of reading its verified.json",
+    )
+    p_board.add_argument(
+        "--oracle-episodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --verify: episodes searched by the oracle check",
+    )
     p_board.set_defaults(func=cmd_leaderboard)
+    from orchenv.eval.board import add_subcommands as add_board
+
+    add_board(sub)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -154,8 +174,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from orchenv.eval.leaderboard import build_leaderboard
+    from orchenv.verify.keys import read_key
 
-    board = build_leaderboard(args.runs, args.out, title=args.title, plots=not args.no_plots)
+    board = build_leaderboard(
+        args.runs,
+        args.out,
+        title=args.title,
+        plots=not args.no_plots,
+        key=read_key(args.key) if args.key else None,
+        verify=args.verify,
+        oracle_episodes=args.oracle_episodes,
+    )
     for path in board.files:
         print(path)
     return 0

@@ -137,12 +137,42 @@ def rank_rows(rows: Iterable[Row]) -> list[Group]:
     return groups
 
 
+def _own_verification(run_dir: Path, oracle_episodes: int | None) -> dict[str, Any] | None:
+    """The board's own verification of a bundle (``orchenv verify`` without writing): None
+    for a run directory that is not a bundle."""
+    from orchenv.error import OrchEnvError
+    from orchenv.verify.bundle import MANIFEST
+    from orchenv.verify.checks import verify_bundle
+
+    if not (run_dir / MANIFEST).is_file() or (run_dir / MANIFEST).is_symlink():
+        return None
+    try:
+        report = verify_bundle(run_dir, write=False, oracle_episodes=oracle_episodes)
+    except (OrchEnvError, OSError) as exc:
+        return {"status": "failed", "reason": f"verification stopped: {exc}", "report": None}
+    failed = [c.name for c in report.failures()]
+    gap = report.audit.get("gameability_gap") if report.audit else None
+    return {
+        "status": "verified" if report.verified else "failed",
+        "reason": "verified by this board" if report.verified else f"failed: {', '.join(failed)}",
+        "report": None,
+        "gameability_gap": str(gap)[:200] if gap else None,
+    }
+
+
 def read_runs(
-    run_dirs: Sequence[str | os.PathLike[str]], out: Path
+    run_dirs: Sequence[str | os.PathLike[str]],
+    out: Path,
+    *,
+    key: bytes | None = None,
+    verify: bool = False,
+    oracle_episodes: int | None = None,
 ) -> tuple[list[Row], list[Rejected]]:
     """Each run's row, read through ``orchenv.schema`` (finite numbers only), with its
-    verification (``verified.json``, checked against the run's files); a run that cannot be
-    read is rejected with the reason, never copied onto the board."""
+    verification: the board's own (``verify``: bundles are re-verified, nothing shipped is
+    read) or ``verified.json``, trusted only when signed with the board's ``key`` and
+    checked against the run's files. A run that cannot be read is rejected with the reason,
+    never copied onto the board."""
     from orchenv.verify.checks import read_verification
 
     rows: list[Row] = []
@@ -154,11 +184,15 @@ def read_runs(
             logger.warning("leaderboard: %s rejected: %s", d, exc)
             rejected.append(Rejected(dir=str(d), reason=str(exc)))
             continue
-        found = read_verification(Path(d))
+        found = (
+            _own_verification(Path(d), oracle_episodes)
+            if verify
+            else read_verification(Path(d), key)
+        )
         if found is not None:
             row.verification = found["status"]
             row.verification_reason = found["reason"]
-            row.report = os.path.relpath(found["report"], out)
+            row.report = os.path.relpath(found["report"], out) if found["report"] else None
             row.audit_gap = found.get("gameability_gap")
         rows.append(row)
     return rows, rejected
@@ -170,6 +204,9 @@ def build_leaderboard(
     *,
     title: str = "orchenv leaderboard",
     plots: bool = True,
+    key: bytes | None = None,
+    verify: bool = False,
+    oracle_episodes: int | None = None,
 ) -> Leaderboard:
     """Read each run's summary and write the board files into ``out_dir`` (module doc).
 
@@ -179,7 +216,13 @@ def build_leaderboard(
     if not run_dirs:
         raise ConfigError("give at least one run directory (made by `orchenv eval --out DIR`)")
     out = Path(out_dir)
-    rows, rejected = read_runs(run_dirs, out.resolve() if out.exists() else out.absolute())
+    rows, rejected = read_runs(
+        run_dirs,
+        out.resolve() if out.exists() else out.absolute(),
+        key=key,
+        verify=verify,
+        oracle_episodes=oracle_episodes,
+    )
     if not rows:
         raise DataError(
             f"no run could be read: {rejected[0].dir}: {rejected[0].reason}"

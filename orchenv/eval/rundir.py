@@ -38,6 +38,9 @@ from orchenv.schema import EVAL_ROW, RUN_INFO, SUMMARY_POOLED, Schema, parse_jso
 
 __all__ = [
     "EPISODES_FILE",
+    "MAX_FILE_BYTES",
+    "check_regular",
+    "read_regular",
     "IDENTITY_KEYS",
     "LINE_DIGEST",
     "LOCK_FILE",
@@ -108,11 +111,9 @@ def scan_log(path: Path) -> tuple[list[dict[str, Any]], int, int]:
     not stop someone who recomputes it. Lines without one (logs written before it existed)
     are accepted until the first line that has one.
     """
-    if not path.exists():
+    if not os.path.lexists(path):
         return [], 0, 0
-    if not path.is_file():  # a device or FIFO would be read forever
-        raise DataError(f"{path} is not a regular file; move it away, or use --overwrite")
-    data = path.read_bytes()
+    data = read_regular(path, MAX_FILE_BYTES)  # never opens a FIFO, a symlink or 3 GB
     rows: list[dict[str, Any]] = []
     good_end = 0
     bad_at: int | None = None  # line number of the first unreadable line
@@ -436,20 +437,60 @@ def load_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 MAX_RUN_FILE_BYTES = 64 * 2**20
 
 
+#: the largest episode log or call recording read back (a 1,000-episode run is a few MB)
+MAX_FILE_BYTES = 2 * 2**30
+
+
+def check_regular(path: Path, max_bytes: int = MAX_FILE_BYTES) -> int:
+    """The size of ``path`` after checking, WITHOUT opening it, that it is a regular file (not
+    a symlink, FIFO, device or directory: opening a FIFO blocks until a writer comes, a
+    symlink can point out of a run or bundle) of at most ``max_bytes``. ``DataError`` naming
+    the file, what it is and the fix otherwise; ``FileNotFoundError`` when it is absent."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise DataError(
+            f"{path} is a symbolic link: run and bundle files are read only as regular files "
+            "inside their directory; copy the file in instead of linking it"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO, socket or device"
+        raise DataError(
+            f"{path} is {kind}, not a regular file: replace it with the file orchenv wrote"
+        )
+    if info.st_size > max_bytes:
+        raise DataError(
+            f"{path} is {info.st_size:,} bytes, over the {max_bytes:,}-byte limit for this "
+            "file: it is not a file orchenv wrote"
+        )
+    return int(info.st_size)
+
+
+def read_regular(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (``check_regular`` before it is opened; opened
+    with ``O_NOFOLLOW | O_NONBLOCK`` and checked again, so a swap between the check and the
+    open is caught too). ``DataError`` naming the file otherwise."""
+    try:
+        check_regular(path, max_bytes)
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc}") from exc
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise DataError(f"{path} is not a regular file")
+        raw = fh.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise DataError(f"{path} is over {max_bytes:,} bytes")
+    return raw
+
+
 def read_json_file(path: Path, schema: Schema | None = None) -> dict[str, Any]:
     """A JSON object orchenv wrote (``run.json``, ``summary.json``), read back through
     ``orchenv.schema.parse_json``: finite numbers only (a NaN or ``Infinity`` someone
     wrote in is refused, not copied into a leaderboard), no key twice, bounded size and
-    nesting; checked against ``schema`` when given. ``DataError`` names the file otherwise."""
-    try:
-        with open(path, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise DataError(f"{path} is not a regular file")
-            raw = fh.read(MAX_RUN_FILE_BYTES + 1)
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc}") from exc
-    if len(raw) > MAX_RUN_FILE_BYTES:
-        raise DataError(f"{path} is over {MAX_RUN_FILE_BYTES:,} bytes")
+    nesting; checked against ``schema`` when given. A symlink, FIFO or device is refused
+    before it is opened (``read_regular``). ``DataError`` names the file otherwise."""
+    raw = read_regular(path, MAX_RUN_FILE_BYTES)
     try:
         data = parse_json(raw, str(path))
     except (ValueError, SchemaError) as exc:  # JSONDecodeError, UnicodeDecodeError, limits

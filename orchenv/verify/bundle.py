@@ -44,6 +44,8 @@ from typing import Any
 
 import orchenv
 from orchenv.error import ConfigError, DataError
+from orchenv.eval.rundir import MAX_FILE_BYTES as _MAX_FILE_BYTES
+from orchenv.eval.rundir import check_regular
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ CALLS = "calls.jsonl"
 POOL = "pool.json"
 REFERENCE = "reference"
 #: the largest bundle file hashed or read (a 1,000-episode run is a few megabytes)
-MAX_FILE_BYTES = 2 * 2**30
+MAX_FILE_BYTES = _MAX_FILE_BYTES
 
 
 #: the run's configuration a bundle declares and a verification report repeats
@@ -74,8 +76,12 @@ RUN_FIELDS = (
 
 
 def sha256_file(path: Path) -> str:
+    """sha256 of a regular file of at most ``MAX_FILE_BYTES`` (checked before it is opened:
+    a FIFO, device or symlink is a ``DataError``, never read or followed)."""
+    check_regular(path, MAX_FILE_BYTES)
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    with os.fdopen(os.open(path, flags), "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -88,7 +94,37 @@ def digest_files(files: Mapping[str, str]) -> str:
 
 
 def file_digests(root: Path, names: list[str]) -> dict[str, str]:
-    return {name: sha256_file(root / name) for name in names if (root / name).is_file()}
+    """{name: sha256} of the names that are regular files of ``root`` (a missing file, a
+    symlink, a FIFO or an oversize file has no digest, so it never matches one)."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = sha256_file(root / name)
+        except (OSError, DataError):
+            continue
+    return out
+
+
+def bad_files(root: Path, names: list[str]) -> list[str]:
+    """Why each present name of ``root`` cannot be read as a bundle file (symlink, FIFO,
+    device, directory, over ``MAX_FILE_BYTES``), checked without opening anything; also a
+    parent directory of a name that is a symlink. Missing files are not listed here."""
+    problems = []
+    for name in names:
+        parts = Path(name).parts
+        for i in range(1, len(parts)):  # reference/ as a link out of the bundle
+            parent = root.joinpath(*parts[:i])
+            if parent.is_symlink():
+                problems.append(f"{parent} is a symbolic link")
+                break
+        else:
+            try:
+                check_regular(root / name, MAX_FILE_BYTES)
+            except FileNotFoundError:
+                continue
+            except (OSError, DataError) as exc:
+                problems.append(str(exc))
+    return sorted(set(problems))
 
 
 def _pool_document(run: Mapping[str, Any], pool_file: Path | None) -> tuple[dict[str, Any], str]:

@@ -49,6 +49,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 import time
 from collections import Counter
@@ -65,10 +66,12 @@ from orchenv.verify.bundle import (
     CALLS,
     FORMAT,
     MANIFEST,
+    MAX_FILE_BYTES,
     POOL,
     REFERENCE,
     RUN_FIELDS,
     RUN_FILES,
+    bad_files,
     digest_files,
     file_digests,
     live_agents,
@@ -166,7 +169,9 @@ class VerifyReport:
     def failures(self) -> list[Check]:
         return [c for c in self.checks if c.verdict == FAIL]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, key: bytes | None = None) -> dict[str, Any]:
+        """The verdict as written to verified.json; signed with the board's ``key``
+        (HMAC-SHA256, ``orchenv.verify.keys``) when one is given."""
         body = {
             "format": VERIFICATION_FORMAT,
             "version": 1,
@@ -185,6 +190,10 @@ class VerifyReport:
         }
         canon = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
         body["seal_sha256"] = hashlib.sha256(canon.encode()).hexdigest()
+        if key is not None:
+            from orchenv.verify.keys import SIGNATURE, sign
+
+            body[SIGNATURE] = sign(body, key)
         return body
 
 
@@ -219,10 +228,14 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 def _load_store(path: Path) -> tuple[Any, list[dict[str, Any]]]:
     from orchenv.backends.replay import iter_records, key_from_fields
     from orchenv.backends.store import OccurrenceStore
+    from orchenv.eval.rundir import check_regular
 
     store = OccurrenceStore()
     records: list[dict[str, Any]] = []
-    if not path.is_file() or path.stat().st_size == 0:
+    try:  # a FIFO, symlink or oversize file is refused before it is opened
+        if check_regular(path, MAX_FILE_BYTES) == 0:
+            return store, records
+    except FileNotFoundError:
         return store, records
     for record in iter_records(path):
         key = key_from_fields(
@@ -270,9 +283,9 @@ def _check_prices(
             if entry is None:
                 fails.append(f"agent {name!r}: price key {key!r} is not in orchenv's price table")
             elif entry.model != model:
-                warns.append(
+                fails.append(
                     f"agent {name!r} is model {model!r} but its price key {key!r} prices "
-                    f"{entry.model!r}"
+                    f"{entry.model!r}: a price key must name the agent's own model"
                 )
         else:
             entry = by_model.get(model)
@@ -524,6 +537,42 @@ def _guarded_pool(
             dict(own),
         )
     return Check("pool", PASS, f"pool.json is the pool {run.get('env_id')} builds"), dict(own)
+
+
+def _preset_pool(run: Mapping[str, Any], pool_doc: Mapping[str, Any]) -> Check:
+    """pool.json must be the preset run.json names (with the run's ``-e backend=`` override,
+    as ``orchenv submit`` writes it): weak agents given a strong agent's accuracy, or any
+    other edit, is refused. A pool file that is not a shipped preset cannot be vouched for:
+    ``warn`` (the board keeps such runs in their own group)."""
+    from orchenv.pool import check_pool_data, list_presets, load_preset_data
+
+    name = run.get("pool")
+    if not isinstance(name, str) or name not in list_presets():
+        return Check(
+            "pool",
+            WARN,
+            f"the run's pool {str(name)[:200]!r} is not a shipped preset, so pool.json cannot be "
+            "compared with it; the board groups it apart from preset runs",
+        )
+    data = dict(load_preset_data(name))
+    env_kwargs = run.get("env_kwargs") or {}
+    backend = env_kwargs.get("backend") if isinstance(env_kwargs, Mapping) else None
+    if isinstance(backend, str):
+        data["agents"] = [{**a, "backend": backend} for a in data["agents"]]
+    want = check_pool_data(data, f"pool preset {name!r}")
+    if want == dict(pool_doc):
+        return Check("pool", PASS, f"pool.json is the preset {name!r}")
+    have = {str(a.get("name")): a for a in pool_doc.get("agents", [])}
+    wanted = {str(a.get("name")): a for a in want["agents"]}
+    diffs = [n for n in sorted(set(have) | set(wanted)) if have.get(n) != wanted.get(n)]
+    where = f"agent(s) {', '.join(diffs[:5])}" if diffs else "its fields outside the agents list"
+    return Check(
+        "pool",
+        FAIL,
+        f"pool.json differs from the preset {name!r} that run.json names, in {where}: a "
+        "submission plays the named preset, unchanged",
+        {"agents": diffs},
+    )
 
 
 def _guarded(name: str, run_check: Any) -> Check:
@@ -784,23 +833,83 @@ def _replay_part(
     return replayed, problems, stats, records, specs
 
 
+def remove_verdicts(root: Path) -> list[str]:
+    """Delete any ``verified.json`` / ``verification.md`` in ``root`` (a verdict shipped in a
+    bundle, or left by an earlier verification): done before anything is read, so a bundle
+    that cannot be verified never keeps a verdict. Returns the names removed."""
+    import shutil
+
+    removed = []
+    for name in (VERIFIED_FILE, REPORT_FILE):
+        path = root / name
+        if not os.path.lexists(path):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        removed.append(name)
+    if removed:
+        logger.warning("%s: removed a verdict found before verification: %s", root, removed)
+    return removed
+
+
 def verify_bundle(
     bundle: str | Path,
     *,
     audit_file: str | Path | None = None,
     oracle_episodes: int | None = None,
     write: bool = True,
+    key: bytes | None = None,
 ) -> VerifyReport:
     """Verify ``bundle`` (module docstring); writes ``verified.json`` and ``verification.md``
-    into it unless ``write=False``."""
+    into it unless ``write=False``, signed with the board's ``key`` when given
+    (``orchenv.verify.keys``).
+
+    With ``write``, any verdict already in the bundle is removed before anything is read, and
+    an error that stops verification (an unreadable manifest, a bug) still writes a failed
+    verdict naming it before the error propagates."""
+    start = time.perf_counter()
+    root = Path(bundle)
+    if write and root.is_dir():
+        remove_verdicts(root)
+    try:
+        return _verify_bundle(root, start, audit_file, oracle_episodes, write, key)
+    except Exception as exc:
+        if write and root.is_dir():
+            failed = VerifyReport(
+                bundle=str(root),
+                verdict="failed",
+                checks=[Check("error", FAIL, f"verification stopped: {exc}"[:2000])],
+                score={},
+                audit={},
+                files={},
+                bundle_sha256=None,
+                run={},
+                seconds=time.perf_counter() - start,
+            )
+            write_report(failed, root, key)
+        raise
+
+
+def _verify_bundle(
+    root: Path,
+    start: float,
+    audit_file: str | Path | None,
+    oracle_episodes: int | None,
+    write: bool,
+    key: bytes | None,
+) -> VerifyReport:
     from orchenv.eval.harness import load_summary, read_episode_log, read_json_file
     from orchenv.schema import RUN_INFO
 
-    start = time.perf_counter()
-    root = Path(bundle)
     checks: list[Check] = []
     manifest = _read_manifest(root)
     names = sorted(manifest["files"])
+    every = sorted(
+        {*names, *RUN_FILES, POOL, CALLS, *(f"{REFERENCE}/{n}" for n in (*RUN_FILES, CALLS))}
+    )
+    refused = bad_files(root, every)
     current = file_digests(root, names)
     changed = [n for n in names if current.get(n) != manifest["files"][n]]
     sealed = digest_files(manifest["files"]) == manifest.get("bundle_sha256")
@@ -829,9 +938,19 @@ def verify_bundle(
             bundle_sha256=manifest.get("bundle_sha256"),
         )
         if write:
-            write_report(report, root)
+            write_report(report, root, key)
         return report
 
+    if refused:  # never opened: a FIFO would hang, a link could point out of the bundle
+        checks.append(
+            Check(
+                "files",
+                FAIL,
+                f"{len(refused)} file(s) cannot be read as bundle files; first: {refused[0]}",
+                {"refused": refused[:KEEP_EXAMPLES]},
+            )
+        )
+        return finish({}, {}, {})
     try:
         run = read_json_file(root / "run.json", RUN_INFO)
         rows = read_episode_log(root / "episodes.jsonl")
@@ -914,6 +1033,8 @@ def verify_bundle(
         for agent, price in own.items():  # orchenv's own price where the table has none
             if prices.get(agent) is None:
                 prices[agent] = price
+    else:
+        checks.append(_preset_pool(run, pool_doc))
     checks.append(price_check)
 
     # replay
@@ -1125,8 +1246,8 @@ def _below_floor(
 
 
 # -- writing --------------------------------------------------------------------------------------
-def write_report(report: VerifyReport, root: Path) -> tuple[Path, Path]:
-    data = report.to_dict()
+def write_report(report: VerifyReport, root: Path, key: bytes | None = None) -> tuple[Path, Path]:
+    data = report.to_dict(key)
     json_path, md_path = root / VERIFIED_FILE, root / REPORT_FILE
     json_path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     md_path.write_text(render_report(report), encoding="utf-8")
@@ -1172,13 +1293,16 @@ def _gap_text(audit: Any) -> str | None:
     return str(gap)[:200] if gap else None
 
 
-def read_verification(run_dir: str | Path) -> dict[str, Any] | None:
+def read_verification(run_dir: str | Path, key: bytes | None = None) -> dict[str, Any] | None:
     """A run directory's ``verified.json`` for the leaderboard: None when there is none;
-    otherwise its verdict, made ``stale`` when the run files changed after verification."""
+    otherwise its verdict: ``unsigned`` unless it carries the HMAC of the board's ``key``
+    (``orchenv.verify.keys``: a sha256 seal anyone can recompute is not trusted), ``stale``
+    when the run files changed after verification."""
     from orchenv.eval.harness import read_json_file
+    from orchenv.verify.keys import SIGNATURE, signed_by
 
     path = Path(run_dir) / VERIFIED_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
         data = read_json_file(path)
@@ -1190,12 +1314,24 @@ def read_verification(run_dir: str | Path) -> dict[str, Any] | None:
             "reason": f"{path} is not an orchenv verification",
             "report": str(path),
         }
-    body = {k: v for k, v in data.items() if k != "seal_sha256"}
+    body = {k: v for k, v in data.items() if k not in ("seal_sha256", SIGNATURE)}
     canon = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
     if hashlib.sha256(canon.encode()).hexdigest() != data.get("seal_sha256"):
         return {
             "status": "stale",
             "reason": f"{path} was edited after it was written",
+            "report": str(path),
+        }
+    if key is None or not signed_by(data, key):
+        return {
+            "status": "unsigned",
+            "reason": (
+                "no board key was given, and a verdict anyone can write is not trusted"
+                if key is None
+                else "not signed with this board's key (written by someone else, or edited)"
+            )
+            + ": verify it with the board's key (`orchenv verify BUNDLE --key FILE`) or let "
+            "the board verify it (`orchenv leaderboard --verify`)",
             "report": str(path),
         }
     names = [str(n) for n in data["files"]]

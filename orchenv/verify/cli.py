@@ -53,6 +53,11 @@ def add_subcommands(sub: Any) -> None:
         metavar="N",
         help="episodes searched by the per-query oracle check (default 200; 0: skip)",
     )
+    v.add_argument(
+        "--key",
+        metavar="FILE",
+        help="the board's key (`orchenv board key`): sign verified.json with it (HMAC-SHA256)",
+    )
     v.add_argument("--json", action="store_true", help="print verified.json")
     v.set_defaults(func=cmd_verify)
 
@@ -73,8 +78,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     import json
 
     from orchenv.verify.checks import VERIFIED_FILE, verify_bundle
+    from orchenv.verify.keys import read_key
 
-    report = verify_bundle(args.bundle, audit_file=args.audit, oracle_episodes=args.oracle_episodes)
+    key = read_key(args.key) if args.key else None
+    report = verify_bundle(
+        args.bundle, audit_file=args.audit, oracle_episodes=args.oracle_episodes, key=key
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
