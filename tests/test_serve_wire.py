@@ -1,12 +1,15 @@
 """orchenv.serve.wire and build_app's checks (issue 29), in process: JSON-safe info without
-ground truth, signed snapshots, a helpful error for a bad id or argument."""
+ground truth, the fork table (issue 36: opaque, bounded, expiring, bound handles; no
+pickle), a helpful error for a bad id or argument."""
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -16,10 +19,12 @@ import pytest
 pytest.importorskip("openenv")
 
 import orchenv  # noqa: E402,F401
+import orchenv.serve  # noqa: E402
 from orchenv.error import ConfigError, OrchEnvError  # noqa: E402
 from orchenv.serve.app import build_app  # noqa: E402
 from orchenv.serve.environment import ServeConfig  # noqa: E402
-from orchenv.serve.wire import export_snapshot, import_snapshot, wire_safe  # noqa: E402
+from orchenv.serve.forks import HANDLE_RE, ForkTable, binding  # noqa: E402
+from orchenv.serve.wire import wire_safe  # noqa: E402
 
 
 def test_wire_safe_is_plain_json_without_privileged() -> None:
@@ -136,23 +141,50 @@ def test_wire_safe_fast_path_agrees_with_the_plain_walk() -> None:
     assert "privileged" in info and wire_safe(info) == _reference_wire_safe(info)
 
 
-def test_snapshot_restores_state_and_refuses_forgeries() -> None:
-    key, other = b"k" * 32, b"o" * 32
-    env: Any = gym.make("orch/MathRoute-v0").unwrapped
-    env.reset(seed=3)
-    snap = export_snapshot(env, key, "orch/MathRoute-v0", {"prompt": "p"})
-    twin: Any = gym.make("orch/MathRoute-v0").unwrapped
-    assert import_snapshot(twin, snap, key, "orch/MathRoute-v0") == {"prompt": "p"}
-    action = env.demo_action(np.random.default_rng(0))
-    assert twin.step(action)[:4] == env.step(action)[:4]
-    assert twin.pool is not None  # its own collaborators, rebuilt as configured
-    with pytest.raises(ConfigError, match="signature"):
-        import_snapshot(twin, snap, other, "orch/MathRoute-v0")
-    with pytest.raises(ConfigError, match="not 'orch/Puppeteer-v0'"):
-        import_snapshot(twin, snap, key, "orch/Puppeteer-v0")
-    for bad in (5, "!!!", "A" * 10):
+def test_fork_table_handles_are_opaque_bounded_expiring_and_bound() -> None:
+    """Issue 36: a handle is random text, not env data; the table is bounded, expires and
+    refuses a handle minted under another binding (env id, env arguments, version)."""
+    bound = binding("orch/MathRoute-v0", {"env_kwargs": {}}, "1")
+    table = ForkTable(bound, capacity=3, ttl_s=60)
+    recording = {"seed": 3, "actions": ["<model>x</model>"]}
+    handles = [table.put(dict(recording)) for _ in range(5)]
+    assert all(HANDLE_RE.match(h) for h in handles) and len(set(handles)) == 5
+    assert len(table) == 3  # the oldest went first
+    with pytest.raises(ConfigError, match="unknown or expired"):
+        table.get(handles[0])
+    assert table.get(handles[-1])["actions"] == recording["actions"]
+    for bad in (5, None, "!!!", "A" * 10, "fork-" + "A" * 31, "fork-" + "A" * 10_000):
         with pytest.raises(ConfigError):
-            import_snapshot(twin, bad, key, "orch/MathRoute-v0")
+            table.get(bad)
+    short = ForkTable(bound, ttl_s=0.05)
+    handle = short.put(dict(recording))
+    time.sleep(0.1)
+    with pytest.raises(ConfigError, match="expired"):
+        short.get(handle)
+    assert binding("orch/MathRoute-v0", {"env_kwargs": {"x": 1}}, "1") != bound
+    assert binding("orch/MathRoute-v0", {"env_kwargs": {}}, "2") != bound
+
+
+def test_fork_table_folder_is_shared_json_and_checks_the_binding(tmp_path: Path) -> None:
+    mine = ForkTable(binding("orch/MathRoute-v0", {}, "1"), folder=str(tmp_path))
+    theirs = ForkTable(binding("orch/MathRoute-v0", {"split": "test"}, "1"), folder=str(tmp_path))
+    handle = mine.put({"seed": 1, "actions": []})
+    path = tmp_path / f"{handle}.json"
+    assert json.loads(path.read_text())["seed"] == 1  # JSON, never a pickle
+    assert path.stat().st_mode & 0o077 == 0
+    twin = ForkTable(binding("orch/MathRoute-v0", {}, "1"), folder=str(tmp_path))
+    assert twin.get(handle)["seed"] == 1  # another worker reads it
+    with pytest.raises(ConfigError, match="other env arguments"):
+        theirs.get(handle)
+
+
+def test_no_pickle_on_the_serve_path() -> None:
+    """Issue 36: nothing under orchenv/serve imports pickle (the old snapshots were pickles a
+    server would load from a client's bytes)."""
+    folder = Path(orchenv.serve.__file__).parent
+    for path in folder.glob("*.py"):
+        text = path.read_text("utf-8")
+        assert "import pickle" not in text and "Unpickler" not in text, path
 
 
 def test_build_app_fails_loudly_on_a_bad_id_or_argument() -> None:

@@ -8,21 +8,30 @@ WebSocket session is one connection, so it stays on the worker that accepted it
 (sessions are pinned). ``--max-sessions`` is each worker's ``max_concurrent_envs``: the
 kernel does not spread connections evenly over the workers, so a split cap
 (``max / N`` each) refuses sessions while others sit idle; with N workers the server
-holds up to N x ``--max-sessions`` sessions. Workers share the snapshot key, so a state
-exported on one worker restores on another.
+holds up to N x ``--max-sessions`` sessions. Workers share the fork table through a
+private folder, so a fork handle minted on one worker restores on another.
+
+Every way in builds its env inside the cap: ``/ws`` sessions count against
+``--max-sessions``; the stateless ``POST /reset`` (which would build an env per request)
+answers 409 naming ``/ws``; the task API reads one task source per worker; HTTP MCP
+sessions (``openenv/session/create``, which hold a slot until reaped) are refused unless
+``--mcp``. A client that vanishes mid-message is one log line, not a traceback.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
-import secrets
+import shutil
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from orchenv.error import OrchEnvError
 from orchenv.serve.environment import (
@@ -57,8 +66,6 @@ def build_app(config: ServeConfig) -> FastAPI:
 
     import orchenv  # noqa: F401  (registers the ids)
 
-    if not config.state_key:
-        config.state_key = secrets.token_hex(32)
     try:  # fail now, loudly, on a bad id or argument
         runtime = Runtime(config)
         runtime.make_env().close()
@@ -77,7 +84,94 @@ def build_app(config: ServeConfig) -> FastAPI:
         state_cls=OrchState,
     )
     app.title = f"orchenv serve {config.env_id}"
+    _guard_routes(app, config)
+    app.add_middleware(QuietDisconnects)
     return app
+
+
+def _take_route(app: FastAPI, path: str, method: str) -> Any:
+    """Remove OpenEnv's route for ``method path`` and return its endpoint."""
+    for route in list(app.router.routes):
+        if getattr(route, "path", None) == path and method in (
+            getattr(route, "methods", None) or ()
+        ):
+            app.router.routes.remove(route)
+            return route.endpoint  # type: ignore[attr-defined]
+    raise OrchEnvError(f"openenv's app has no {method} {path} route (openenv version changed?)")
+
+
+#: what the stateless reset answers: episodes (and their envs) live in /ws sessions
+STATELESS_RESET_DETAIL = (
+    "the stateless POST /reset is off on orchenv serve: it would build an env per request, "
+    "outside --max-sessions. Episodes live in /ws sessions (openenv's EnvClient / "
+    "GenericEnvClient); the task API (/{name}/splits, /{name}/task, ...) lists tasks"
+)
+MCP_OFF = (
+    "HTTP MCP sessions (openenv/session/create) are off on this server: each would hold one "
+    "of the --max-sessions slots without a connection. Episodes live in /ws sessions; serve "
+    "with --mcp to allow them (they then count against --max-sessions and are closed after "
+    "--idle-timeout)"
+)
+
+
+def _guard_routes(app: FastAPI, config: ServeConfig) -> None:
+    """Replace OpenEnv's ``POST /reset`` (409, names ``/ws``) and wrap ``POST /mcp`` (no
+    session create unless ``config.mcp``); the paths stay in the OpenAPI document, so
+    ``openenv validate`` still sees the simulation-mode endpoint set."""
+    from openenv.core.env_server.types import ResetRequest
+
+    _take_route(app, "/reset", "POST")
+
+    @app.post("/reset", status_code=409, tags=["Environment Control"])
+    async def reset_refused(request: ResetRequest | None = None) -> JSONResponse:
+        """Refused: use a ``/ws`` session (see ``STATELESS_RESET_DETAIL``)."""
+        return JSONResponse({"detail": STATELESS_RESET_DETAIL}, status_code=409)
+
+    mcp_endpoint = _take_route(app, "/mcp", "POST")
+
+    @app.post("/mcp", tags=["MCP"])
+    async def mcp_guarded(request_raw: Request) -> Any:
+        """OpenEnv's MCP JSON-RPC endpoint; ``openenv/session/create`` only with ``--mcp``."""
+        if not config.mcp:
+            body = await request_raw.body()  # cached: OpenEnv's endpoint reads it again
+            try:
+                message = json.loads(body)
+            except (ValueError, RecursionError):
+                message = None
+            if isinstance(message, dict) and message.get("method") == "openenv/session/create":
+                return {
+                    "jsonrpc": "2.0",
+                    "id": message.get("id") if isinstance(message.get("id"), str | int) else None,
+                    "error": {"code": -32000, "message": MCP_OFF},
+                }
+        return await mcp_endpoint(request_raw)
+
+
+class QuietDisconnects:
+    """ASGI middleware: a WebSocket whose client vanished mid-message ends with one log line
+    (OpenEnv's handler tries to send an error frame on the closed socket, and uvicorn logged
+    that second failure as a 5.8 KB traceback per client)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "websocket":
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        except Exception as exc:  # noqa: BLE001  (the connection is gone; nothing to answer)
+            client = scope.get("client") or ("?", 0)
+            logger.warning(
+                "client %s:%s left %s mid-message (%s: %s)",
+                client[0],
+                client[1],
+                scope.get("path"),
+                type(exc).__name__,
+                str(exc)[:200],
+            )
+            logger.debug("the disconnect's traceback", exc_info=True)
 
 
 def app_from_env() -> FastAPI:
@@ -98,8 +192,10 @@ def serve(
 
     announce = announce or logger.info
 
-    if not config.state_key:
-        config.state_key = os.environ.get("ORCHENV_SERVE_STATE_KEY") or secrets.token_hex(32)
+    if config.workers > 1 and config.fork_dir is None and not config.sealed:
+        # the workers' shared fork table: a private folder, removed when the server stops
+        config.fork_dir = tempfile.mkdtemp(prefix="orchenv-serve-forks-")
+        atexit.register(shutil.rmtree, config.fork_dir, ignore_errors=True)
     common: dict[str, Any] = {
         "host": host,
         "port": port,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
+import logging
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -17,16 +17,29 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError("--workers and --max-sessions must be >= 1")
     if args.seat_timeout <= 0:
         raise ConfigError("--seat-timeout must be > 0")
+    if args.fork_ttl <= 0 or args.fork_capacity < 1:
+        raise ConfigError("--fork-ttl must be > 0 and --fork-capacity >= 1")
+    if args.mcp and args.idle_timeout <= 0:
+        raise ConfigError(
+            "--mcp needs --idle-timeout > 0: an HTTP MCP session has no connection whose close "
+            "would free its slot, only the idle timeout does"
+        )
+    if args.verbose:
+        logging.basicConfig(
+            level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+        )
+        logging.getLogger("orchenv.serve").setLevel(logging.INFO)
     config = ServeConfig(
         env_kwargs=parse_kwargs(args.env_kwarg),
         **forward(
             args,
             *("env_id", "pool", "split", "record", "replay", "replay_mode", "seed"),
-            *("max_sessions", "workers", "inline", "ws_deflate"),
+            *("max_sessions", "workers", "inline", "ws_deflate", "sealed", "mcp"),
         ),
+        fork_ttl_s=args.fork_ttl,
+        fork_capacity=args.fork_capacity,
         idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None,
         seat_timeout_s=args.seat_timeout,
-        state_key=os.environ.get("ORCHENV_SERVE_STATE_KEY", ""),
     )
     serve(config, host=args.host, port=args.port, announce=lambda line: print(line, flush=True))
     return 0
@@ -41,9 +54,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
             "Serve one registered env id with OpenEnv's server (openenv.core create_app): "
             "episodes live in /ws sessions (openenv's EnvClient / GenericEnvClient); "
             "reset takes seed, split, index, task_id, options, injected_state (a state's "
-            "snapshot: fork) and, for multi-agent envs, agent= and group= (seats). "
-            "The snapshot signing key is ORCHENV_SERVE_STATE_KEY (random when unset). "
-            "See docs/serve.md."
+            "snapshot handle: fork) and, for multi-agent envs, agent=, group= and "
+            "group_token= (seats). Fork handles are opaque and expire; the episode stays "
+            "on the server. See docs/serve.md."
         ),
     )
     p.add_argument("env_id", metavar="ENV_ID", help="a registered id (see `orchenv list`)")
@@ -102,5 +115,35 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="compress WebSocket messages (permessage-deflate; off by default: it costs "
         "more CPU per step than the env on a local network)",
+    )
+    p.add_argument(
+        "--sealed",
+        action="store_true",
+        help="no fork: state carries no snapshot and reset refuses injected_state (sealed "
+        "evaluation servers)",
+    )
+    p.add_argument(
+        "--fork-ttl",
+        type=float,
+        default=600.0,
+        help="seconds a fork handle (a state's snapshot) stays valid (default: 600)",
+    )
+    p.add_argument(
+        "--fork-capacity",
+        type=int,
+        default=4096,
+        help="fork handles the server keeps at once; the oldest go first (default: 4096)",
+    )
+    p.add_argument(
+        "--mcp",
+        action="store_true",
+        help="allow HTTP MCP sessions (openenv/session/create on POST /mcp); off by default: "
+        "each holds a --max-sessions slot until --idle-timeout closes it",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log each session's resets, steps and closes (INFO, on stderr)",
     )
     p.set_defaults(func=_cmd_serve)

@@ -10,17 +10,29 @@ OpenEnv's base types. The seat scheme is an orchenv extension (OpenEnv 0.10 has 
 multi-agent contract): a reset that names ``agent`` (a PettingZoo role) and ``group``
 plays that role in the group's game; the server steps the game in AEC order, so a seat's
 ``step`` returns when that seat is to act again (or the game is over), with the team
-reward earned since its last action.
+reward earned since its last action. Groups have owners: the first reset of a group returns
+its ``group_token`` (or takes the one the client chose), every other seat joins with it, and a
+seat another session holds is refused, never restarted.
+
+Fork (``state``'s ``snapshot``, a reset's ``injected_state``) is an opaque handle into the
+server's table of episode recordings (``orchenv.serve.forks``): nothing of the env leaves
+the server and nothing a client sends is unpickled. ``--sealed`` turns fork off.
+
+``orchenv serve -v`` logs each session's resets, steps and closes (logger
+``orchenv.serve.session``, INFO).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import hmac
 import inspect
 import itertools
+import json
+import logging
 import math
 import os
+import secrets
 import threading
 import time
 from collections.abc import Mapping
@@ -36,7 +48,12 @@ from pydantic import Field
 import orchenv
 from orchenv.error import ConfigError, EnvStateError, UnknownNameError
 from orchenv.registry import ENV_SUMMARIES, load_entry_point
-from orchenv.serve.wire import export_snapshot, import_snapshot, safe_text, wire_safe
+from orchenv.serve.forks import MAX_RECORDING_CHARS, ForkTable, binding
+from orchenv.serve.wire import safe_text, wire_safe
+
+logger = logging.getLogger(__name__)
+#: one line per reset, step and close at INFO (``orchenv serve -v``)
+session_log = logging.getLogger("orchenv.serve.session")
 
 #: env id prefix -> (PettingZoo AEC factory, the role game class whose arguments it takes)
 SEAT_VIEWS: dict[str, tuple[str, str]] = {
@@ -58,6 +75,7 @@ _RESET_ARGS: tuple[str, ...] = (
     "episode_id",
     "agent",
     "group",
+    "group_token",
     "injected_state",
     "split",
     "index",
@@ -81,11 +99,18 @@ class OrchObservation(Observation):
     terminated: bool = Field(default=False)
     truncated: bool = Field(default=False)
     agent: str | None = Field(default=None, description="the seat this session plays")
+    group_token: str | None = Field(
+        default=None,
+        description="a seat reset's group token: the other seats join the group with it",
+    )
 
 
 class OrchState(State):
     """Where the session's episode stands; ``snapshot`` is the ``injected_state`` a reset
-    takes to continue from here (the ``set_state`` capability: ``env.fork()`` semantics)."""
+    takes to continue from here (the ``set_state`` capability: ``env.fork()`` semantics): an
+    opaque, expiring handle into the server's fork table, ``None`` on a sealed server, for
+    seats, before the first reset, and for an episode whose actions exceed the table's
+    bound (``fork`` says which)."""
 
     env_id: str = ""
     seed: int | None = None
@@ -95,6 +120,7 @@ class OrchState(State):
     agent: str | None = None
     group: str | None = None
     snapshot: str | None = None
+    fork: str = Field(default="", description="why snapshot is None, when it is")
     worker: int = Field(default=0, description="the server process holding this session")
 
 
@@ -114,7 +140,15 @@ class ServeConfig:
     workers: int = 1
     idle_timeout_s: float | None = 600.0
     seat_timeout_s: float = 60.0
-    state_key: str = ""
+    #: no fork: state carries no snapshot and reset takes no injected_state (sealed evaluation)
+    sealed: bool = False
+    #: how long a fork handle lives, and how many the table holds (per server)
+    fork_ttl_s: float = 600.0
+    fork_capacity: int = 4096
+    #: the private folder the workers share fork handles through (``--workers N``; set by serve)
+    fork_dir: str | None = None
+    #: HTTP MCP sessions (``openenv/session/create`` on ``POST /mcp``); off unless asked
+    mcp: bool = False
     #: step on the event loop (no thread hop per message): for CPU-only envs
     inline: bool = False
     #: permessage-deflate on the WebSocket (off: CPU is scarcer than bandwidth on a cluster)
@@ -123,12 +157,18 @@ class ServeConfig:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def env_arguments(self) -> dict[str, Any]:
+        """What decides the served env's behaviour (fork handles are bound to it)."""
+        keys = ("env_kwargs", "pool", "split", "record", "replay", "replay_mode")
+        return {k: self.__dict__[k] for k in keys}
+
 
 class _SeatGroup:
     """One role game played by several sessions (one per role)."""
 
-    def __init__(self, aec: Any) -> None:
+    def __init__(self, aec: Any, token: str) -> None:
         self.aec = aec
+        self.token = token
         self.cond = threading.Condition()
         self.generation = 0
         self.joined: set[str] = set()
@@ -147,8 +187,16 @@ class Runtime:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self.key = hashlib.sha256(config.state_key.encode()).digest() if config.state_key else b""
         self.spec = gym.spec(config.env_id)
+        self.forks: ForkTable | None = None
+        if not config.sealed:
+            self.forks = ForkTable(
+                binding(config.env_id, config.env_arguments(), orchenv.__version__),
+                capacity=config.fork_capacity,
+                ttl_s=config.fork_ttl_s,
+                folder=config.fork_dir,
+            )
+        self._probe: Any = None  # one env per worker for the task API (never a session's)
         self.pool: Any = None
         self.groups: dict[str, _SeatGroup] = {}
         self.lock = threading.Lock()
@@ -181,6 +229,14 @@ class Runtime:
     def make_env(self) -> Any:
         return gym.make(self.config.env_id, **self.env_kwargs()).unwrapped
 
+    def task_source(self) -> Any:
+        """The task API's source: one env per worker, built once (the task API never builds
+        an env per request, so it cannot be used to go around ``--max-sessions``)."""
+        with self.lock:
+            if self._probe is None:
+                self._probe = self.make_env()
+            return self._probe.task_source
+
     def seat_view(self) -> tuple[str, str] | None:
         for prefix, view in SEAT_VIEWS.items():
             if self.config.env_id.startswith(prefix):
@@ -208,9 +264,14 @@ class Runtime:
             kwargs["split"] = self.config.split
         return factory(**kwargs)
 
-    def join(self, group_id: str, role: str, seed: int | None, options: dict) -> tuple:
+    def join(
+        self, group_id: str, role: str, seed: int | None, options: dict, token: str | None
+    ) -> tuple:
         """Seat ``role`` in ``group_id``'s game (a new game when the role already played the
-        current one or the game is over); returns (group, generation)."""
+        current one or the game is over); returns (group, generation).
+
+        A new group takes ``token`` (or a random one) as its token; joining an existing group
+        needs that token, and a seat another session holds is refused."""
         with self.lock:
             self._expire()
             group = self.groups.get(group_id)
@@ -223,10 +284,27 @@ class Runtime:
                     raise ConfigError(
                         f"too many seat groups ({len(self.groups)}); finish or close one first"
                     )
-                group = self.groups.setdefault(group_id, _SeatGroup(aec))
+                mine = _SeatGroup(aec, token or secrets.token_urlsafe(24))
+                group = self.groups.setdefault(group_id, mine)
+            if group is mine:
+                token = group.token
+        if not isinstance(token, str) or not hmac.compare_digest(
+            token.encode("utf-8", "backslashreplace"), group.token.encode()
+        ):
+            raise ConfigError(
+                f"group {safe_text(group_id)[:80]!r} exists and belongs to the sessions that "
+                "hold its token: join it with group_token= (the token its first reset "
+                "returned), or pick another group id"
+            )
         if role not in group.aec.possible_agents:
             raise UnknownNameError("seat (agent)", role, group.aec.possible_agents)
         with group.cond:
+            if role in group.present:
+                free = sorted(set(group.aec.possible_agents) - group.present)
+                raise ConfigError(
+                    f"seat {role!r} of group {safe_text(group_id)[:80]!r} is taken by another "
+                    f"session; free seats: {free}"
+                )
             if role in group.joined or group.over or group.left is not None or not group.generation:
                 group.aec.reset(seed=seed, options=options)
                 group.generation += 1
@@ -281,7 +359,13 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
         self._last: dict[str, Any] | None = None
         self._seat: tuple[str, str] | None = None  # (group, role)
         self._generation = 0
+        self._group_token: str | None = None
+        self._seat_group: str | None = None
         self._closed = False
+        # the episode's recording (what a fork handle replays); None: nothing to fork
+        self._recording: dict[str, Any] | None = None
+        self._fork_note = "no episode yet: reset first"
+        self._minted: tuple[int, str] | None = None  # (actions recorded, handle)
 
     # -- OpenEnv API ---------------------------------------------------------------------------
     def reset(  # type: ignore[override]
@@ -290,6 +374,7 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
         episode_id: str | None = None,
         agent: str | None = None,
         group: str | None = None,
+        group_token: str | None = None,
         injected_state: str | None = None,
         split: str | None = None,
         index: int | None = None,
@@ -334,26 +419,117 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
         if agent is not None or group is not None:
             if injected_state is not None:
                 raise ConfigError("injected_state is not supported for seats (agent=)")
-            return self._seat_reset(agent, group, seed, opts)
+            if group_token is not None and not isinstance(group_token, str):
+                raise ConfigError("group_token must be a string")
+            return self._seat_reset(agent, group, seed, opts, group_token)
+        if group_token is not None:
+            raise ConfigError("group_token is for seats: reset with agent= and group=")
+        if injected_state is not None:
+            return self._restore(injected_state)
         if self._env is None:
             self._env = self.runtime.make_env()
         env = self._env
-        if injected_state is not None:
-            if not self.runtime.key:
-                raise ConfigError("this server was started without a state key")
-            last = import_snapshot(
-                env, injected_state, self.runtime.key, self.runtime.config.env_id
-            )
-            self._last = dict(last or {})
-            self._seed = self._last.get("seed")
-            return self._observation(self._last)
         if split is not None:
             env.task_source.check_split(split)
             env.split = split
-        obs, info = env.reset(seed=seed, options=opts)
+        # a fork replays this reset: the seed is always explicit (drawn when none was given)
+        used_seed = seed if seed is not None else secrets.randbelow(2**63)
+        lifetime = env.lifetime_state()
+        obs, info = env.reset(seed=used_seed, options=opts)
+        self._start_recording(env, used_seed, opts, lifetime)
         self._last = {"prompt": obs, "info": info, "reward": 0.0, "seed": seed}
         self._last.update(terminated=False, truncated=False)
+        if session_log.isEnabledFor(logging.INFO):
+            session_log.info(
+                "session %d reset %d: seed=%s task=%s",
+                self._index,
+                self._resets,
+                seed,
+                getattr(getattr(env, "task", None), "id", None),
+            )
         return self._observation(self._last)
+
+    # -- fork: recordings and handles -------------------------------------------------------------
+    def _start_recording(
+        self, env: Any, used_seed: int, opts: dict[str, Any], lifetime: Any
+    ) -> None:
+        self._minted = None
+        if self.runtime.forks is None:
+            self._recording, self._fork_note = None, "this server is sealed (--sealed)"
+            return
+        try:  # JSON only (the table never holds objects); a copy, detached from the env
+            frozen = json.loads(json.dumps({"options": opts, "lifetime": lifetime}))
+        except (TypeError, ValueError) as exc:
+            self._recording = None
+            self._fork_note = f"this episode's reset options are not JSON ({exc})"
+            return
+        self._recording = {
+            "seed": used_seed,
+            "split": getattr(env, "split", None),
+            **frozen,
+            "actions": [],
+            "chars": 0,
+        }
+        self._fork_note = ""
+
+    def _record(self, text: str) -> None:
+        recording = self._recording
+        if recording is None:
+            return
+        recording["chars"] += len(text)
+        if recording["chars"] > MAX_RECORDING_CHARS:
+            self._recording = None
+            self._fork_note = (
+                f"this episode's actions exceed {MAX_RECORDING_CHARS:,} characters, the fork "
+                "table's bound per episode"
+            )
+            return
+        recording["actions"].append(text)
+
+    def _fork_handle(self) -> str | None:
+        forks, recording = self.runtime.forks, self._recording
+        if forks is None or recording is None or self._seat is not None or self._closed:
+            return None
+        done = len(recording["actions"])
+        if self._minted is not None and self._minted[0] == done:
+            return self._minted[1]  # nothing played since: the same handle
+        handle = forks.put({k: v for k, v in recording.items() if k != "chars"})
+        self._minted = (done, handle)
+        return handle
+
+    def _restore(self, handle: Any) -> OrchObservation:
+        """Replay the recording behind ``handle`` on this session's env (fork)."""
+        forks = self.runtime.forks
+        if forks is None:
+            raise ConfigError(
+                "fork is off on this server (orchenv serve --sealed): state carries no "
+                "snapshot and reset takes no injected_state"
+            )
+        recording = forks.get(handle)
+        if self._env is None:
+            self._env = self.runtime.make_env()
+        env = self._env
+        if recording.get("split") is not None:
+            env.split = recording["split"]
+        env.load_lifetime_state(recording.get("lifetime"))
+        options = dict(recording.get("options") or {})
+        obs, info = env.reset(seed=recording["seed"], options=options)
+        self._start_recording(env, recording["seed"], options, recording.get("lifetime"))
+        last: dict[str, Any] = {"prompt": obs, "info": info, "reward": 0.0}
+        last.update(terminated=False, truncated=False)
+        for text in recording.get("actions", []):
+            obs, reward, terminated, truncated, info = env.step(text)
+            self._record(text)
+            last = {"prompt": obs, "info": info, "reward": reward}
+            last.update(terminated=terminated, truncated=truncated)
+        self._steps = len(recording.get("actions", []))
+        self._seed = recording["seed"]
+        last["seed"] = self._seed
+        self._last = last
+        session_log.info(
+            "session %d restored a fork (%d actions replayed)", self._index, self._steps
+        )
+        return self._observation(last)
 
     def step(  # type: ignore[override]
         self, action: OrchAction, timeout_s: float | None = None, **kwargs: Any
@@ -371,25 +547,27 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
                 ),
             )
         obs, reward, terminated, truncated, info = self._env.step(action.text)
+        self._record(action.text)
         self._steps += 1
         self._last = {"prompt": obs, "info": info, "reward": reward, "seed": self._seed}
         self._last.update(terminated=terminated, truncated=truncated)
+        if session_log.isEnabledFor(logging.INFO):
+            session_log.info(
+                "session %d step %d: reward=%s done=%s",
+                self._index,
+                self._steps,
+                reward,
+                terminated or truncated,
+            )
         return self._observation(self._last)
 
     @property
     def state(self) -> OrchState:
-        snapshot = None
         env = self._env
-        if (
-            self._seat is None
-            and env is not None
-            and self._last is not None
-            and self.runtime.key
-            and not self._closed
-        ):
-            snapshot = export_snapshot(
-                env, self.runtime.key, self.runtime.config.env_id, self._last
-            )
+        snapshot = self._fork_handle() if self._last is not None else None
+        note = "" if snapshot else (self._fork_note or "seats do not fork")
+        if self._seat is not None:
+            note = "seats do not fork"
         task = getattr(env, "task", None)
         return OrchState(
             episode_id=self._episode_id,
@@ -402,6 +580,7 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
             agent=self._seat[1] if self._seat else None,
             group=self._seat[0] if self._seat else None,
             snapshot=snapshot,
+            fork=note,
             worker=os.getpid(),
         )
 
@@ -421,6 +600,13 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
         )
 
     def close(self) -> None:
+        if not self._closed and (self._resets or self._steps):
+            session_log.info(
+                "session %d closed after %d reset(s), %d step(s) in its last episode",
+                self._index,
+                self._resets,
+                self._steps,
+            )
         if self._seat is not None:
             self.runtime.leave(*self._seat)
             self._seat = None
@@ -430,9 +616,7 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
 
     # -- the task API (OpenEnv TaskProvider) -----------------------------------------------------
     def _tasks(self) -> Any:
-        if self._env is None:
-            self._env = self.runtime.make_env()
-        return self._env.task_source
+        return self.runtime.task_source()
 
     def list_splits(self) -> list[str]:
         return list(self._tasks().splits)
@@ -458,7 +642,12 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
 
     # -- seats -------------------------------------------------------------------------------------
     def _seat_reset(
-        self, agent: Any, group: Any, seed: int | None, opts: dict[str, Any]
+        self,
+        agent: Any,
+        group: Any,
+        seed: int | None,
+        opts: dict[str, Any],
+        token: str | None = None,
     ) -> OrchObservation:
         if self.runtime.config.workers > 1:
             raise ConfigError(
@@ -468,9 +657,15 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
             raise ConfigError("a seat reset names both 'agent' (a role) and 'group' (strings)")
         if len(group) > 200:
             raise ConfigError("group ids are at most 200 characters")
-        grp, generation = self.runtime.join(group, agent, seed, opts)
+        if token is not None and not 16 <= len(token) <= 200:
+            raise ConfigError("a group_token is 16 to 200 characters (a secret the seats share)")
+        if token is None and self._group_token is not None and self._seat_group == group:
+            token = self._group_token  # this session's own group: it holds the token
+        grp, generation = self.runtime.join(group, agent, seed, opts, token)
         self._seat, self._generation = (group, agent), generation
-        return self._seat_wait(grp, agent)
+        self._seat_group, self._group_token = group, grp.token
+        session_log.info("session %d took seat %r of group %r", self._index, agent, group)
+        return self._seat_wait(grp, agent, announce=True)
 
     def _seat_step(self, text: str) -> OrchObservation:
         assert self._seat is not None
@@ -499,7 +694,7 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
         if grp.left is not None and not grp.over:
             raise EnvStateError(f"seat {grp.left!r} left the game; reset to start a new one")
 
-    def _seat_wait(self, grp: _SeatGroup, role: str) -> OrchObservation:
+    def _seat_wait(self, grp: _SeatGroup, role: str, announce: bool = False) -> OrchObservation:
         """Block until ``role`` acts next or the game ends, then observe it."""
         deadline = time.monotonic() + self.runtime.config.seat_timeout_s
         with grp.cond:
@@ -526,7 +721,7 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
                 "seed": self._seed,
             }
         self._last = last
-        return self._observation(last, agent=role)
+        return self._observation(last, agent=role, group_token=grp.token if announce else None)
 
     # -- helpers -------------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -537,7 +732,9 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
             )
 
     @staticmethod
-    def _observation(last: Mapping[str, Any], agent: str | None = None) -> OrchObservation:
+    def _observation(
+        last: Mapping[str, Any], agent: str | None = None, group_token: str | None = None
+    ) -> OrchObservation:
         terminated, truncated = bool(last["terminated"]), bool(last["truncated"])
         reward = float(last["reward"])
         info = wire_safe(last["info"])
@@ -553,6 +750,7 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
             terminated=terminated,
             truncated=truncated,
             agent=agent,
+            group_token=group_token,
             metadata={},
         )
 
