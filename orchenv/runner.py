@@ -505,7 +505,7 @@ def format_yardsticks(rows: Sequence[Yardstick], report: Any) -> str:
         lo, hi = row.interval
         acc = "-" if row.accuracy is None else f"{row.accuracy:.3f}"
         lines.append(
-            f"  {row.label:<24} {row.mean:>7.3f}  [{lo:.3f}, {hi:.3f}]{'':<2} {acc:>8}  "
+            f"  {row.label:<24} {row.mean:>7.3f}  {f'[{lo:.3f}, {hi:.3f}]':<16} {acc:>8}  "
             f"{row.description}"
         )
     if report.realistic_skill_source:
