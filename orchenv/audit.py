@@ -23,6 +23,18 @@ sees the future:
   sees) and generic ones (always choice k, first available, random available).
 - **Trained** rows (optional ``trained={name: policy}``, e.g. a MaskablePPO through the
   discrete view) are comparison levels too.
+- **Tell meter** (optional, ``tells=True``; ``orchenv.audit_tells``): a logistic regression on
+  surface features of every agent output the controller sees predicts the output's privileged
+  correctness; its AUC on test episodes (within one author, across authors, and from the
+  context alone) with a bootstrap interval; flagged above 0.65 within authors. Where the env
+  has a verify decision (choices that accept or reject the draft), the fitted classifier also
+  plays as the ``surface-verifier`` shortcut, flagged like the others.
+- **Observer's reference** (optional, ``observer_steps=N``; ``orchenv.audit_observer``): a
+  MaskablePPO trained for ``N`` env steps on the train split through the discrete view, played
+  greedily on the audited tasks (kind ``observer``: reported, never a comparison level, never
+  flagged). The report compares it with the best blind policy and the skill reference at the
+  realistic level (paired by task) and says whether the skill is learnable from the
+  observation at that budget.
 
 A blind or shortcut policy is flagged when its mean return is within ``tolerance`` of (or
 above) a comparison level: the skill reference at the realistic ``s``, or a trained row; the
@@ -68,6 +80,15 @@ import gymnasium as gym
 import numpy as np
 from tqdm.auto import tqdm
 
+from orchenv.audit_tells import (
+    DEFAULT_TELL_EPISODES,
+    DEFAULT_TELL_TEST_EPISODES,
+    SURFACE_VERIFIER,
+    SURFACE_VERIFIER_DOC,
+    surface_verifier,
+    tell_meter,
+    tune_verifier,
+)
 from orchenv.core import OrchestrationEnv
 from orchenv.discrete import available, current_choices, orch_base
 from orchenv.error import ConfigError, OrchEnvError
@@ -408,6 +429,10 @@ class AuditReport:
     gameability_gap: dict[str, Any] | None = None
     #: the rows shortcuts are compared with (the skill reference at the realistic s, trained)
     comparison_levels: list[str] = field(default_factory=list)
+    #: the tell meter (``orchenv.audit_tells.TellMeter`` as a dict); None: not measured
+    tells: dict[str, Any] | None = None
+    #: the observer's reference (``_observer_summary``); None: not trained
+    observer: dict[str, Any] | None = None
 
     @property
     def best(self) -> AuditRow | None:
@@ -500,6 +525,12 @@ class _Tally:
     trained: dict[str, list[Episode]] = field(default_factory=dict)
     #: a fork of each task's start state (the best blind search plays them afterwards)
     roots: list[OrchestrationEnv] = field(default_factory=list)
+    #: strategies built per task from their own stream: name -> (kind, factory)
+    extra: dict[str, tuple[str, Callable[[np.random.Generator], Strategy]]] = field(
+        default_factory=dict
+    )
+    #: names of the trained rows that are observer references (reported, not levels)
+    observers: set[str] = field(default_factory=set)
 
 
 class _NoSkill(Exception):
@@ -523,6 +554,9 @@ def audit(
     blind: bool = True,
     blind_budget: int = DEFAULT_BLIND_BUDGET,
     trained: Mapping[str, Any] | None = None,
+    tells: bool = False,
+    tell_episodes: int = DEFAULT_TELL_EPISODES,
+    observer_steps: int = 0,
 ) -> AuditReport:
     """Skill reference, best blind policy, shortcuts (and the privileged upper bound) of
     ``env_id`` on ``tasks`` sampled tasks.
@@ -545,6 +579,11 @@ def audit(
         trained: ``{name: policy}`` comparison levels: a callable ``env -> action text``
             (reading only what a learner sees) or a controller with ``act(obs, info)`` (and
             optionally ``bind(env)``, ``reset(seed)``), e.g. ``MaskedPolicyController``.
+        tells: run the tell meter (``orchenv.audit_tells``; ``tell_episodes`` train episodes,
+            half as many test ones) and, where the env has a verify decision, add the
+            ``surface-verifier`` shortcut.
+        observer_steps: train the observer's reference (MaskablePPO, this many env steps on the
+            train split; needs the ``train`` extra) and report it; 0: skip.
     """
     if method not in METHODS:
         raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
@@ -554,15 +593,51 @@ def audit(
         )
     if not math.isfinite(tolerance):
         raise ConfigError(f"tolerance must be a finite number, got {tolerance!r}")
+    if observer_steps < 0:
+        raise ConfigError(f"observer_steps must be >= 0 (0: skip), got {observer_steps}")
     started = time.monotonic()
     kwargs = dict(env_kwargs or {})
+    tally = _Tally()
+    trained = dict(trained or {})
+    meter = None
+    if tells:
+        meter, fitted = tell_meter(
+            env_id,
+            episodes=tell_episodes,
+            test_episodes=max(2, min(DEFAULT_TELL_TEST_EPISODES, tell_episodes // 2)),
+            seed=seed,
+            env_kwargs=kwargs,
+        )
+        if fitted is not None and meter.verify_decisions:
+            threshold, tried = tune_verifier(
+                env_id, fitted, episodes=min(tell_episodes, 100), seed=seed, env_kwargs=kwargs
+            )
+            tally.extra[SURFACE_VERIFIER] = (
+                "generic",
+                lambda rng: surface_verifier(fitted, rng, threshold),
+            )
+            shown = ", ".join(f"{t:g}: {m:.3f}" for t, m in tried.items())
+            tally.descriptions[SURFACE_VERIFIER] = (
+                f"{SURFACE_VERIFIER_DOC} (threshold {threshold:g}; train returns {shown})"
+            )
+    observer_info: dict[str, Any] | None = None
+    if observer_steps:
+        from orchenv.audit_observer import OBSERVER, train_observer
+
+        controller, observer_info = train_observer(
+            env_id, steps=observer_steps, seed=seed, env_kwargs=kwargs
+        )
+        trained[OBSERVER] = controller
+        tally.observers.add(OBSERVER)
+        tally.descriptions[OBSERVER] = (
+            f"MaskablePPO, {observer_steps:,} env steps on the train split through the discrete "
+            "view, played greedily (observation only; reported, not a comparison level)"
+        )
     env, split, notes = _make(env_id, split, dict(kwargs))
     base = orch_base(env)
     realistic, source, defaulted = _realistic(base, notes)
     levels = _levels(skill_levels, realistic)
     plan = _plan(base, tasks, seed, notes)
-    tally = _Tally()
-    trained = dict(trained or {})
     n, chosen = 0, method
     deadline = None if time_limit_s is None else started + time_limit_s
     bar = tqdm(total=len(plan), desc=f"audit {env_id}", disable=not progress, leave=False)
@@ -622,6 +697,9 @@ def audit(
     rows = _rows(tally, blind_eps, blind_info, bool(n) and best_response)
     comparison = _compare(rows, realistic, tolerance)
     rises, trend = _trend(rows)
+    observer = None
+    if observer_info is not None:
+        observer = _observer_summary(rows, observer_info, realistic, tolerance)
     return AuditReport(
         env_id=env_id,
         split=split,
@@ -650,6 +728,8 @@ def audit(
         blind=blind_info,
         gameability_gap=_gameability(rows),
         comparison_levels=comparison,
+        tells=None if meter is None else dataclasses.asdict(meter),
+        observer=observer,
     )
 
 
@@ -708,7 +788,10 @@ def _audit_task(
         tally.exact = tally.exact and found.exact
     task_best = None if found is None else found.best
     rng = np.random.default_rng([*key, 1])  # the random strategy's draws, whatever the search
-    for name, (kind, policy) in _strategies(root, n, rng, tally).items():
+    strategies = _strategies(root, n, rng, tally)
+    for number, (name, (kind, factory)) in enumerate(tally.extra.items()):
+        strategies[name] = (kind, factory(np.random.default_rng([*key, 4, number])))
+    for name, (kind, policy) in strategies.items():
         ep = _play_named(root, name, policy)
         tally.strategies.setdefault(name, []).append(ep)
         tally.kinds[name] = kind
@@ -1220,7 +1303,10 @@ def _rows(
         described = f"with probability {s:g} per decision the paper's skill (privileged truth)"
         rows.append(_row(skill_name(s), "skill", described, tally.skill[s], skill=s))
     for name, eps in tally.trained.items():
-        rows.append(_row(name, "trained", "a trained policy (comparison level)", eps))
+        if name in tally.observers:
+            rows.append(_row(name, "observer", tally.descriptions.get(name, ""), eps))
+        else:
+            rows.append(_row(name, "trained", "a trained policy (comparison level)", eps))
     if blind_eps:
         described = (
             "the best task-independent sequence of choices (given only the turn and the mask), "
@@ -1295,6 +1381,66 @@ def _trend(rows: list[AuditRow]) -> tuple[bool | None, list[str]]:
     return rises, notes
 
 
+def _observer_summary(
+    rows: list[AuditRow], info: Mapping[str, Any], realistic: float, tolerance: float
+) -> dict[str, Any]:
+    """The observer's reference beside the best blind policy (or random choice) and the skill
+    reference at the realistic level, paired by task, and the verdict on learnability."""
+    observer = next(r for r in rows if r.kind == "observer")
+    out: dict[str, Any] = {
+        **dict(info),
+        "name": observer.name,
+        "return": observer.return_mean,
+        "return_ci": observer.return_ci,
+    }
+    baseline = next((r for r in rows if r.kind == "blind"), None) or next(
+        (r for r in rows if r.name == "random-available"), None
+    )
+    reference = next(
+        (
+            r
+            for r in rows
+            if r.kind == "skill" and r.skill is not None and _same(r.skill, realistic)
+        ),
+        None,
+    )
+    beyond = None
+    if baseline is not None:
+        mean, _, ci = _paired(observer.returns, baseline.returns)
+        out["baseline"] = baseline.name
+        out["over_baseline"] = [mean, ci]
+        beyond = mean - ci > 0
+    gap = None
+    if reference is not None:
+        mean, _, ci = _paired(reference.returns, observer.returns)
+        out["reference"] = reference.name
+        out["gap_to_reference"] = [mean, ci]
+        gap = mean
+    verifier = next((r for r in rows if r.name == SURFACE_VERIFIER), None)
+    if verifier is not None and reference is not None:
+        mean, _, ci = _paired(reference.returns, verifier.returns)
+        out["surface_verifier"] = {"return": verifier.return_mean, "gap_to_reference": [mean, ci]}
+    if beyond is None:
+        verdict = "no blind or random baseline to compare with"
+    elif not beyond:
+        verdict = (
+            f"not learned at this budget: {observer.name} is not above {out['baseline']} "
+            "beyond the 95% interval"
+        )
+    elif gap is not None and gap <= tolerance:
+        verdict = (
+            f"learnable: above {out['baseline']} and within the tolerance of {out['reference']}"
+        )
+    elif gap is not None:
+        verdict = f"partly learned: above {out['baseline']}, {gap:.3f} below {out['reference']}"
+    else:
+        verdict = f"learned beyond {out['baseline']} (no skill reference to compare with)"
+    out["learnable"] = bool(beyond) and gap is not None and gap <= tolerance
+    out["beyond_baseline"] = beyond
+    out["verdict"] = verdict
+    return out
+
+
 def _gameability(rows: list[AuditRow]) -> dict[str, Any] | None:
     top = next((r for r in rows if r.kind == "skill" and r.skill == 1.0), None)
     shortcuts = [r for r in rows if r.kind in SHORTCUT_KINDS]
@@ -1317,6 +1463,59 @@ def _gameability(rows: list[AuditRow]) -> dict[str, Any] | None:
 
 
 # -- markdown --------------------------------------------------------------------------------------
+def _tell_lines(report: AuditReport) -> list[str]:
+    """The tell meter's and the observer's reference's paragraphs (empty when not run)."""
+    lines: list[str] = []
+    tells = report.tells
+    if tells is not None:
+        if not tells.get("measurable"):
+            lines += ["", f"**Tell meter**: not measurable ({tells.get('reason', '')})."]
+        else:
+            flag = " **FLAG (tell)**" if tells.get("flagged") else ""
+            top = ", ".join(f"{k} {v:+.2f}" for k, v in (tells.get("top_features") or {}).items())
+            lines += [
+                "",
+                f"**Tell meter** (logistic regression on surface features of each agent output, "
+                f"fitted on {tells['train_outputs']} outputs of {tells['train_episodes']} "
+                f"{tells['train_split']} episodes, measured on {tells['test_outputs']} outputs of "
+                f"{tells['test_episodes']} {tells['test_split']} episodes; label "
+                f"`{tells['label_key']}`; policies {', '.join(tells['policies'])}): AUC within "
+                f"authors {_fmt(tells['auc_within'])} {_ci_text(tells['auc_within_ci'])}, "
+                f"across authors {_fmt(tells['auc'])} {_ci_text(tells['auc_ci'])}, context alone "
+                f"(author, turn, position) {_fmt(tells['auc_context'])} "
+                f"{_ci_text(tells['auc_context_ci'])}; threshold {tells['threshold']:g} within "
+                f"authors{flag}. Right share {_fmt(tells['right_share'])}, text shown to the "
+                f"controller for {_fmt(tells['text_visible'])} of outputs. Largest weights "
+                f"(standardised; + means more often right): {top}.",
+            ]
+    observer = report.observer
+    if observer is not None:
+        parts = [
+            f"**Observer's reference** (`{observer['name']}`: MaskablePPO, {observer['steps']:,} "
+            f"env steps on the {observer['split']} split, discrete view, greedy): return "
+            f"{_pm(observer['return'], observer['return_ci'])}"
+        ]
+        if "over_baseline" in observer:
+            mean, ci = observer["over_baseline"]
+            parts.append(f"minus `{observer['baseline']}` {_pm(mean, ci)}")
+        if "gap_to_reference" in observer:
+            mean, ci = observer["gap_to_reference"]
+            parts.append(f"`{observer['reference']}` minus it {_pm(mean, ci)}")
+        if "surface_verifier" in observer:
+            mean, ci = observer["surface_verifier"]["gap_to_reference"]
+            parts.append(
+                f"the surface-feature verifier (a classifier, observation only) "
+                f"{_num(observer['surface_verifier']['return'])}, `{observer['reference']}` minus "
+                f"it {_pm(mean, ci)}"
+            )
+        lines += ["", "; ".join(parts) + f" (paired by task). **{observer['verdict']}**."]
+    return lines
+
+
+def _ci_text(ci: Sequence[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci and len(ci) == 2 else "[–]"
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -1451,6 +1650,7 @@ def _markdown(report: AuditReport) -> str:
             f"`{gap['against']}`, paired over {gap['tasks']} tasks): {_num(gap['mean'])}, 95% "
             f"interval [{_num(lo)}, {_num(hi)}] (reward units; {gap['note']})."
         )
+    lines += _tell_lines(report)
     blind = report.blind
     if blind.get("folds"):
         lines += ["", f"Best blind policy ({blind['method']} over {blind['sequences']:,} "
@@ -1476,7 +1676,9 @@ def _markdown(report: AuditReport) -> str:
             calls = ", ".join(f"{a} {c:.2f}" for a, c in best.agent_calls.items())
             lines.append(f"- agent calls per episode: {calls}")
     described = [
-        r for r in rows if r.description and r.kind in ("env", "generic", "trained", "control")
+        r
+        for r in rows
+        if r.description and r.kind in ("env", "generic", "trained", "control", "observer")
     ]
     if described:
         lines += ["", "Strategies:", ""]

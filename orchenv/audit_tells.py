@@ -30,6 +30,7 @@ record fields (``info["calls"]``) are always visible.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -304,6 +305,8 @@ class TellMeter:
     top_features: dict[str, float] = field(default_factory=dict)
     agents: list[str] = field(default_factory=list)
     policies: list[str] = field(default_factory=list)
+    #: decisions (train and test episodes) that offered both an accept and a reject choice
+    verify_decisions: int = 0
     elapsed_s: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -395,7 +398,7 @@ def _collect(
     players: Sequence[Chooser],
     deadline: float | None,
     first_episode: int,
-) -> tuple[list[Output], int, set[str]]:
+) -> tuple[list[Output], int, set[str], int]:
     """Outputs of up to ``episodes`` episodes on ``split`` (policies alternate by episode)."""
     env = gym.make(env_id, **{**env_kwargs, "split": split})
     try:
@@ -414,9 +417,10 @@ def _play_outputs(
     players: Sequence[Chooser],
     deadline: float | None,
     first_episode: int,
-) -> tuple[list[Output], int, set[str]]:
+) -> tuple[list[Output], int, set[str], int]:
     outputs: list[Output] = []
     keys: set[str] = set()
+    verify = 0
     try:
         size = base.task_source.size(split)
         indices = [int(i) for i in np.random.default_rng([seed, 7]).permutation(size)]
@@ -438,6 +442,8 @@ def _play_outputs(
         with _Recorder(base) as recorder:
             for _ in range(base.max_turns + 1):
                 start = len(recorder.calls)
+                with contextlib.suppress(NotImplementedError):
+                    verify += has_verify_decision(current_choices(base))
                 obs, _, terminated, truncated, info = base.step(player(base, rng))
                 seen.append(str(obs))
                 consults = sum(bool(c.get("consult")) for c in info.get("calls") or ())
@@ -467,7 +473,7 @@ def _play_outputs(
                 )
             )
         played += 1
-    return outputs, played, keys
+    return outputs, played, keys, verify
 
 
 def _bootstrap(
@@ -565,11 +571,11 @@ def tell_meter(
     players = [_random_available, _skill_player(level)]
     policies = ["random-available", f"skill@{level:g}"]
     train_deadline = None if time_limit_s is None else started + 0.6 * time_limit_s
-    train, n_train, keys = _collect(
+    train, n_train, keys, verify = _collect(
         env_id, kwargs, train_split, episodes, seed, players, train_deadline, 0
     )
     test_deadline = None if time_limit_s is None else started + time_limit_s
-    test, n_test, keys2 = _collect(
+    test, n_test, keys2, verify2 = _collect(
         env_id, kwargs, test_split, test_episodes, seed + 1, players, test_deadline, 1_000_000
     )
     meter = TellMeter(
@@ -584,8 +590,9 @@ def tell_meter(
         threshold=threshold,
         policies=policies,
         notes=notes,
-        label_key="/".join(sorted(keys | keys2)),
     )
+    meter.verify_decisions = verify + verify2
+    meter.label_key = "/".join(sorted(keys | keys2))
     if n_train < episodes or n_test < test_episodes:
         notes.append(
             f"time limit: {n_train} of {episodes} train and {n_test} of {test_episodes} test "
@@ -663,3 +670,129 @@ def measure(
     order = np.argsort(-np.abs(full_clf.weights[1:]))[:6]
     meter.top_features = {names[i]: round(float(full_clf.weights[1 + i]), 3) for i in order}
     return FittedTells(full_clf, agents)
+
+
+# -- the surface-feature verifier ------------------------------------------------------------------
+#: a choice that accepts the draft / rejects it (MathRoute's ``<verdict>True</verdict>``)
+ACCEPT_RE = re.compile(r"<verdict>\s*true\b|\baccept", re.IGNORECASE)
+REJECT_RE = re.compile(r"<verdict>\s*false\b|\breject", re.IGNORECASE)
+SURFACE_VERIFIER = "surface-verifier"
+SURFACE_VERIFIER_DOC = (
+    "accepts the latest draft when the tell meter's classifier (surface features only, fitted "
+    "on train episodes) puts P(right) at or above a threshold picked on train episodes, else "
+    "takes the first reject choice; elsewhere the env's no-skill default"
+)
+#: the acceptance thresholds ``tune_verifier`` tries
+VERIFIER_THRESHOLDS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def verify_choices(choices: Sequence[str | None]) -> tuple[int | None, int | None]:
+    """The first available accept choice and the first available reject choice (None: none)."""
+
+    def first(match: re.Pattern[str], other: re.Pattern[str]) -> int | None:
+        return next(
+            (k for k, c in enumerate(choices) if c and match.search(c) and not other.search(c)),
+            None,
+        )
+
+    return first(ACCEPT_RE, REJECT_RE), first(REJECT_RE, ACCEPT_RE)
+
+
+def latest_output(env: OrchestrationEnv) -> Output | None:
+    """The latest routed agent output as the controller sees it now (the previous step's last
+    call record and the transcript's text), unlabelled; None when the step called nobody."""
+    records = list(getattr(env, "_step_calls", ()) or ())
+    routed = [(i, r) for i, r in enumerate(records) if not r.get("consult")]
+    if not routed:
+        return None
+    position, record = routed[-1]
+    agent = str(record.get("agent", ""))
+    entry = next((e for e in reversed(env.transcript) if e.get("role") == agent), None)
+    if entry is None:
+        return None
+    text = str(entry.get("text", ""))
+    shown = env.render_messages(env._messages())
+    snippet = text.strip()[:SNIPPET_CHARS]
+    return Output(
+        agent=agent,
+        text=text,
+        record=dict(record),
+        turn=int(entry.get("turn", env.turn)),
+        position=position,
+        consult=False,
+        label=False,
+        episode=-1,
+        visible=bool(snippet) and snippet in shown,
+    )
+
+
+def has_verify_decision(choices: Sequence[str | None]) -> bool:
+    accept, reject = verify_choices(choices)
+    return accept is not None and reject is not None
+
+
+def surface_verifier(
+    fitted: FittedTells, rng: np.random.Generator, threshold: float = 0.5
+) -> Callable[[OrchestrationEnv], str]:
+    """The surface-feature verifier (``SURFACE_VERIFIER_DOC``) as an audit strategy: accept
+    when the classifier's P(right) is at least ``threshold``."""
+
+    def policy(env: OrchestrationEnv) -> str:
+        choices = current_choices(env)
+        accept, reject = verify_choices(choices)
+        output = latest_output(env) if accept is not None and reject is not None else None
+        if accept is not None and reject is not None and output is not None:
+            k = accept if fitted.prob_right(output) >= threshold else reject
+            text = choices[k]
+            assert text is not None
+            return text
+        default = env.skill_action(False, rng)
+        return default if isinstance(default, str) else _random_available(env, rng)
+
+    policy.__doc__ = SURFACE_VERIFIER_DOC
+    return policy
+
+
+def tune_verifier(
+    env_id: str,
+    fitted: FittedTells,
+    *,
+    episodes: int = 100,
+    seed: int = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+    thresholds: Sequence[float] = VERIFIER_THRESHOLDS,
+) -> tuple[float, dict[float, float]]:
+    """The acceptance threshold of the surface verifier with the best mean return over
+    ``episodes`` episodes on the **train** split (the same tasks for every threshold), and
+    the mean return of each threshold tried."""
+    kwargs = {k: v for k, v in dict(env_kwargs or {}).items() if k != "split"}
+    env = gym.make(env_id, **kwargs)
+    splits = _splits(orch_base(env))
+    env.close()
+    if "train" in splits:
+        kwargs["split"] = "train"
+    env = gym.make(env_id, **kwargs)
+    base = orch_base(env)
+    try:
+        try:
+            size = base.task_source.size(base.split)
+        except OrchEnvError:
+            size = 0
+        means: dict[float, float] = {}
+        for threshold in thresholds:
+            total = 0.0
+            for number in range(episodes):
+                rng = np.random.default_rng([seed, 17, number])
+                options = {"task_index": number % size} if size else {}
+                base.reset(seed=int(rng.integers(2**31)), options=options)
+                policy = surface_verifier(fitted, rng, threshold)
+                for _ in range(base.max_turns + 1):
+                    _, reward, terminated, truncated, _ = base.step(policy(base))
+                    total += float(reward)
+                    if terminated or truncated:
+                        break
+            means[float(threshold)] = total / episodes
+    finally:
+        env.close()
+    best = max(means, key=lambda t: (means[t], -abs(t - 0.5)))
+    return best, means

@@ -124,3 +124,89 @@ def test_tell_meter_refuses_bad_arguments() -> None:
         tell_meter("orch/MathRoute-v0", episodes=1)
     with pytest.raises(ConfigError, match="threshold"):
         tell_meter("orch/MathRoute-v0", threshold=1.5)
+
+
+# -- in the audit: the surface verifier and the observer's reference ------------------------------
+def test_verify_choices_finds_accept_and_reject() -> None:
+    from orchenv.audit_tells import has_verify_decision, verify_choices
+
+    choices = [
+        None,
+        "<checking></checking>\n<verdict>False</verdict>\n<model>b</model>",
+        "<checking></checking>\n<verdict>True</verdict>",
+    ]
+    assert verify_choices(choices) == (2, 1)
+    assert has_verify_decision(choices)
+    assert not has_verify_decision(["<model>a</model>", "<model>b</model>", None])
+    assert verify_choices(["Accept the plan", "Reject it"]) == (0, 1)
+
+
+def test_audit_with_tells_adds_the_surface_verifier_on_a_verify_env() -> None:
+    from orchenv.audit import AuditReport, audit
+
+    report = audit(
+        "orch/MathRoute-v0",
+        tasks=8,
+        best_response=False,
+        blind=False,
+        progress=False,
+        tells=True,
+        tell_episodes=30,
+    )
+    assert report.tells is not None and report.tells["measurable"]
+    row = report.row("surface-verifier")
+    assert row.kind == "generic" and len(row.returns) == 8
+    assert "threshold" in row.description
+    assert row.gap_ref is not None  # compared with skill@realistic like every shortcut
+    text = report.to_markdown()
+    assert "**Tell meter**" in text and "AUC within authors" in text
+    again = AuditReport.from_json(report.to_json())
+    assert again.tells == report.tells
+    # no tells asked: no meter, no verifier row
+    plain = audit("orch/MathRoute-v0", tasks=2, best_response=False, blind=False, progress=False)
+    assert plain.tells is None and "surface-verifier" not in [r.name for r in plain.rows]
+
+
+def test_audit_without_a_verify_decision_has_no_surface_verifier() -> None:
+    from orchenv.audit import audit
+
+    report = audit(
+        "orch/BudgetRoute-v0",
+        tasks=4,
+        best_response=False,
+        blind=False,
+        progress=False,
+        tells=True,
+        tell_episodes=20,
+    )
+    assert report.tells is not None and report.tells["verify_decisions"] == 0
+    assert "surface-verifier" not in [r.name for r in report.rows]
+
+
+def test_observer_reference_tiny_budget() -> None:
+    pytest.importorskip("sb3_contrib")
+    from orchenv.audit import audit
+
+    report = audit(
+        "orch/MathRoute-v0",
+        tasks=6,
+        best_response=False,
+        progress=False,
+        observer_steps=256,
+    )
+    row = report.row("observer-ppo")
+    assert row.kind == "observer" and not row.flagged
+    assert "observer-ppo" not in report.comparison_levels  # reported, never a level
+    assert report.observer is not None
+    assert report.observer["steps"] == 256 and report.observer["split"] == "train"
+    assert report.observer["baseline"] == "best-blind"
+    assert report.observer["reference"] == "skill@0.7"
+    assert isinstance(report.observer["verdict"], str) and report.observer["verdict"]
+    assert "**Observer's reference**" in report.to_markdown()
+
+
+def test_observer_steps_must_not_be_negative() -> None:
+    from orchenv.audit import audit
+
+    with pytest.raises(ConfigError, match="observer_steps"):
+        audit("orch/MathRoute-v0", tasks=1, observer_steps=-1, progress=False)
