@@ -152,7 +152,9 @@ def test_skill_reference_rises_with_skill():
         means.append(statistics.fmean(play(env, policy, n)))
     single = statistics.fmean(play(env, env.audit_strategies()["one-call-then-terminate"], n))
     assert means[0] == single
-    assert means[0] + 0.05 < means[1] < means[2] - 0.05
+    # margins 0.03 (0.05 before issue 38: correlated revisions make the skilled critique
+    # worth less on hard tasks, and s = 0.5 measured 0.810 against s = 0's 0.763)
+    assert means[0] + 0.03 < means[1] < means[2] - 0.03
     env.close()
 
 
@@ -186,8 +188,26 @@ def test_default_id_no_skill_default_answers_some_tasks():
     best = max(a.calibration[key] for a in env.pool.agents)
     assert env.pool.spec(env.single_call_model()).calibration[key] == best > 0
     rng = np.random.default_rng(0)
-    unskilled = play(env, lambda e: e.skill_action(False, rng), n)
     single = play(env, env.audit_strategies()["one-call-then-terminate"], n)
-    assert unskilled == single
     assert statistics.fmean(single) > 0.0
+    # issue 38: after the first answer the no-skill default has the same model critique and
+    # revise while its public single-call quality is below UNSKILLED_STOP_PRIOR (0.045 here)
+    env.reset(seed=0, options={"task_index": 0})
+    first = env.skill_action(False, rng)
+    assert first == agent_text(env.single_call_model(), "reasoning")
+    env.step(first)
+    assert env.skill_action(False, rng) == agent_text(env.single_call_model(), "critique")
+    unskilled = play(env, lambda e: e.skill_action(False, rng), n)
+    assert statistics.fmean(unskilled) > statistics.fmean(single) + 0.2
+    env.close()
+
+
+def test_no_skill_default_stops_where_the_single_call_is_likely_right():
+    """Titan MMLU-Pro (Llama-3.1-405B, 0.76 >= 0.5): the no-skill default is the single call
+    then terminate, as before issue 38."""
+    env = env_for("titan", "multiple-choice", 30)
+    rng = np.random.default_rng(0)
+    unskilled = play(env, lambda e: e.skill_action(False, rng), 30)
+    single = play(env, env.audit_strategies()["one-call-then-terminate"], 30)
+    assert unskilled == single
     env.close()

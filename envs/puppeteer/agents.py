@@ -324,7 +324,8 @@ class PatternBackend:
                 right = u < (params.keep_after_alarm if alarm else params.keep)
             else:
                 fixed = revision.fix_probability(family, capability, judged, guidance)
-                right = u < fixed
+                task_u = stable_uniform("task", self.seed, task.id)
+                right = revision.revision_hit(fixed, task_u, u)
         if right == was_right:
             answer = draft
         else:

@@ -92,6 +92,32 @@ def shortcuts(model: Callable[[Any], str]) -> dict[str, Strategy]:
             return reason_for(env) if len(env.history) < env.max_turns - 1 else terminate_text()
         return reason_for(env) if MARKER.search(current) else terminate_text()
 
+    def consult_and_compare(env: Any) -> str:
+        """Consult the strongest and compare: the strongest model answers, then the pool's
+        other strongest model (mean quality, ``pool.strongest()``, or the second in pool
+        order when they are the same) answers too; terminate when the two answers agree,
+        else the strongest model critiques and revises once, then terminate."""
+        seen = visible_answers(env)
+        first = model(env)
+        if not seen:
+            return reason_for(env)
+        if len(seen) == 1:
+            other = env.pool.strongest()
+            if other == first:
+                other = next((m for m in reversed(env.pool.names) if m != first), first)
+            return agent_text(other, "reasoning")
+        if len(seen) == 2 and seen[0] != seen[1]:
+            return agent_text(first, "critique")
+        return terminate_text()
+
+    def blind_critique(env: Any) -> str:
+        """Self-Refine played blind: the strongest model answers, critiques its answer and
+        revises with the critique (``reasoning``, ``critique``, ``modify``), then terminate,
+        whatever the answer is."""
+        steps = [reason_for(env), agent_text(model(env), "critique")]
+        steps.append(agent_text(model(env), "modify"))
+        return steps[len(env.history)] if len(env.history) < len(steps) else terminate_text()
+
     return {
         "terminate-immediately": terminate_now,
         "one-call-then-terminate": one_call,
@@ -102,6 +128,8 @@ def shortcuts(model: Callable[[Any], str]) -> dict[str, Strategy]:
         "majority-of-3": majority_of_3,
         "smaller-answer": smaller_answer,
         "marker-reading": marker_reading,
+        "consult-the-strongest-and-compare": consult_and_compare,
+        "blind-critique": blind_critique,
     }
 
 

@@ -73,13 +73,18 @@ if TYPE_CHECKING:
 #: see docs/puppeteer.md "Skill reference"
 REALISTIC_SKILL = 0.6
 REALISTIC_SKILL_SOURCE = (
-    "calibration to seed 003 Table 1: the evolved Puppeteer (Titan) scores 0.83 on MMLU-Pro and "
-    "0.70 on GSM-Hard; orchenv's skill reference reaches those at s = 0.6 (0.838 +- 0.019; "
-    "0.825 +- 0.019 at s = 0.5) and s = 0.65 (0.707 +- 0.023), 1,500 test tasks each "
-    "(examples/puppeteer_shortcuts.py). The Mono row (0.76, no better than the single call) "
-    "would give s = 0: 0.6 is generous there. Not calibrated on the default id (Mimas, "
-    "GSM-Hard): there s = 0.6 scores 0.472 +- 0.025 against the paper's 0.54 (docs/puppeteer.md)."
+    "calibration to seed 003 Table 1: the evolved Puppeteer (Titan) scores 0.83 on MMLU-Pro; "
+    "orchenv's skill reference reaches 0.832 +- 0.030 there at s = 0.6 (600 test tasks, "
+    "after issue 38; 0.838 +- 0.019 before it). On GSM-Hard the reference at s = 0.6 is "
+    "above the paper's Puppeteer since issue 38 (its no-skill default revises while the "
+    "single call is more likely wrong): Titan 0.752 +- 0.035 (paper 0.70), Mimas, the "
+    "default id, 0.673 +- 0.038 (paper 0.54, reached at s = 0.15: 0.532 +- 0.040); the "
+    "Mono row (0.76, no better than the single call) would give s = 0 (docs/puppeteer.md)."
 )
+#: the no-skill default stops after an answer when its model's public single-call quality on
+#: the task's family is at least this (the answer is more likely right than wrong), and else
+#: has the same model critique and revise it (issue 38; docs/puppeteer.md "Skill reference")
+UNSKILLED_STOP_PRIOR = 0.5
 #: the most program runs / grades remembered per env (and its forks)
 CACHE_SIZE = 4096
 #: the most characters of a team answer that are kept
@@ -358,6 +363,14 @@ class PuppeteerEnv(OrchestrationEnv):
                 best = (float(value), agent.name)
         return fallback if best is None else best[1]
 
+    def single_call_quality(self, model: str) -> float:
+        """``model``'s public single-call quality for the current task's family (its
+        ``quality.FAMILY`` calibration; 0.5 where it has none or before a task)."""
+        if self.task is None:
+            return 0.5
+        value = self.pool.spec(model).calibration.get(f"quality.{outputs.family_of(self.task)}")
+        return 0.5 if value is None else float(value)
+
     #: issue 25: the skill reference's realistic level (see ``skill_action``)
     realistic_skill: ClassVar[float | None] = REALISTIC_SKILL
     realistic_skill_source: ClassVar[str] = REALISTIC_SKILL_SOURCE
@@ -368,12 +381,18 @@ class PuppeteerEnv(OrchestrationEnv):
         when the team's answer is right (score 1), else name the agent most likely to make
         it right (``fixing_agent``). Unskilled: the calibrated single call (the reasoning agent
         of the model best at the task's family, ``single_call_model``, while there is no
-        answer), then terminate."""
+        answer); then terminate if that model's public single-call quality on the family is
+        at least ``UNSKILLED_STOP_PRIOR`` (its answer is more likely right than wrong), else
+        have it critique and revise (issue 38: on Mimas GSM-Hard, where the single call is
+        right 4.5% of the time, stopping there made every unskilled decision a loss)."""
         if self.task is None:
             return None
         if not skilled:
+            model = self.single_call_model()
             if self.answer is None:
-                return agent_text(self.single_call_model(), "reasoning")
+                return agent_text(model, "reasoning")
+            if self.single_call_quality(model) < UNSKILLED_STOP_PRIOR:
+                return agent_text(model, "critique")
             return terminate_text()
         if self.answer is not None and self._grade(self.answer)[0] >= 0.999:
             return terminate_text()
@@ -404,7 +423,10 @@ class PuppeteerEnv(OrchestrationEnv):
             options = [(fresh(guidance), "reasoning")]
             if branch.draft is not None:
                 p_spec = revision.specific_probability(family, capability, "critique")
-                fix = revision.fix_probability
+
+                def fix(*args: Any) -> float:  # the task's latent known (privileged)
+                    return revision.revision_conditional(revision.fix_probability(*args), task_u)
+
                 options.append(
                     (
                         p_spec * fix(family, capability, "specific", guidance)

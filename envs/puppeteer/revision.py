@@ -156,6 +156,45 @@ def correlated_hit(p: float, task_u: float, call_u: float) -> bool:
     return z < _NORMAL.inv_cdf(p)
 
 
+#: the share of a revision's fix draw that is the task's latent (the same per-task latent
+#: as the answering draw's): a hard question stays hard when revised, so a loop of blind
+#: revisions gains less per round (issue 38). 0 made every round an independent draw.
+REVISION_CORRELATION = 0.8
+
+
+def revision_hit(p: float, task_u: float, call_u: float) -> bool:
+    """Whether a revision of a wrong draft fixes it: true with probability exactly ``p``
+    over ``call_u`` and ``task_u``, revisions of one task correlated by
+    ``REVISION_CORRELATION`` through its latent ``task_u``."""
+    return _latent_hit(p, task_u, call_u, REVISION_CORRELATION)
+
+
+def revision_conditional(p: float, task_u: float) -> float:
+    """The chance ``revision_hit(p, task_u, u)`` is true over ``u`` alone (privileged: the
+    task's latent known; the skill reference's estimate of a revision's chance)."""
+    return _latent_conditional(p, task_u, REVISION_CORRELATION)
+
+
+def _latent_hit(p: float, task_u: float, call_u: float, r: float) -> bool:
+    if p <= 0.0:
+        return False
+    if p >= 1.0:
+        return True
+    clip = 1e-12
+    z = math.sqrt(r) * _NORMAL.inv_cdf(min(max(task_u, clip), 1 - clip))
+    z += math.sqrt(1 - r) * _NORMAL.inv_cdf(min(max(call_u, clip), 1 - clip))
+    return z < _NORMAL.inv_cdf(p)
+
+
+def _latent_conditional(p: float, task_u: float, r: float) -> float:
+    if p <= 0.0 or p >= 1.0:
+        return float(p >= 1.0)
+    if r >= 1.0:
+        return float(_NORMAL.inv_cdf(min(max(task_u, 1e-12), 1 - 1e-12)) < _NORMAL.inv_cdf(p))
+    z = math.sqrt(r) * _NORMAL.inv_cdf(min(max(task_u, 1e-12), 1 - 1e-12))
+    return _NORMAL.cdf((_NORMAL.inv_cdf(p) - z) / math.sqrt(1 - r))
+
+
 def conditional_right(p: float, task_u: float) -> float:
     """The chance ``correlated_hit(p, task_u, u)`` is true over ``u`` alone: a fresh answer's
     chance on this task (its latent ``task_u`` known), as a verifier that knows the task's
