@@ -27,6 +27,13 @@ weaker one solves (nested skills), as seed 000's usage-constraint argument
 draft was shown, the env's guidance logit), never on the prompt's surface
 wording: a GRPO group whose rollouts take the same action sees the same outcome. The solution text's
 surface form and its token count do vary with the prompt (hashed).
+
+Token counts follow the text (issue 38): ``completion_tokens`` is the written text's
+length at the agent's documented rate (``completion_chars_per_token``: a preset's
+``mean_completion_tokens`` spread over a reference draft of ``REFERENCE_DRAFT_CHARS``,
+since the simulator writes a condensed draft standing for the whole output) or the pool's
+tokenizer, times log-normal noise keyed on the prompt. No visible quantity (tokens,
+latency) reads the task's difficulty or the answer's correctness except through the text.
 """
 
 from __future__ import annotations
@@ -257,18 +264,26 @@ class SimulatedBackend(RebuiltOnCopy):
             what a critique says and pass its worth as ``context.guidance``
             (MathRoute: ``critique_bonus``; its ``"fixed"`` mode is the earlier
             content-blind +0.25).
-        token_noise: sigma of the log-normal spread of completion lengths
-            around the agent's ``calibration["mean_completion_tokens"]``.
+        token_noise: sigma of the log-normal spread of completion token counts around
+            what the written text stands for (``written_tokens``): keyed on the prompt's
+            hash, independent of the task's difficulty and of correctness. Default 0.1
+            (it was 0.25 when it also stood for the spread of output lengths, which now
+            comes from the texts themselves; at 0.25 a GPT-4.1-nano call of BudgetRoute's
+            low mode went over its $0.001 budget in 0.7% of tasks, at 0.1 in none of 300).
         text_variants: how many different write-ups an agent has per task and
             correctness; the prompt's hash picks one.
         text_cache_size: how many write-ups to keep (LRU); 0 disables the cache.
+        tokenizer: the pool's tokenizer (``orchenv.memory.make_token_counter`` spec:
+            ``"minilm"``, ``"hf:NAME"``, ``"file:PATH"``) that counts the written text;
+            ``None`` (default): the documented per-model rate
+            ``completion_chars_per_token(spec)``.
 
     The backend keeps no mutable state, so it is safe to share across
     threads and forked environments. It never sleeps: ``latency_s`` is a
     simulated figure for analysis.
     """
 
-    _fresh_on_copy = {"_texts": OrderedDict()}  # the write-up cache does not travel
+    _fresh_on_copy = {"_texts": OrderedDict(), "_counter": None}  # caches do not travel
 
     def __init__(
         self,
@@ -278,9 +293,10 @@ class SimulatedBackend(RebuiltOnCopy):
         agent_noise: float = DEFAULT_AGENT_NOISE,
         refinement_logit: float = 0.75,
         feedback_logit: float = 0.0,
-        token_noise: float = 0.25,
+        token_noise: float = 0.1,
         text_variants: int = 8,
         text_cache_size: int = 50_000,
+        tokenizer: str | None = None,
     ) -> None:
         _check_model_params(discrimination, agent_noise)
         if text_variants < 1 or text_cache_size < 0:
@@ -301,6 +317,8 @@ class SimulatedBackend(RebuiltOnCopy):
         self.token_noise = float(token_noise)
         self.text_variants = int(text_variants)
         self.text_cache_size = int(text_cache_size)
+        self.tokenizer = tokenizer
+        self._counter: TokenCounter | None = None  # built on first use from ``tokenizer``
         self._texts: OrderedDict[tuple, str] = OrderedDict()
         self._lock = threading.Lock()  # guards _texts
 
@@ -428,17 +446,65 @@ class SimulatedBackend(RebuiltOnCopy):
         return h.digest()
 
     def _completion_tokens(self, spec: AgentSpec, task: Task, text: str, digest: bytes) -> int:
-        """Calibrated mean length x difficulty factor x log-normal noise, at least the text's size.
-
-        The difficulty factor 0.75 + 0.5 z averages 1 over z ~ U(0, 1) and the
-        log-normal factor has mean 1, so the mean matches the calibration.
+        """The written text's tokens at the agent's rate (``completion_chars_per_token``; the
+        pool's ``tokenizer`` when one is named), times a log-normal factor (sigma
+        ``token_noise``, mean 1) keyed on the prompt's hash. Nothing here reads the task's
+        difficulty or the answer's correctness: those reach the count only through the text
+        written (issue 38; the count was ``mean x (0.75 + 0.5 z)``, a tell of z).
         """
-        mean = float(spec.calibration.get("mean_completion_tokens", DEFAULT_COMPLETION_TOKENS))
-        z = min(max(difficulty_of(task), 0.0), 1.0)
         u = (int.from_bytes(digest[24:32], "big") + 0.5) / 2.0**64
         sigma = self.token_noise
         factor = math.exp(sigma * _NORMAL.inv_cdf(u) - 0.5 * sigma * sigma)
-        return max(estimate_tokens(text), round(mean * (0.75 + 0.5 * z) * factor))
+        return max(1, round(self.written_tokens(spec, text) * factor))
+
+    def written_tokens(self, spec: AgentSpec, text: str) -> float:
+        """The completion tokens ``text`` stands for, before noise: with a named ``tokenizer``,
+        its count of ``text`` x ``expansion(spec)``; else ``len(text) /
+        completion_chars_per_token(spec)`` (the same figure with the 4-characters estimate)."""
+        if self.tokenizer is None:
+            return len(text) / completion_chars_per_token(spec)
+        if self._counter is None:
+            from orchenv.memory import make_token_counter
+
+            self._counter = make_token_counter(self.tokenizer)
+        return self._counter.count(text) * expansion(spec)
+
+
+#: the mean length in characters of the worked solutions the simulator writes (the math
+#: writer's drafts over every agent: 309 on the train and 310 on the test split of
+#: MathRoute's and BudgetRoute's task sets, 400 tasks each); a preset's
+#: ``mean_completion_tokens`` is spread over this many written characters (``expansion``),
+#: so the calibrated means hold within 4% on those sets
+REFERENCE_DRAFT_CHARS = 310.0
+
+
+def expansion(spec: AgentSpec) -> float:
+    """Completion tokens per written token (at 4 characters a token): how much longer than
+    the simulator's condensed draft the model's whole output is (its reasoning).
+
+    ``calibration["expansion"]`` when given; else ``mean_completion_tokens`` over the
+    written tokens of a reference draft (``REFERENCE_DRAFT_CHARS / 4``), so the calibrated
+    mean holds on drafts of the reference length; else 1 (the text's own tokens).
+    """
+    value = spec.calibration.get("expansion")
+    if value is None:
+        mean = spec.calibration.get("mean_completion_tokens")
+        if mean is None:
+            return 1.0
+        value = float(mean) / (REFERENCE_DRAFT_CHARS / _CHARS_PER_TOKEN)
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(
+            f"agent {spec.name!r}: calibration expansion must be a positive number, got {value!r}"
+        )
+    return value
+
+
+def completion_chars_per_token(spec: AgentSpec) -> float:
+    """The documented per-model rate: written characters per completion token,
+    ``4 / expansion(spec)`` (e.g. 0.62 for seed 000's System 1 weakest agent: 500 tokens
+    for a 310-character draft). A simulated count is ``len(text) / rate`` times noise."""
+    return _CHARS_PER_TOKEN / expansion(spec)
 
 
 def counted_completion(
