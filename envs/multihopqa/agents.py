@@ -31,14 +31,16 @@ used only to recognise which gold facts the prompt holds:
 * the **judge** returns the Answer Quality Score JSON of appendix A.4
   (``{"score": 1-5, "justification": ...}``) from the answer's F1.
 
-Outcomes are deterministic per (seed, task, role, prompt). Token counts use
+Outcomes are deterministic per (seed, task, role, prompt); an agent's luck (the uniform
+draw its odds are compared with) is keyed on what it is asked (``request_key``: the
+normalized sub-question for the Recommender), not on the prompt's wording, so rewording a
+request ("Thanks.", "Please be concise.", case, spacing) never redraws it (issue 38). Token counts use
 the same counter as the shared memory, so eq. (10) totals are in one unit.
 Written here because no library simulates these roles.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -58,7 +60,7 @@ from orchenv.teams import role_agent_pool
 BACKEND_NAME = "multihop-roles"
 ROLES = ("planner", "searcher", "recommender", "verifier", "judge")
 
-_QUESTION_RE = re.compile(r"^Question: (.*)$", re.MULTILINE)
+_QUESTION_RE = re.compile(r"^[ \t]*Question: (.*)$", re.MULTILINE)
 _ANSWER_ITEM_RE = re.compile(r"type: answer\n(?:  [a-z_]+: .*\n)*  text: \|\n((?:    .*(?:\n|$))+)")
 #: a query item, or a plan's "Next: ..." / "First: ..." sub-question (its first line)
 _SUBQUESTION_RE = re.compile(
@@ -157,6 +159,66 @@ def latest_subquestion(prompt: str) -> str | None:
     return _block_text(last) if last.group(1) is not None else last.group(2).strip()
 
 
+#: courtesy and framing words a rewording adds or drops without changing what is asked
+_COURTESY = frozenset(
+    [
+        "please",
+        "kindly",
+        "thanks",
+        "thank",
+        "you",
+        "be",
+        "concise",
+        "brief",
+        "short",
+        "answer",
+        "just",
+        "could",
+        "would",
+        "can",
+        "tell",
+        "me",
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "to",
+        "is",
+        "was",
+        "what",
+        "which",
+        "who",
+    ]
+)
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def normalized_request(text: str) -> str:
+    """What a request asks, without its wording: its lower-cased words, courtesy and
+    framing words dropped (``_COURTESY``), sorted. "Thanks. Who founded X?", "who  founded
+    x" and "Please be concise: who founded X" all give "founded x"."""
+    words = {w for w in _WORD_RE.findall(text.casefold()) if w not in _COURTESY}
+    return " ".join(sorted(words))
+
+
+def request_key(role: str, task: Task, prompt: str) -> tuple[str, ...]:
+    """What a role is asked in ``prompt``, for keying its luck (issue 38: the luck of a call
+    depends on what is asked, never on its wording): the Recommender and the Searcher the
+    newest sub-question (else the question), the Planner the question and which hops are
+    known, the Verifier the answer under review and the known hops, the judge the answer.
+    Repeats of the same request share one draw (their errors are fully correlated); the
+    calibrated accuracy is per request."""
+    known = "".join("1" if k else "0" for k in known_hops(task, prompt))
+    if role in ("recommender", "searcher"):
+        return (normalized_request(latest_subquestion(prompt) or question_of(prompt)),)
+    if role == "planner":
+        return (normalized_request(question_of(prompt)), known)
+    answer = normalized_request(latest_answer(prompt) or "")
+    return (answer, known) if role == "verifier" else (answer,)
+
+
 def latest_answer(prompt: str) -> str | None:
     matches = list(_ANSWER_ITEM_RE.finditer(prompt))
     return _block_text(matches[-1]) if matches else None
@@ -194,9 +256,7 @@ class MultihopRoleBackend:
             )
         role = str(spec.backend_kwargs.get("role", spec.name))
         prompt = "\n\n".join(m["content"] for m in messages)
-        luck = stable_uniform(
-            self.seed, task.id, role, spec.name, hashlib.sha1(prompt.encode()).hexdigest()
-        )
+        luck = stable_uniform(self.seed, task.id, role, spec.name, *request_key(role, task, prompt))
         accuracy = float(spec.calibration.get("accuracy", 0.9))
         writer = {
             "planner": self._planner,

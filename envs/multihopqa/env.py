@@ -1007,6 +1007,44 @@ def _paraphrased_followup(env: OrchestrationEnv) -> str:
     return f"<plan>Next: {asked}</plan><query>{asked}</query>"
 
 
+#: the trivial rewordings ``reworded-majority`` sends (issue 38): a courtesy line, case,
+#: spacing; none changes what is asked
+REWORDINGS: tuple[Callable[[str], str], ...] = (
+    lambda text: text,
+    lambda text: f"{text}\n\nThanks.",
+    lambda text: f"{text}\n\nPlease be concise.",
+    lambda text: f"  {text}  \n",
+    lambda text: f"{text}\n\nTHANKS, PLEASE BE CONCISE.",
+)
+
+
+def reworded(messages: Sequence[Message], k: int) -> list[Message]:
+    """``messages`` with the last one's content passed through ``REWORDINGS[k]``."""
+    out = [dict(m) for m in messages]
+    out[-1]["content"] = REWORDINGS[k](str(out[-1]["content"]))
+    return out  # type: ignore[return-value]
+
+
+def _reworded_majority(env: OrchestrationEnv) -> str:
+    """Paraphrased follow-up, and at the last turn consults the Recommender with its own
+    prompt in each of five trivial rewordings (``REWORDINGS``) and answers with the
+    majority answer (the base answer when no answer has three votes)."""
+    game = getattr(env, "game", None)
+    if game is None or not env.is_last_turn or game.done:
+        return _paraphrased_followup(env)
+    messages = game.role_messages("recommender")
+    votes: dict[str, int] = {}
+    for k in range(len(REWORDINGS)):
+        answer = extract_tag(env.consult("recommender", reworded(messages, k)).text, "answer")
+        if answer:
+            key = " ".join(answer.split()).casefold()
+            votes[key] = votes.get(key, 0) + 1
+    best = max(votes.items(), key=lambda kv: kv[1], default=("", 0))
+    if best[1] >= 3:
+        return f"<answer>{best[0]}</answer>"
+    return _paraphrased_followup(env)
+
+
 _AUDIT_STRATEGIES = {
     "answer-immediately": _answer_now,
     "finish-without-searching": _finish_now,
@@ -1014,6 +1052,7 @@ _AUDIT_STRATEGIES = {
     "garbage-around-tag": _garbage_around_tag,
     "first-name-every-round": _first_name_always,
     "paraphrased-follow-up": _paraphrased_followup,
+    "reworded-majority": _reworded_majority,
 }
 
 
