@@ -16,13 +16,23 @@ rendering in its style is the faulty step.
 
 Judging the critique (``judge_critique``):
 
-* ``"pointed"``: names the faulty step (``step 5``, ``line 5``), or names no step and
-  quotes both the wrong value the step wrote and the value it should have
-  (``30/-5 is -6, not -5``; at most four distinct numbers);
+* ``"pointed"``: names the faulty step (``step 5``, ``line 5``; one step only) and gives
+  the value it should have (``Step 5 should give 12``), or names no step and quotes both
+  the wrong value the step wrote and the value it should have (``30/-5 is -6, not -5``);
+  at most four distinct numbers besides the step's;
 * ``"misleading"``: names one or two steps but not the faulty one, or names a step of
   a draft that has no error;
 * ``"empty"``: no critique; ``"generic"``: anything else ("recheck the algebra"),
-  including a list of more than two steps or of many numbers (a shotgun points nowhere).
+  including a list of more than two steps or of many numbers (a shotgun points nowhere),
+  and naming the faulty step (or it and one more) without the value it should give.
+
+Why the value (issue 38): naming steps alone can be guessed. Wrong drafts of the weakest
+agent have their error at step 2 or 3 in 54% (System 1) / 60% (System 2) of cases, so the
+fixed, draft-blind "Step 2 and step 3 look wrong." was judged pointed on 59% of them, above
+any verifier that only guesses. The value a step should give cannot be guessed without
+checking the step; with it required, a blind critique is never pointed. (A draft whose
+faulty line has no differing number, ``ErrorSite.right`` None, is pointed at by naming that
+one step: a guess hits it at chance over the draft's steps.)
 """
 
 from __future__ import annotations
@@ -129,9 +139,15 @@ def judge_critique(critique: str | None, site: ErrorSite | None) -> str:
     if len(named) > _MAX_NAMED_STEPS:  # a list of steps points nowhere
         return "generic"
     faulty = site.step if site.step is not None else site.line
+    numbers = set(_NUMBER_RE.findall(_STEP_REF_RE.sub(" ", text)))  # not the steps' numbers
     if named:
-        return "pointed" if faulty in named else "misleading"
-    numbers = set(_NUMBER_RE.findall(text))
+        if faulty not in named:
+            return "misleading"
+        if len(named) > 1 or len(numbers) > _MAX_QUOTED_NUMBERS:
+            return "generic"
+        if site.right is None or site.right in numbers:  # says what the step should give
+            return "pointed"
+        return "generic"
     if (
         site.wrong is not None
         and site.right is not None
