@@ -185,6 +185,8 @@ class BudgetRouteEnv(OrchestrationEnv):
       25 a sub-query of the problem's numbers alone is unrelated (before: the whole
       problem), an unevaluated expression is not a final answer, and the env has a skill
       reference (``skill_action``).
+      Issue 38: consulted calls use up the episode's expert calls (``calls_left``);
+      simulated token counts follow the text (costs within the reproduction's intervals).
     """
 
     format_reminder = FORMAT_REMINDER

@@ -150,6 +150,9 @@ class MathRouteEnv(OrchestrationEnv):
       Since issue 25 ("benchmarks that cannot be gamed"): the default reward is
       ``"outcome"`` (it was ``"paper"``, whose best response rejects right drafts);
       ``skill_action`` / ``realistic_skill`` give the audit's skill reference.
+      Issue 38: a consulted call costs lambda_a as a routed one does (``call_charge``,
+      ``info["consult_charge"]``) and enters the usage ledger; a critique is pointed only
+      with the value the faulty step should give; two more audit strategies.
     """
 
     #: seed 000's three turns are the MDP's horizon: the last turn is terminal

@@ -669,6 +669,8 @@ class MultihopQAEnv(OrchestrationEnv):
       sub-questions as records of the hops they fill in; ``skill_action``,
       ``realistic_skill`` and the ``paraphrased-follow-up`` shortcut are new. Rewards
       of the same episodes change.
+      Issue 38: role luck is keyed on what is asked (``agents.request_key``), not the
+      prompt's hash; a consult pays the token penalty; ``reworded-majority`` strategy.
     """
 
     #: also shared by ``fork()``: the episode's task (read-only) and the text spaces

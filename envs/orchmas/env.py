@@ -251,6 +251,8 @@ class OrchMASEnv(OrchestrationEnv):
       Issue 25: a role naming several unrelated domains is generic, not fitting; a
       sub-question is read by its entity and relation in any wording (``relations.py``);
       ``skill_action``, ``realistic_skill`` and three more audit strategies.
+      Issue 38: consulted calls count against ``max_calls`` (``calls_left``); a call
+      past ``max_calls`` (also the unread one at the last turn) is refused.
     """
 
     #: defaults for the shared arguments (``OrchestrationEnv`` documents them)
