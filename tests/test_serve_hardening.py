@@ -176,6 +176,8 @@ def test_a_flood_of_mcp_sessions_resets_and_task_calls_leaves_ws_able_to_reset(
             count = client.post("/MathRoute-v0/num_tasks", json={"split": "test"})
             assert count.status_code == 200, count.text
         assert client.post("/mcp", json={}).json()["jsonrpc"] == "2.0"  # validate's probe
+        paths = client.get("/openapi.json").json()["paths"]  # validate's mode check
+        assert {"/reset", "/step", "/state", "/mcp"} <= set(paths)
         assert len(built) <= 1, "the stateless routes built envs outside the cap"
         with client.websocket_connect("/ws") as ws:
             assert frame(ws, "reset", {"seed": 0})["type"] == "observation"

@@ -118,12 +118,10 @@ def _guard_routes(app: FastAPI, config: ServeConfig) -> None:
     """Replace OpenEnv's ``POST /reset`` (409, names ``/ws``) and wrap ``POST /mcp`` (no
     session create unless ``config.mcp``); the paths stay in the OpenAPI document, so
     ``openenv validate`` still sees the simulation-mode endpoint set."""
-    from openenv.core.env_server.types import ResetRequest
-
     _take_route(app, "/reset", "POST")
 
     @app.post("/reset", status_code=409, tags=["Environment Control"])
-    async def reset_refused(request: ResetRequest | None = None) -> JSONResponse:
+    async def reset_refused(request_raw: Request) -> JSONResponse:
         """Refused: use a ``/ws`` session (see ``STATELESS_RESET_DETAIL``)."""
         return JSONResponse({"detail": STATELESS_RESET_DETAIL}, status_code=409)
 
