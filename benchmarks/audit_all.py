@@ -8,8 +8,14 @@ per-id section is filled from it); ``--out DIR`` also writes each report as ``DI
 error) gets a line saying why, and the others still run. Target: under 10 minutes per id (the
 default ``time_limit_s`` of 480 s audits fewer tasks rather than run past it; the report says so).
 
+``--tells`` adds the tell meter (and the surface-feature verifier where the env has accept /
+reject choices) and ``--observer-steps N`` the observer's reference (a MaskablePPO trained for
+``N`` env steps; needs the ``train`` extra): two more summary columns.
+
     python benchmarks/audit_all.py --tasks 100 --markdown docs/audit_tables.md
     python benchmarks/audit_all.py --tasks 20 --no-best-response --ids orch/MathRoute-v0
+    python benchmarks/audit_all.py --tasks 20 --no-best-response --tells --observer-steps 2048 \
+        --ids orch/MathRoute-v0
 """
 
 from __future__ import annotations
@@ -30,14 +36,45 @@ from orchenv.audit import (
     AuditReport,
     audit,
 )
+from orchenv.audit_tells import DEFAULT_TELL_EPISODES
 from orchenv.cliargs import forward
 from orchenv.error import OrchEnvError
 from orchenv.registry import ENV_SUMMARIES
 
 HEAD = (
     "| env id | tasks | realistic s | curve rises | skill@realistic | skill@1 | best blind "
-    "| best shortcut | gameability gap [95% CI] | flagged (by) | upper bound | seconds |"
+    "| best shortcut | gameability gap [95% CI] | flagged (by) | upper bound "
+    "| tell AUC within authors [95% CI] | observer: minus best blind; skill@realistic minus it "
+    "| seconds |"
 )
+
+
+def tell_cell(report: AuditReport) -> str:
+    """The tell meter's within-author AUC with its interval (FLAG above the threshold)."""
+    tells = report.tells
+    if tells is None:
+        return "not run"
+    if not tells.get("measurable"):
+        return "not measurable"
+    value, ci = tells.get("auc_within"), tells.get("auc_within_ci") or []
+    if value is None:
+        return "– (no author with both outcomes)"
+    interval = f" [{_num(ci[0])}, {_num(ci[1])}]" if len(ci) == 2 else ""
+    return f"{_num(value)}{interval}" + (" **FLAG**" if tells.get("flagged") else "")
+
+
+def observer_cell(report: AuditReport) -> str:
+    """The observer's reference against the best blind policy and skill@realistic."""
+    observer = report.observer
+    if observer is None:
+        return "not run"
+    parts = []
+    if "over_baseline" in observer:
+        parts.append(_pm(*observer["over_baseline"]))
+    if "gap_to_reference" in observer:
+        parts.append(_pm(*observer["gap_to_reference"]))
+    verdict = "learned" if observer.get("beyond_baseline") else "not learned"
+    return "; ".join(parts) + f" ({verdict}, {observer['steps']:,} steps)"
 
 
 def _num(value: float) -> str:
@@ -75,6 +112,8 @@ def summary_line(report: AuditReport, seconds: float) -> str:
         + ("" if report.exact else " (lower bound)")
         if report.best
         else "not searched",
+        tell_cell(report),
+        observer_cell(report),
         f"{seconds:.0f}",
     ]
     return "| " + " | ".join(cells) + " |"
@@ -98,6 +137,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
     parser.add_argument("--skill-levels", type=float, nargs="+", default=None)
     parser.add_argument("--no-best-response", action="store_true")
+    parser.add_argument("--tells", action="store_true", help="run the tell meter")
+    parser.add_argument("--tell-episodes", type=int, default=DEFAULT_TELL_EPISODES)
+    parser.add_argument("--observer-steps", type=int, default=0, help="0: no observer")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ids", nargs="+", default=sorted(ENV_SUMMARIES))
@@ -116,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
                 **forward(args, "tasks", "seed", "tolerance", "budget", "blind_budget"),
                 skill_levels=args.skill_levels,
                 best_response=not args.no_best_response,
+                tells=args.tells,
+                tell_episodes=args.tell_episodes,
+                observer_steps=args.observer_steps,
                 time_limit_s=args.time_limit or None,
                 progress=False,
             )
@@ -137,6 +182,8 @@ def main(argv: list[str] | None = None) -> None:
         settings = (
             f"`python benchmarks/audit_all.py --tasks {args.tasks} --seed {args.seed}"
             + (" --no-best-response" if args.no_best_response else "")
+            + (f" --tells --tell-episodes {args.tell_episodes}" if args.tells else "")
+            + (f" --observer-steps {args.observer_steps}" if args.observer_steps else "")
             + (
                 " --skill-levels " + " ".join(f"{s:g}" for s in args.skill_levels)
                 if args.skill_levels

@@ -110,6 +110,8 @@ BLIND_EXHAUSTIVE_CAP = 512
 DEFAULT_BLIND_BUDGET = 200
 #: with a time limit, the share of it kept for the blind coordinate ascent (after the tasks)
 BLIND_TIME_SHARE = 0.3
+#: with a time limit, the share of it the tell meter may spend collecting episodes
+TELL_TIME_SHARE = 0.25
 #: returns closer than this are ties (then the cheaper, then the shorter episode wins)
 TIE = 1e-9
 #: ``auto`` tries a capped exhaustive search when the largest possible tree is at most this
@@ -607,6 +609,7 @@ def audit(
             test_episodes=max(2, min(DEFAULT_TELL_TEST_EPISODES, tell_episodes // 2)),
             seed=seed,
             env_kwargs=kwargs,
+            time_limit_s=None if time_limit_s is None else TELL_TIME_SHARE * time_limit_s,
         )
         if fitted is not None and meter.verify_decisions:
             threshold, tried = tune_verifier(

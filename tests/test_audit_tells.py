@@ -210,3 +210,28 @@ def test_observer_steps_must_not_be_negative() -> None:
 
     with pytest.raises(ConfigError, match="observer_steps"):
         audit("orch/MathRoute-v0", tasks=1, observer_steps=-1, progress=False)
+
+
+def test_audit_all_reports_the_tell_meter_and_the_observer(tmp_path) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("sb3_contrib")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "audit_all.py"
+    spec = importlib.util.spec_from_file_location("audit_all_tells", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "tables.md"
+    module.main(
+        [
+            *("--tasks", "4", "--no-best-response", "--tells", "--tell-episodes", "20"),
+            *("--observer-steps", "256", "--markdown", str(out), "--ids", "orch/MathRoute-v0"),
+        ]
+    )
+    text = out.read_text("utf-8")
+    assert "--tells --tell-episodes 20 --observer-steps 256`" in text
+    assert "tell AUC within authors" in text
+    (line,) = [row for row in text.splitlines() if row.startswith("| `orch/MathRoute-v0`")]
+    assert "not run" not in line and "256 steps)" in line
+    assert "**Tell meter**" in text and "**Observer's reference**" in text
