@@ -338,6 +338,9 @@ def _row(controller: str, accuracy: float, cost: float, privileged: bool = False
         mean_turns=2.0,
         invalid_rate=0.0,
         mean_reward=0.5,
+        primary=accuracy,  # these rows' primary metric: ranked by it
+        primary_low=accuracy - 0.05,
+        primary_high=accuracy + 0.05,
     )
 
 
@@ -410,8 +413,11 @@ def test_leaderboard_builds_markdown_html_and_plots(three_runs, tmp_path, capsys
     assert md.index("single(agent=0)") < md.index("| random |") < md.index("Privileged")
     assert md.index("Privileged") < md.index("cascade(verifier_accuracy=0.9) †")
     header = next(line for line in md.splitlines() if line.startswith("| #"))
-    for column in ("env", "pool", "split", "seeds", "episodes", "accuracy", "cost", "tokens"):
+    for column in ("return [95% CI]", "vs next", "seeds", "episodes", "accuracy", "cost", "calls"):
         assert column in header
+    for shared in ("| env |", "| pool |", "| split |"):  # said once, above the table
+        assert shared not in header
+    assert "env `orch/MathRoute-v0`, pool `system1`, split `test`; ranked by return" in md
     assert "usage Qwen3-30B-A3B-Instruct" in header and "turns" in header and "invalid" in header
 
     html = (board / "leaderboard.html").read_text()

@@ -92,6 +92,8 @@ def _row_html(group: Group, row: Row) -> str:
             title = f' title="{escape(row.verification_reason)}"' if row.verification_reason else ""
             if row.report:
                 body = f'<a href="{escape(quote(row.report))}">{body}</a>'
+        if key == "run" and row.view:
+            body = f'<a href="{escape(quote(row.view))}">{body}</a>'
         cells.append(f'<td data-col="{escape(key)}"{cls}{data}{title}>{body}</td>')
     cls = ' class="privileged"' if row.privileged else ""
     return f'<tr{cls} data-run="{escape(row.run)}">' + "".join(cells) + "</tr>"
@@ -136,6 +138,7 @@ def render_html(
         unverified = "".join(_row_html(group, r) for r in group.rows_in("unverified"))
         parts += [
             f'<section id="group-{n}"><h2>{escape(group.title)}</h2>',
+            f'<p class="note">{escape(group.header.replace("`", ""))}.</p>',
             (
                 f'<p class="note">Env gameability gap (orchenv audit): {escape(group.audit_gap)}</p>'
                 if group.audit_gap

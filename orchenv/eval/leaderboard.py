@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import ConfigError, DataError
-from orchenv.eval.harness import load_summary
+from orchenv.eval.harness import load_summary, read_episode_log
+from orchenv.eval.metrics import difference, mean_interval, per_episode, primary_metric
 from orchenv.eval.rows import (
     DAGGER,
     RANKING_RULE,
@@ -116,7 +117,7 @@ def rank_rows(rows: Iterable[Row]) -> list[Group]:
         members = by_group[key]
 
         def order(r: Row) -> tuple[float, float, str, str]:
-            return (-r.accuracy, r.mean_cost_usd, r.controller, r.run)
+            return (-r.primary, r.mean_cost_usd, r.controller, r.run)
 
         group = Group(key=key, rows=[], agents=[], verified_board=verified_board)
         sections: dict[str, list[Row]] = {"ranked": [], "privileged": [], "unverified": []}
@@ -124,6 +125,9 @@ def rank_rows(rows: Iterable[Row]) -> list[Group]:
             sections[group.section(r)].append(r)
         for section in sections.values():
             section.sort(key=order)
+            for upper, lower in zip(section, section[1:], strict=False):
+                diff = difference(upper.per_episode, lower.per_episode)
+                upper.vs_next = diff.text if diff is not None else ""
         for i, r in enumerate(sections["ranked"], 1):
             r.rank = i
         for r in sections["privileged"] + sections["unverified"]:
@@ -160,6 +164,58 @@ def _own_verification(run_dir: Path, oracle_episodes: int | None) -> dict[str, A
     }
 
 
+def _attach_primary(row: Row, run_dir: Path, out: Path) -> None:
+    """The row's primary metric (``orchenv.eval.metrics``) from its episode log, and its
+    ``view.html`` link when ``orchenv view`` wrote one."""
+    log = run_dir / "episodes.jsonl"
+    if not os.path.lexists(log):
+        raise DataError(
+            f"{log} is missing: the board ranks by per-episode values (rerun the `orchenv "
+            "eval` command that wrote this run)"
+        )
+    metric = primary_metric(row.env_id)
+    row.metric = metric.label
+    row.per_episode = per_episode(read_episode_log(log), metric)
+    row.primary, row.primary_low, row.primary_high = mean_interval(
+        [v for _, v in row.per_episode.values()]
+    )
+    view = run_dir / "view.html"
+    if view.is_file() and not view.is_symlink():
+        row.view = os.path.relpath(view, out)
+
+
+def _limits(group: Group) -> tuple[dict[str, float], dict[str, float]]:
+    """The group pool's usage constraints (a shipped preset's ``usage_constraints``) and the
+    env's per-episode budgets (an env with a ``budgets`` mapping, BudgetRoute), for the
+    plots; empty where there are none or they cannot be read."""
+    from orchenv.error import OrchEnvError
+
+    env_id, pool, _ = group.key
+    constraints: dict[str, float] = {}
+    try:
+        from orchenv.pool import list_presets, load_preset_data
+
+        if pool in list_presets():
+            raw = load_preset_data(pool).get("usage_constraints") or {}
+            constraints = {str(k): float(v) for k, v in raw.items()}
+    except (OrchEnvError, OSError, TypeError, ValueError) as exc:
+        logger.debug("no usage constraints for %s: %s", pool, exc)
+    budgets: dict[str, float] = {}
+    try:
+        import gymnasium as gym
+
+        env = gym.make(env_id)
+        try:
+            raw_budgets = getattr(env.unwrapped, "budgets", None)
+            if isinstance(raw_budgets, dict):
+                budgets = {str(k): float(v) for k, v in raw_budgets.items()}
+        finally:
+            env.close()
+    except Exception as exc:  # noqa: BLE001 - a board never fails over a plot annotation
+        logger.debug("no budgets for %s: %s", env_id, exc)
+    return constraints, budgets
+
+
 def read_runs(
     run_dirs: Sequence[str | os.PathLike[str]],
     out: Path,
@@ -180,6 +236,7 @@ def read_runs(
     for d in run_dirs:
         try:
             row = row_from_summary(load_summary(d))
+            _attach_primary(row, Path(d), out)
         except DataError as exc:
             logger.warning("leaderboard: %s rejected: %s", d, exc)
             rejected.append(Rejected(dir=str(d), reason=str(exc)))
@@ -229,6 +286,8 @@ def build_leaderboard(
             + (f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else "")
         )
     groups = rank_rows(rows)
+    for group in groups:
+        group.constraints, group.budgets = _limits(group)
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     if plots:
@@ -269,7 +328,9 @@ def build_leaderboard(
 def _row_dict(row: Row) -> dict[str, Any]:
     from dataclasses import asdict
 
-    return {**asdict(row), "display_name": row.display_name}
+    data = asdict(row)
+    data.pop("per_episode", None)
+    return {**data, "display_name": row.display_name}
 
 
 # -- markdown ------------------------------------------------------------------------------------
@@ -282,12 +343,15 @@ def _md_cell(row: Row, key: str) -> str:
     if key == "verification" and row.report:
         target = row.report.replace(" ", "%20").replace(")", "%29")
         return f"[{text}]({target})"
+    if key == "run" and row.view:
+        target = row.view.replace(" ", "%20").replace(")", "%29")
+        return f"[{text}]({target})"
     return text
 
 
 def _md_table(group: Group, rows: list[Row]) -> list[str]:
     cols = columns(group)
-    text_cols = {"controller", "run", "verification"}
+    text_cols = {"controller", "run", "verification", "vs_next"}
     lines = [
         "| " + " | ".join(_md_escape(h) for _, h in cols) + " |",
         "|" + "|".join("---:" if k not in text_cols else "---" for k, _ in cols) + "|",
@@ -302,7 +366,7 @@ def render_markdown(groups: Sequence[Group], title: str, rejected: Sequence[Reje
     if groups and not groups[0].verified_board:
         lines += ["**No run on this board is verified**: its ranks are of unverified runs.", ""]
     for group in groups:
-        lines += [f"## {group.title}", ""]
+        lines += [f"## {group.title}", "", group.header + ".", ""]
         if group.audit_gap:
             lines += [f"Env gameability gap (`orchenv audit`): {_md_escape(group.audit_gap)}", ""]
         ranked = group.rows_in("ranked")

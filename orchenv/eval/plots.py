@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import require
-from orchenv.eval.rows import Group, Row
+from orchenv.eval.rows import Group, Row, fmt_money
 
 PURPOSE = "leaderboard plots"
 
@@ -87,6 +87,28 @@ def accuracy_vs_cost_png(group: Group, path: Path) -> Path:
             linewidth=1.2,
             label="Pareto frontier (ranked runs)",
         )
+    top = max(costs, default=0.0) * 3 or 1.0
+    shown = sorted(((m, u) for m, u in group.budgets.items() if u <= top), key=lambda kv: kv[1])
+    off = [f"{m} ${fmt_money(u)}" for m, u in group.budgets.items() if u > top]
+    if off:
+        ax.annotate(
+            "budgets off the axis: " + ", ".join(off),
+            (0.01, 0.01),
+            xycoords="axes fraction",
+            fontsize=7,
+            color="tab:orange",
+        )
+    for i, (mode, usd) in enumerate(shown):
+        ax.axvline(usd, color="tab:orange", linestyle=":", linewidth=1.0)
+        ax.annotate(
+            f"{mode} budget ${fmt_money(usd)}",
+            (usd, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -12 - 10 * i),
+            textcoords="offset points",
+            fontsize=7,
+            color="tab:orange",
+        )
     ax.margins(x=0.12, y=0.08)  # room for the labels at the edges
     ax.set_xlabel("mean cost per episode (USD)")
     ax.set_ylabel("accuracy")
@@ -101,17 +123,30 @@ def usage_png(group: Group, path: Path) -> Path:
     """Grouped bars: each run's usage ratio (calls / episodes) per agent."""
     rows = group.rows
     agents = group.agents or ["(no agents)"]
-    fig = _figure(max(6.0, 1.2 + 1.1 * len(rows)), 4.6)
+    fig = _figure(max(8.0, 3.2 + 1.1 * len(rows)), 4.6)
     ax = fig.add_subplot()
     width = 0.8 / len(agents)
+    colors = [f"C{j % 10}" for j in range(len(agents))]
     for j, agent in enumerate(agents):
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(rows))]
-        ax.bar(xs, [r.usage.get(agent, 0.0) for r in rows], width=width, label=agent)
+        ax.bar(
+            xs, [r.usage.get(agent, 0.0) for r in rows], width=width, label=agent, color=colors[j]
+        )
+        limit = group.constraints.get(agent)
+        if limit is not None:  # the pool's usage constraint of this agent (e.g. 0.25/0.5/1)
+            ax.axhline(
+                limit,
+                color=colors[j],
+                linestyle="--",
+                linewidth=1.0,
+                alpha=0.8,
+                label=f"{agent} constraint {limit:g}",
+            )
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([r.display_name for r in rows], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("usage ratio (calls / episodes)")
     ax.set_title(group.title, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.savefig(path, format="png")
     return path

@@ -15,10 +15,14 @@ from pathlib import Path
 
 RANKING_RULE = (
     "Ranking: runs are grouped by (env, pool, split). Within a group, controllers that do not "
-    "read ground truth come first, by accuracy (higher first), ties broken by lower mean cost "
-    "per episode; privileged controllers (marked †: they read ground truth) follow in their own "
-    "section, ordered the same way, and are not ranked against the others. Accuracy pools every "
-    "seed's episodes; the interval is a Wilson 95% interval; usage is calls per agent / episodes."
+    "read ground truth come first, by the env's primary metric (what the env pays for: the "
+    "return unless the env names another, e.g. OrchMAS's F1 score; higher first, with a normal "
+    "95% interval), ties broken by lower mean cost per episode; privileged controllers (marked "
+    "†: they read ground truth) follow in their own section, ordered the same way, and are not "
+    "ranked against the others. 'vs next' is the difference to the next row with its 95% "
+    "interval, paired on the same tasks when both runs played the same (seed, episode) plan; "
+    "an interval containing 0 is no evidence of order. Accuracy (Wilson 95% interval), cost and "
+    "calls per episode are columns, not the ranking; usage is calls per agent / episodes."
 )
 VERIFIED_RULE = (
     "Verification: a run whose bundle passed `orchenv verify` (its score and cost re-derived "
@@ -65,6 +69,14 @@ class Row:
     verification_reason: str = ""
     report: str | None = None  # the verification report (path relative to the board)
     audit_gap: str | None = None  # the env's gameability gap named by the verification report
+    metric: str = "return"  # the env's primary metric's label (orchenv.eval.metrics)
+    primary: float = 0.0  # its mean over the run's episodes
+    primary_low: float = 0.0
+    primary_high: float = 0.0
+    vs_next: str = ""  # difference to the next row of its section, with its interval
+    view: str | None = None  # RUN_DIR/view.html (`orchenv view`), relative to the board
+    #: {(seed, episode): (episode seed, primary value)}; not written to leaderboard.json
+    per_episode: dict[tuple[int, int], tuple[int, float]] = field(default_factory=dict, repr=False)
 
     @property
     def group(self) -> GroupKey:
@@ -94,11 +106,26 @@ class Group:
     agents: list[str]
     plots: dict[str, Path] = field(default_factory=dict)  # kind -> png path
     verified_board: bool = False  # some run on the board is verified: only those are ranked
+    #: agent -> the pool's usage constraint (calls / episode), drawn on the usage plot
+    constraints: dict[str, float] = field(default_factory=dict)
+    #: budget mode -> USD per episode (BudgetRoute's budgets), drawn on the cost plot
+    budgets: dict[str, float] = field(default_factory=dict)
 
     @property
     def title(self) -> str:
         env, pool, split = self.key
         return f"{env} · pool {pool} · split {split}"
+
+    @property
+    def metric(self) -> str:
+        """The label of the env's primary metric the group is ranked by."""
+        return self.rows[0].metric if self.rows else "return"
+
+    @property
+    def header(self) -> str:
+        """What every row of the group shares, said once above its table."""
+        env, pool, split = self.key
+        return f"env `{env}`, pool `{pool}`, split `{split}`; ranked by {self.metric}"
 
     @property
     def slug(self) -> str:
@@ -132,6 +159,10 @@ def fmt_accuracy(row: Row) -> str:
     return f"{row.accuracy:.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}]"
 
 
+def fmt_primary(row: Row) -> str:
+    return f"{row.primary:.3f} [{row.primary_low:.3f}, {row.primary_high:.3f}]"
+
+
 def fmt_verification(row: Row) -> str:
     return f"{CHECK} verified" if row.verified else row.verification
 
@@ -142,13 +173,13 @@ def columns(group: Group) -> list[tuple[str, str]]:
         ("rank", "#"),
         ("controller", "controller"),
         ("verification", "verified"),
-        ("env", "env"),
-        ("pool", "pool"),
-        ("split", "split"),
-        ("seeds", "seeds"),
-        ("episodes", "episodes"),
+        ("primary", f"{group.metric} [95% CI]"),
+        ("vs_next", "vs next [95% CI]"),
         ("accuracy", "accuracy [95% CI]"),
         ("cost", "cost / episode (USD)"),
+        ("calls", "calls / episode"),
+        ("seeds", "seeds"),
+        ("episodes", "episodes"),
         ("tokens", "tokens / episode"),
     ]
     cols += [(f"usage:{a}", f"usage {a}") for a in group.agents]
@@ -174,6 +205,9 @@ def cell(row: Row, key: str) -> tuple[str, float | None]:
         "seeds": (",".join(map(str, row.seeds)), float(len(row.seeds))),
         "episodes": (str(row.episodes), float(row.episodes)),
         "accuracy": (fmt_accuracy(row), row.accuracy),
+        "primary": (fmt_primary(row), row.primary),
+        "vs_next": (row.vs_next or "-", None),
+        "calls": (f"{sum(row.usage.values()):.2f}", sum(row.usage.values())),
         "cost": (fmt_money(row.mean_cost_usd), row.mean_cost_usd),
         "tokens": (f"{row.mean_tokens:,.0f}", row.mean_tokens),
         "turns": (f"{row.mean_turns:.2f}", row.mean_turns),

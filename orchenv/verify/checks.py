@@ -1259,6 +1259,8 @@ def _md(text: Any) -> str:
 
 
 def render_report(report: VerifyReport) -> str:
+    from orchenv.eval.rows import fmt_money
+
     run = report.run
     lines = [
         f"# Verification of `{_md(report.bundle)}`",
@@ -1275,7 +1277,7 @@ def render_report(report: VerifyReport) -> str:
     s = report.score
     if s:
         lines += [
-            f"Re-derived score: accuracy {s['accuracy']:.3f} [95% CI {s['accuracy_ci95'][0]:.3f}, {s['accuracy_ci95'][1]:.3f}] over {s['episodes']} episodes; mean cost ${s['mean_cost_usd']:.6g} per episode; mean reward {s['mean_reward']:.3f}.",
+            f"Re-derived score: accuracy {s['accuracy']:.3f} [95% CI {s['accuracy_ci95'][0]:.3f}, {s['accuracy_ci95'][1]:.3f}] over {s['episodes']} episodes; mean cost ${fmt_money(s['mean_cost_usd'])} per episode; mean reward {s['mean_reward']:.3f}.",
             f"Env gameability gap (`orchenv audit`): {report.audit.get('gameability_gap') or 'unknown'} ({report.audit.get('source')}).",
             "",
         ]

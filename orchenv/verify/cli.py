@@ -77,6 +77,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     import json
 
+    from orchenv.eval.rows import fmt_money
     from orchenv.verify.checks import VERIFIED_FILE, verify_bundle
     from orchenv.verify.keys import read_key
 
@@ -94,7 +95,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             lo, hi = s["accuracy_ci95"]
             print(
                 f"\n{report.verdict.upper()}: accuracy {s['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] "
-                f"over {s['episodes']} episodes, ${s['mean_cost_usd']:.6g} per episode "
+                f"over {s['episodes']} episodes, ${fmt_money(s['mean_cost_usd'])} per episode "
                 f"({report.seconds:.1f} s); report in {args.bundle}/{VERIFIED_FILE}"
             )
         else:
