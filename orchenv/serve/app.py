@@ -175,7 +175,18 @@ class QuietDisconnects:
 def app_from_env() -> FastAPI:
     """uvicorn's factory in each worker process (the config comes in ``CONFIG_ENV``)."""
     data: dict[str, Any] = json.loads(os.environ[CONFIG_ENV])
-    return build_app(ServeConfig(**data))
+    config = ServeConfig(**data)
+    configure_logging(config.verbose)  # a spawned worker does not inherit the parent's
+    return build_app(config)
+
+
+def configure_logging(verbose: bool) -> None:
+    """``-v``: orchenv.serve's INFO lines (each session's resets, steps, closes) on stderr."""
+    if verbose:
+        logging.basicConfig(
+            level=logging.WARNING, format="%(asctime)s %(process)d %(name)s %(message)s"
+        )
+        logging.getLogger("orchenv.serve").setLevel(logging.INFO)
 
 
 def serve(

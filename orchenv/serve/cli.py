@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from orchenv.cliargs import forward
     from orchenv.controllers import parse_kwargs
     from orchenv.error import ConfigError
-    from orchenv.serve.app import serve
+    from orchenv.serve.app import configure_logging, serve
     from orchenv.serve.environment import ServeConfig
 
     if args.workers < 1 or args.max_sessions < 1:
@@ -24,17 +23,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "--mcp needs --idle-timeout > 0: an HTTP MCP session has no connection whose close "
             "would free its slot, only the idle timeout does"
         )
-    if args.verbose:
-        logging.basicConfig(
-            level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-        )
-        logging.getLogger("orchenv.serve").setLevel(logging.INFO)
+    configure_logging(args.verbose)
     config = ServeConfig(
         env_kwargs=parse_kwargs(args.env_kwarg),
         **forward(
             args,
             *("env_id", "pool", "split", "record", "replay", "replay_mode", "seed"),
-            *("max_sessions", "workers", "inline", "ws_deflate", "sealed", "mcp"),
+            *("max_sessions", "workers", "inline", "ws_deflate", "sealed", "mcp", "verbose"),
         ),
         fork_ttl_s=args.fork_ttl,
         fork_capacity=args.fork_capacity,

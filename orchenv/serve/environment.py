@@ -149,6 +149,8 @@ class ServeConfig:
     fork_dir: str | None = None
     #: HTTP MCP sessions (``openenv/session/create`` on ``POST /mcp``); off unless asked
     mcp: bool = False
+    #: log each session's resets, steps and closes (``-v``; every worker process)
+    verbose: bool = False
     #: step on the event loop (no thread hop per message): for CPU-only envs
     inline: bool = False
     #: permessage-deflate on the WebSocket (off: CPU is scarcer than bandwidth on a cluster)
