@@ -283,6 +283,49 @@ def _add_baselines(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_baselines)
 
 
+def _cmd_view(args: argparse.Namespace) -> int:
+    from orchenv.view import write_view
+
+    path = write_view(
+        args.run_dir,
+        out=args.out,
+        compare=args.compare,
+        replay=not args.no_replay,
+        max_episodes=args.max_episodes,
+        progress=not args.no_progress,
+    )
+    print(f"wrote {path} (open it in a browser; it needs no server)")
+    return 0
+
+
+def _add_view(sub: argparse._SubParsersAction) -> None:
+    from orchenv.view import DEFAULT_MAX_EPISODES
+
+    p = sub.add_parser(
+        "view",
+        help="a static HTML viewer of a run's episodes (turns, replies, rewards, costs)",
+        description=(
+            "Write a self-contained HTML page of an `orchenv eval` run: its episodes with "
+            "filters by outcome, agent and reward, and each episode's turns (observation, "
+            "action, agents' replies, reward, cost), rebuilt by replaying the logged actions "
+            "when every agent is simulated (nothing is called again otherwise). --compare "
+            "pairs two runs' episodes by seed (the same tasks)."
+        ),
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="an `orchenv eval --out` directory")
+    p.add_argument("--compare", metavar="OTHER_RUN_DIR", help="a second run to pair with")
+    p.add_argument("--out", metavar="FILE", help="the page to write (default: RUN_DIR/view.html)")
+    p.add_argument("--no-replay", action="store_true", help="show the logged actions only")
+    p.add_argument(
+        "--max-episodes",
+        type=int,
+        default=DEFAULT_MAX_EPISODES,
+        help="the first N episodes (default: %(default)s)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=_cmd_view)
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from orchenv.reproduce import reproduce, write_index
 
@@ -448,6 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_subcommands(sub)  # eval, leaderboard (orchenv.eval.cli)
     _add_audit(sub)
     _add_baselines(sub)
+    _add_view(sub)
     _add_reproduce(sub)
     __import__("orchenv.demos").demos.add_subcommands(sub)  # demos, sft (issue 31)
     __import__("orchenv.verify.cli").verify.cli.add_subcommands(sub)  # submit, verify
