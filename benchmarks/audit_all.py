@@ -16,6 +16,10 @@ reject choices) and ``--observer-steps N`` the observer's reference (a MaskableP
     python benchmarks/audit_all.py --tasks 20 --no-best-response --ids orch/MathRoute-v0
     python benchmarks/audit_all.py --tasks 20 --no-best-response --tells --observer-steps 2048 \
         --ids orch/MathRoute-v0
+
+``--combine DIR [DIR ...]`` audits nothing: it writes ``--markdown`` from the JSON reports that
+runs with ``--out DIR`` left (ids split across processes), in ``--ids`` order; pass the same
+settings flags as those runs so the header states them.
 """
 
 from __future__ import annotations
@@ -145,12 +149,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ids", nargs="+", default=sorted(ENV_SUMMARIES))
     parser.add_argument("--out", type=Path, help="write each report here (.md and .json)")
     parser.add_argument("--markdown", type=Path, help="write the summary and every report here")
+    parser.add_argument(
+        "--combine", type=Path, nargs="+", help="merge the JSON reports in these --out folders"
+    )
     args = parser.parse_args(argv)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     lines, reports, failed = [HEAD, "|" + "---|" * HEAD.count(" | ") + "---|"], [], []
     print("\n".join(lines), flush=True)
-    for env_id in args.ids:
+    if args.combine:
+        found = {}
+        for folder in args.combine:
+            for path in sorted(folder.glob("*.json")):
+                report = AuditReport.from_json(path.read_text(encoding="utf-8"))
+                found[report.env_id] = report
+        for env_id in [i for i in args.ids if i in found] + sorted(set(found) - set(args.ids)):
+            report = found[env_id]
+            reports.append(report)
+            lines.append(summary_line(report, report.elapsed_s))
+            print(lines[-1], flush=True)
+        for env_id in [i for i in args.ids if i not in found]:
+            failed.append(env_id)
+            lines.append(
+                f"| `{env_id}` | not audited: no report in {', '.join(map(str, args.combine))} |"
+            )
+    for env_id in [] if args.combine else args.ids:
         start = time.perf_counter()
         try:
             report = audit(
@@ -189,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
                 if args.skill_levels
                 else ""
             )
+            + (" --out DIR` in parallel runs merged by `--combine" if args.combine else "")
             + f"` (tolerance {args.tolerance:g}, blind budget {args.blind_budget}, search "
             f"budget {args.budget}); commit {_commit()}, "
             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC."

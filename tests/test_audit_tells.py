@@ -235,3 +235,25 @@ def test_audit_all_reports_the_tell_meter_and_the_observer(tmp_path) -> None:
     (line,) = [row for row in text.splitlines() if row.startswith("| `orch/MathRoute-v0`")]
     assert "not run" not in line and "256 steps)" in line
     assert "**Tell meter**" in text and "**Observer's reference**" in text
+    # runs split across processes (--out) are merged by --combine, in --ids order
+    first, second = tmp_path / "a", tmp_path / "b"
+    module.main(["--tasks", "2", "--no-best-response", "--out", str(first), "--ids",
+                 "orch/MathRoute-v0"])  # fmt: skip
+    module.main(["--tasks", "2", "--no-best-response", "--out", str(second), "--ids",
+                 "orch/MathRouteSystem2-v0"])  # fmt: skip
+    merged = tmp_path / "merged.md"
+    module.main(
+        ["--tasks", "2", "--no-best-response", "--markdown", str(merged), "--combine",
+         str(first), str(second), "--ids", "orch/MathRouteSystem2-v0", "orch/MathRoute-v0",
+         "orch/Nothing-v0"]
+    )  # fmt: skip
+    text = merged.read_text("utf-8")
+    assert "merged by `--combine`" in text
+    rows = [row for row in text.splitlines() if row.startswith("| `orch/")]
+    assert [row.split("`")[1] for row in rows] == [
+        "orch/MathRouteSystem2-v0",
+        "orch/MathRoute-v0",
+        "orch/Nothing-v0",
+    ]
+    assert "not audited: no report in" in rows[2]
+    assert "## `orch/MathRoute-v0`" in text and "## `orch/MathRouteSystem2-v0`" in text
