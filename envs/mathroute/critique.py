@@ -38,6 +38,8 @@ one step: a guess hits it at chance over the draft's steps.)
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -87,10 +89,29 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.strip().splitlines() if line.strip()]
 
 
+#: the last tasks' correct renderings (``_references``), keyed on the task's id and prompt:
+#: rendering three solutions was a tenth of a MathRoute step that judges a critique (issue 40)
+_REFERENCE_CACHE: OrderedDict[tuple[str, str], list[list[str]]] = OrderedDict()
+_REFERENCE_CACHE_SIZE = 4096
+_REFERENCE_LOCK = threading.Lock()
+
+
 def _references(task: Task) -> list[list[str]]:
-    """The correct rendering of ``task`` in every phrasing (deterministic: no draw is used)."""
+    """The correct rendering of ``task`` in every phrasing (deterministic: no draw is used;
+    cached per task id and prompt)."""
+    key = (str(task.id), str(task.prompt))
+    with _REFERENCE_LOCK:
+        cached = _REFERENCE_CACHE.get(key)
+        if cached is not None:
+            _REFERENCE_CACHE.move_to_end(key)
+            return cached
     rng = np.random.default_rng(0)
-    return [_lines(worked_solution(task, correct=True, rng=rng, style=s)) for s in range(_STYLES)]
+    refs = [_lines(worked_solution(task, correct=True, rng=rng, style=s)) for s in range(_STYLES)]
+    with _REFERENCE_LOCK:
+        _REFERENCE_CACHE[key] = refs
+        while len(_REFERENCE_CACHE) > _REFERENCE_CACHE_SIZE:
+            _REFERENCE_CACHE.popitem(last=False)
+    return refs
 
 
 def _common_prefix(a: list[str], b: list[str]) -> int:
