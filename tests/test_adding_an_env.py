@@ -50,6 +50,10 @@ def test_the_documented_env_passes_the_shared_checks(mypkg: Path):
     assert gym.spec(ENV_ID).entry_point == "mypkg.echo:EchoEnv"
     check = code_block("check_orch_env(").replace("import mypkg  # registers mypkg/Echo-v0", "")
     exec(check, {})  # the doc's check, all of it
+    listed = str(checks.check_orch_env(ENV_ID, fuzz_episodes=3))
+    for name in ("check_api", "check_hostile_actions", "check_horizon", "check_fork"):
+        assert f"[ok] {name}" in listed
+    assert "9 checks passed" in listed
 
 
 def test_the_documented_env_plays_as_described(mypkg: Path):
@@ -95,6 +99,9 @@ def test_the_checks_catch_a_broken_env(mypkg: Path, check: str):
 
     with pytest.raises(AssertionError):
         getattr(checks, check)(BrokenEnv)
+    with pytest.raises(AssertionError) as failed:
+        checks.check_orch_env(BrokenEnv, fuzz_episodes=5)
+    assert any("failed; passed before it" in note for note in failed.value.__notes__)
 
 
 def _init_py(package: Path) -> None:

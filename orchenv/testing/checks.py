@@ -31,11 +31,14 @@ broke. The env must be an ``orchenv.core.OrchestrationEnv`` (the checks play its
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -46,6 +49,8 @@ from gymnasium.utils.env_checker import check_env, data_equivalence
 from orchenv.core import OrchestrationEnv
 from orchenv.error import EnvStateError
 from orchenv.info import StepInfo
+
+logger = logging.getLogger(__name__)
 
 #: an env id, or a class / factory called with the env's keyword arguments
 EnvSource = str | Callable[..., gym.Env]
@@ -380,6 +385,22 @@ def check_hash_seed_independence(
     assert len(digests) == 1, f"{env_id}: episodes differ with PYTHONHASHSEED 1 and 2"
 
 
+@dataclass
+class Checklist:
+    """What :func:`check_orch_env` checked: ``(check, seconds, what it covers)`` per passed
+    check, in order. ``str()`` (and the REPL) shows it as a checklist."""
+
+    env: str
+    passed: list[tuple[str, float, str]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"check_orch_env({self.env}): {len(self.passed)} checks passed"]
+        lines += [f"  [ok] {name:<30} {secs:6.2f} s  {what}" for name, secs, what in self.passed]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
 def check_orch_env(
     env: EnvSource,
     *,
@@ -389,28 +410,71 @@ def check_orch_env(
     fuzz_episodes: int = 30,
     fragments: Sequence[str] = (),
     **kwargs: Any,
-) -> None:
-    """Run every check above on ``env`` (an id, or a class / factory), made with ``kwargs``.
+) -> Checklist:
+    """Run every check above on ``env`` (an id, or a class / factory), made with ``kwargs``;
+    returns the :class:`Checklist` of what passed (``print(check_orch_env(ENV_ID))``; each
+    check is also logged at INFO). A failing check raises its ``AssertionError`` with a note
+    naming the check and the ones that passed before it.
 
     ``episodes`` seeded episodes from ``seed`` for determinism and the horizon rule (at
     each of ``max_turns``); ``fuzz_episodes`` of hostile actions (plus ``fragments``).
     The process check runs for registered ids only.
     """
     seeds = range(seed, seed + episodes)
-    check_api(env, **kwargs)
-    check_determinism(env, seeds=seeds, **kwargs)
-    check_info_schema(env, seed=seed, **kwargs)
-    check_fork(env, seed=seed, **kwargs)
-    check_render(env, **kwargs)
-    check_step_order(env, **kwargs)
-    check_hostile_actions(env, seed=seed, episodes=fuzz_episodes, fragments=fragments, **kwargs)
-    check_horizon(env, max_turns=max_turns, seeds=seeds, **kwargs)
+    name = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
+    checklist = Checklist(str(name))
+    steps: list[tuple[Callable[[], Any], str, str]] = [
+        (lambda: check_api(env, **kwargs), "check_api", "Gymnasium's check_env, spaces"),
+        (
+            lambda: check_determinism(env, seeds=seeds, **kwargs),
+            "check_determinism",
+            f"same seed, same episode ({episodes} seeds)",
+        ),
+        (
+            lambda: check_info_schema(env, seed=seed, **kwargs),
+            "check_info_schema",
+            "info keys and types (orchenv.info)",
+        ),
+        (lambda: check_fork(env, seed=seed, **kwargs), "check_fork", "fork() repeats exactly"),
+        (lambda: check_render(env, **kwargs), "check_render", "render_mode='ansi'"),
+        (lambda: check_step_order(env, **kwargs), "check_step_order", "step before reset fails"),
+        (
+            lambda: check_hostile_actions(
+                env, seed=seed, episodes=fuzz_episodes, fragments=fragments, **kwargs
+            ),
+            "check_hostile_actions",
+            f"huge, surrogate, nested, non-str actions ({fuzz_episodes} episodes)",
+        ),
+        (
+            lambda: check_horizon(env, max_turns=max_turns, seeds=seeds, **kwargs),
+            "check_horizon",
+            f"terminated vs truncated at max_turns {tuple(max_turns)}",
+        ),
+    ]
     if isinstance(env, str):
-        check_hash_seed_independence(env, seeds=seeds, **kwargs)
+        steps.append(
+            (
+                lambda: check_hash_seed_independence(env, seeds=seeds, **kwargs),
+                "check_hash_seed_independence",
+                "same episodes in another process (PYTHONHASHSEED)",
+            )
+        )
+    for run, check, what in steps:
+        started = time.perf_counter()
+        try:
+            run()
+        except AssertionError as exc:
+            done = ", ".join(n for n, _, _ in checklist.passed) or "none"
+            exc.add_note(f"check_orch_env({name}): {check} failed; passed before it: {done}")
+            raise
+        checklist.passed.append((check, time.perf_counter() - started, what))
+        logger.info("check_orch_env(%s): %s passed", name, check)
+    return checklist
 
 
 __all__ = [
     "END_KEYS",
+    "Checklist",
     "STEP_KEYS",
     "EnvSource",
     "check_api",
