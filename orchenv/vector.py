@@ -41,9 +41,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import multiprocessing
 import os
 import queue
+import re
+import sys
 import threading
 import traceback
 from abc import ABC, abstractmethod
@@ -504,7 +507,8 @@ class ProcessVectorEnv(VectorEnv):
                 status, value = (
                     "error",
                     RuntimeError(
-                        f"ProcessVectorEnv worker {k} died (exit code {self._processes[k].exitcode})"
+                        f"ProcessVectorEnv worker {k} died (exit code "
+                        f"{self._processes[k].exitcode}). {MAIN_GUARD_HINT}"
                     ),
                 )
             if status == "error" and error is None:
@@ -995,6 +999,36 @@ DEFAULT_VECTOR_MODE = "auto"
 PROCESS_MIN_ENVS = 256
 
 
+logger = logging.getLogger(__name__)
+
+#: what a spawned worker needs from the caller's script (said where workers die or are refused)
+MAIN_GUARD_HINT = (
+    "Worker processes are started with 'spawn', which re-imports your script: put the code "
+    'that builds the vector env under `if __name__ == "__main__":` (or pass mode="loop")'
+)
+_GUARD_RE = re.compile(
+    rb"^\s*if\s+(__name__\s*==\s*['\"]__main__['\"]|['\"]__main__['\"]\s*==\s*__name__)\s*:", re.M
+)
+#: the largest main script read to look for the guard
+_MAIN_SOURCE_MAX_BYTES = 8 << 20
+
+
+def main_is_guarded() -> bool:
+    """Whether spawned workers can re-import ``__main__`` without re-running the caller's
+    script: no script file (an interactive session, ``python -c``), or a script that has an
+    ``if __name__ == "__main__":`` block (a static look at its source)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read(_MAIN_SOURCE_MAX_BYTES)
+    except OSError:
+        return True  # nothing to look at: let the workers say what happens
+    return _GUARD_RE.search(source) is not None
+
+
 def _is_pool(value: Any) -> bool:
     """Whether ``value`` is an ``orchenv.pool.AgentPool`` (by its name: ``orchenv.pool``
     imports the registry, which imports this module)."""
@@ -1049,7 +1083,9 @@ def make_vec(
 
     ``mode``: ``"auto"`` (default: ``"processes"`` for at least ``PROCESS_MIN_ENVS`` envs
     whose pool calls live agents on a machine with several CPUs, else ``"loop"``; see
-    ``auto_vector_mode``), ``"loop"`` (``EventLoopVectorEnv``: one thread, every live
+    ``auto_vector_mode``; never processes when the caller's script has no
+    ``if __name__ == "__main__":`` guard, which spawned workers need: a warning says so, and
+    ``mode="processes"`` then raises ``ConfigError`` naming the guard: ``main_is_guarded``), ``"loop"`` (``EventLoopVectorEnv``: one thread, every live
     agent call of every sub-env in flight at once; steps of simulated or replayed envs run
     one after another as in ``SyncVectorEnv``), ``"processes"`` (``ProcessVectorEnv``:
     ``num_workers`` processes, default one per CPU, each an event loop over its shard: the
@@ -1070,8 +1106,23 @@ def make_vec(
         raise ConfigError(f"unknown vector mode {mode!r}; choose one of {list(VECTOR_MODES)}")
     if num_workers is not None and mode != "processes":
         raise ConfigError(f"num_workers is for mode='processes', not mode={mode!r}")
+    asked = mode
     if mode == "auto":
         mode = auto_vector_mode(env_id, num_envs, env_kwargs)
+    if mode == "processes" and not main_is_guarded():
+        script = getattr(sys.modules.get("__main__"), "__file__", "?")
+        if asked == "processes":
+            raise ConfigError(
+                f"mode='processes' needs a main guard in {script!r}: {MAIN_GUARD_HINT}"
+            )
+        logger.warning(
+            "make_vec: %d live envs would run faster in worker processes, but %s has no "
+            '`if __name__ == "__main__":` guard, so the event loop is used. %s',
+            num_envs,
+            script,
+            MAIN_GUARD_HINT,
+        )
+        mode = "loop"
     fns = [lambda: gym.make(env_id, **env_kwargs) for _ in range(num_envs)]
     if mode == "processes":
         return ProcessVectorEnv(fns, num_workers=num_workers, autoreset_mode=autoreset_mode)

@@ -414,3 +414,56 @@ def test_event_loop_steps_pause_automatic_gc_only_while_they_run():
     finally:
         gc.enable()
     vec.close()
+
+
+def _fake_main(monkeypatch, tmp_path, source: str | None) -> None:
+    import sys
+    import types
+
+    main = types.ModuleType("__main__")
+    if source is not None:
+        script = tmp_path / "script.py"
+        script.write_text(source)
+        main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+
+
+def test_processes_need_a_main_guard(monkeypatch, tmp_path, caplog):
+    """Issue 40: a script without the main guard gets the event loop from "auto" (with a
+    warning naming the guard) and a ConfigError naming it from mode="processes", instead of
+    'worker 0 died (exit code None)' from workers that re-ran the script."""
+    from orchenv import vector
+
+    _fake_main(monkeypatch, tmp_path, "from orchenv.vector import make_vec\nmake_vec('x', 256)\n")
+    assert not vector.main_is_guarded()
+    with pytest.raises(ConfigError, match='if __name__ == "__main__":'):
+        make_vec("orch/MathRoute-v0", 2, mode="processes", num_workers=2)
+    monkeypatch.setattr(vector, "auto_vector_mode", lambda *a: "processes")
+    with caplog.at_level("WARNING", logger="orchenv.vector"):
+        vec = make_vec("orch/MathRoute-v0", 2)
+    assert type(vec).__name__ == "EventLoopVectorEnv"
+    vec.close()
+    assert "no `if __name__ ==" in caplog.text
+
+    _fake_main(
+        monkeypatch, tmp_path, "def main():\n    pass\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    assert vector.main_is_guarded()
+    _fake_main(monkeypatch, tmp_path, None)  # an interactive session: nothing is re-run
+    assert vector.main_is_guarded()
+
+
+def test_an_unguarded_script_is_told_about_the_guard(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import orchenv\nfrom orchenv.vector import make_vec\n"
+        "make_vec('orch/MathRoute-v0', 4, mode='processes', num_workers=2)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    assert 'if __name__ == "__main__":' in done.stderr and "died" not in done.stderr
