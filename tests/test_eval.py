@@ -417,7 +417,10 @@ def test_leaderboard_builds_markdown_html_and_plots(three_runs, tmp_path, capsys
         assert column in header
     for shared in ("| env |", "| pool |", "| split |"):  # said once, above the table
         assert shared not in header
-    assert "env `orch/MathRoute-v0`, pool `system1`, split `test`; ranked by return" in md
+    assert (
+        "env `orch/MathRoute-v0` (default kwargs), pool `system1`, split `test`; ranked by return"
+        in md
+    )
     assert "usage Qwen3-30B-A3B-Instruct" in header and "turns" in header and "invalid" in header
 
     html = (board / "leaderboard.html").read_text()

@@ -1,14 +1,193 @@
-"""Boards: ``orchenv board key FILE`` (the maintainer's signing key) and, later, the board
-spec. See docs/leaderboard.md."""
+"""A board is a spec: ``orchenv board init`` writes the file that says which runs a board
+compares, and ``orchenv leaderboard --board FILE`` keeps every other run out of its group.
+
+The board file (JSON, ``format: "orchenv-board"``) names:
+
+- ``env_id`` and ``env_kwargs`` (canonical: sorted keys, checked by building the env once);
+- ``pool``: a shipped preset's ``name`` and the ``sha256`` of its canonical document (a preset
+  edited later, or a bundle's ``pool.json`` that differs from it, does not match);
+- ``split``;
+- ``primary_metric``: what the board ranks (``orchenv.eval.metrics``: the env's objective);
+- ``dev_plan``: the public seeds and episodes per seed every submission plays (reproducible by
+  anyone);
+- ``sealed_plan``: the number of sealed episodes and the id of the maintainer's key
+  (``key_id``: a hash of the key, never the key). Sealed runs are not implemented yet in this
+  version (docs/leaderboard.md says what is missing); no run matches the sealed plan today;
+- ``spec_sha256``: sha256 of the canonical JSON of everything above. Rows are grouped by it.
+
+``orchenv board key FILE`` writes the maintainer's key (``orchenv.verify.keys``): it signs
+verdicts and identifies the sealed plan; keep it out of every bundle and repository.
+"""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from orchenv.error import ConfigError, DataError
 
+FORMAT = "orchenv-board"
+VERSION = 1
+SPEC_FIELDS = (
+    "format",
+    "version",
+    "env_id",
+    "env_kwargs",
+    "pool",
+    "split",
+    "primary_metric",
+    "dev_plan",
+    "sealed_plan",
+)
+
+
+def _canon(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def pool_sha256(pool_doc: Mapping[str, Any]) -> str:
+    """sha256 of a pool document's canonical JSON (as ``check_pool_data`` returns it)."""
+    return hashlib.sha256(_canon(dict(pool_doc)).encode()).hexdigest()
+
+
+def preset_sha256(name: str) -> str:
+    """sha256 of the shipped preset ``name`` (``ConfigError`` for a pool that is not one)."""
+    from orchenv.pool import list_presets, load_preset_data
+
+    if name not in list_presets():
+        raise ConfigError(
+            f"a board's pool must be a shipped preset ({', '.join(list_presets())}), not "
+            f"{name!r}: submitters rebuild it by name"
+        )
+    return pool_sha256(load_preset_data(name))
+
+
+def key_id(key: bytes) -> str:
+    """A public id of the maintainer's key (a hash of it; the key cannot be recovered)."""
+    return hashlib.sha256(b"orchenv-board-key:" + key).hexdigest()[:16]
+
+
+def spec_sha256(spec: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_canon({k: spec.get(k) for k in SPEC_FIELDS}).encode()).hexdigest()
+
+
+def make_spec(
+    env_id: str,
+    *,
+    pool: str,
+    split: str,
+    env_kwargs: Mapping[str, Any] | None = None,
+    dev_seeds: Sequence[int] = (0,),
+    dev_episodes: int = 100,
+    sealed_episodes: int = 0,
+    key: bytes | None = None,
+) -> dict[str, Any]:
+    """A board spec (module docstring); the env is built once to check its kwargs."""
+    import gymnasium as gym
+
+    from orchenv.eval.metrics import primary_metric
+
+    kwargs = json.loads(_canon(dict(env_kwargs or {})))
+    try:
+        env = gym.make(env_id, **kwargs)
+        env.close()
+    except Exception as exc:
+        raise ConfigError(f"{env_id} cannot be built with kwargs {kwargs}: {exc}") from exc
+    if dev_episodes < 1 or not dev_seeds:
+        raise ConfigError("the dev plan needs at least one seed and one episode per seed")
+    if sealed_episodes and key is None:
+        raise ConfigError("a sealed plan needs the maintainer's key (--key FILE)")
+    metric = primary_metric(env_id)
+    spec: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "env_id": env_id,
+        "env_kwargs": kwargs,
+        "pool": {"name": pool, "sha256": preset_sha256(pool)},
+        "split": split,
+        "primary_metric": {"field": metric.field, "label": metric.label},
+        "dev_plan": {"seeds": [int(s) for s in dev_seeds], "episodes": int(dev_episodes)},
+        "sealed_plan": {
+            "episodes": int(sealed_episodes),
+            "key_id": key_id(key) if key is not None else None,
+        },
+    }
+    spec["spec_sha256"] = spec_sha256(spec)
+    return spec
+
+
+def write_spec(path: str | os.PathLike[str], spec: Mapping[str, Any]) -> Path:
+    target = Path(path)
+    if target.exists():
+        raise ConfigError(f"{target} exists: a board spec is not overwritten; choose a new path")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(dict(spec), indent=2) + "\n", encoding="utf-8")
+    return target
+
+
+def read_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A board file, its hash checked (``DataError`` for an edited or foreign file)."""
+    from orchenv.eval.rundir import read_json_file
+
+    spec = read_json_file(Path(path))
+    if spec.get("format") != FORMAT:
+        raise DataError(f"{path} is not an orchenv board file (format {spec.get('format')!r})")
+    if spec.get("spec_sha256") != spec_sha256(spec):
+        raise DataError(
+            f"{path}: spec_sha256 does not match its content: the board file was edited; "
+            "write a new one with `orchenv board init`"
+        )
+    return spec
+
+
+def spec_mismatch(
+    spec: Mapping[str, Any], run: Mapping[str, Any], pool_doc: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Why ``run`` (a run.json) is not a run of the board ``spec``: [] when it is. The pool is
+    checked by name and content (``pool_doc``: a bundle's pool.json; else the preset of
+    this orchenv)."""
+    why = []
+    if run.get("env_id") != spec["env_id"]:
+        why.append(f"env {run.get('env_id')!r}, not {spec['env_id']!r}")
+    kwargs = json.loads(_canon(dict(run.get("env_kwargs") or {})))
+    if kwargs != spec["env_kwargs"]:
+        why.append(
+            f"env kwargs {_canon(kwargs)[:200]}, not the board's {_canon(spec['env_kwargs'])}"
+        )
+    pool = spec["pool"]
+    if run.get("pool") != pool["name"]:
+        why.append(f"pool {run.get('pool')!r}, not {pool['name']!r}")
+    else:
+        try:
+            have = pool_sha256(pool_doc) if pool_doc is not None else preset_sha256(pool["name"])
+        except (ConfigError, TypeError, ValueError) as exc:
+            have = f"unreadable ({exc})"
+        if have != pool["sha256"]:
+            why.append(
+                f"pool {pool['name']!r} has content {have[:16]}, not the board's "
+                f"{pool['sha256'][:16]} (an edited pool.json, or another orchenv's preset)"
+            )
+    if run.get("split") != spec["split"]:
+        why.append(f"split {run.get('split')!r}, not {spec['split']!r}")
+    plan = spec["dev_plan"]
+    seeds, episodes = run.get("seeds"), run.get("episodes")
+    if seeds != plan["seeds"] or episodes != plan["episodes"]:
+        why.append(
+            f"seed plan {seeds} x {episodes} episodes is not the board's dev plan "
+            f"{plan['seeds']} x {plan['episodes']} (the board chooses the tasks, not the "
+            "submitter)"
+        )
+    return why
+
+
+# -- the command line -------------------------------------------------------------------------------
 def add_subcommands(sub: Any) -> None:
-    """Add ``board`` (with ``key``) to the ``orchenv`` subparsers object ``sub``."""
+    """Add ``board`` (``key``, ``init``) to the ``orchenv`` subparsers object ``sub``."""
     p = sub.add_parser(
         "board",
         help="maintain a leaderboard: its signing key and its spec",
@@ -26,6 +205,27 @@ def add_subcommands(sub: Any) -> None:
     )
     k.add_argument("file", metavar="FILE", help="where to write the key (must not exist)")
     k.set_defaults(func=cmd_key)
+    i = actions.add_parser(
+        "init",
+        help="write a board spec: env, kwargs, pool preset and hash, split, metric, seed plans",
+        description=(
+            "Write the board file that `orchenv leaderboard --board FILE` groups runs by: a "
+            "run with other env kwargs, another pool (or an edited pool.json), another split or "
+            "another seed plan is kept out of the board's group, with the reason."
+        ),
+    )
+    i.add_argument("env_id", help="e.g. orch/MathRoute-v0")
+    i.add_argument("--pool", required=True, help="a shipped pool preset (orchenv list)")
+    i.add_argument("--split", required=True, help="the split every run plays")
+    i.add_argument(
+        "-e", "--env-kwarg", action="append", default=[], metavar="K=V", help="env kwargs"
+    )
+    i.add_argument("--dev-seeds", type=int, nargs="+", default=[0], help="public dev seeds")
+    i.add_argument("--episodes", type=int, default=100, help="dev episodes per seed")
+    i.add_argument("--sealed-episodes", type=int, default=0, help="episodes of the sealed plan")
+    i.add_argument("--key", metavar="FILE", help="the maintainer's key (for the sealed plan)")
+    i.add_argument("--out", required=True, metavar="FILE", help="the board file to write")
+    i.set_defaults(func=cmd_init)
 
 
 def cmd_key(args: argparse.Namespace) -> int:
@@ -34,3 +234,35 @@ def cmd_key(args: argparse.Namespace) -> int:
     path = write_key(args.file)
     print(f"board key written to {path} (mode 0600); keep it private")
     return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from orchenv.controllers import parse_kwargs
+    from orchenv.verify.keys import read_key
+
+    spec = make_spec(
+        args.env_id,
+        pool=args.pool,
+        split=args.split,
+        env_kwargs=parse_kwargs(args.env_kwarg),
+        dev_seeds=args.dev_seeds,
+        dev_episodes=args.episodes,
+        sealed_episodes=args.sealed_episodes,
+        key=read_key(args.key) if args.key else None,
+    )
+    path = write_spec(args.out, spec)
+    print(f"board spec {spec['spec_sha256'][:12]} written to {path}")
+    return 0
+
+
+__all__ = [
+    "FORMAT",
+    "key_id",
+    "make_spec",
+    "pool_sha256",
+    "preset_sha256",
+    "read_spec",
+    "spec_mismatch",
+    "spec_sha256",
+    "write_spec",
+]

@@ -120,6 +120,11 @@ def add_subcommands(sub: Any) -> None:
         help="the board's key (`orchenv board key`): only verdicts signed with it are trusted",
     )
     p_board.add_argument(
+        "--board",
+        metavar="FILE",
+        help="a board spec (`orchenv board init`): runs outside it are kept out, with the reason",
+    )
+    p_board.add_argument(
         "--verify",
         action="store_true",
         help="verify every bundle here instead of reading its verified.json",
@@ -173,6 +178,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from orchenv.eval.board import read_spec
     from orchenv.eval.leaderboard import build_leaderboard
     from orchenv.verify.keys import read_key
 
@@ -184,6 +190,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         key=read_key(args.key) if args.key else None,
         verify=args.verify,
         oracle_episodes=args.oracle_episodes,
+        spec=read_spec(args.board) if args.board else None,
     )
     for path in board.files:
         print(path)

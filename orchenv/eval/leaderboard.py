@@ -64,6 +64,17 @@ class Leaderboard:
         return [r for g in self.groups for r in g.rows]
 
 
+def kwargs_variant(env_kwargs: Any) -> str:
+    """ "" for the env's defaults, else "env kwargs " and a short hash of the canonical kwargs:
+    runs with other kwargs (e.g. a task source of one easy task) form their own group."""
+    if not env_kwargs:
+        return ""
+    canon = json.dumps(env_kwargs, sort_keys=True, separators=(",", ":"), default=str)
+    import hashlib
+
+    return "env kwargs " + hashlib.sha256(canon.encode()).hexdigest()[:10]
+
+
 def row_from_summary(summary: dict[str, Any]) -> Row:
     """A board row from a loaded ``summary.json`` (see ``harness.load_summary``)."""
     pooled = summary.get("pooled") or {}
@@ -94,6 +105,8 @@ def row_from_summary(summary: dict[str, Any]) -> Row:
             mean_turns=float(pooled["mean_turns"]),
             invalid_rate=float(pooled["invalid_action_rate"]),
             mean_reward=float(pooled["mean_reward"]),
+            env_kwargs=dict(run.get("env_kwargs") or {}),
+            variant=kwargs_variant(run.get("env_kwargs") or {}),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(
@@ -190,7 +203,7 @@ def _limits(group: Group) -> tuple[dict[str, float], dict[str, float]]:
     plots; empty where there are none or they cannot be read."""
     from orchenv.error import OrchEnvError
 
-    env_id, pool, _ = group.key
+    env_id, pool, *_ = group.key
     constraints: dict[str, float] = {}
     try:
         from orchenv.pool import list_presets, load_preset_data
@@ -216,6 +229,28 @@ def _limits(group: Group) -> tuple[dict[str, float], dict[str, float]]:
     return constraints, budgets
 
 
+def _check_spec(spec: dict[str, Any], summary: dict[str, Any], run_dir: Path) -> None:
+    """``DataError`` naming why the run is outside the board ``spec``
+    (``orchenv.eval.board.spec_mismatch``)."""
+    from orchenv.error import OrchEnvError
+    from orchenv.eval.board import spec_mismatch
+    from orchenv.eval.rundir import read_json_file
+
+    pool_doc = None
+    if os.path.lexists(run_dir / "pool.json"):  # a bundle: the pool it was verified with
+        from orchenv.pool import check_pool_data
+
+        try:
+            pool_doc = check_pool_data(read_json_file(run_dir / "pool.json"), "pool.json")
+        except OrchEnvError as exc:
+            raise DataError(f"outside this board: its pool.json cannot be read ({exc})") from exc
+    why = spec_mismatch(spec, summary.get("run") or {}, pool_doc)
+    if why:
+        raise DataError(
+            f"outside board {spec['spec_sha256'][:12]} (not in its group): " + "; ".join(why)
+        )
+
+
 def read_runs(
     run_dirs: Sequence[str | os.PathLike[str]],
     out: Path,
@@ -223,6 +258,7 @@ def read_runs(
     key: bytes | None = None,
     verify: bool = False,
     oracle_episodes: int | None = None,
+    spec: dict[str, Any] | None = None,
 ) -> tuple[list[Row], list[Rejected]]:
     """Each run's row, read through ``orchenv.schema`` (finite numbers only), with its
     verification: the board's own (``verify``: bundles are re-verified, nothing shipped is
@@ -235,7 +271,12 @@ def read_runs(
     rejected: list[Rejected] = []
     for d in run_dirs:
         try:
-            row = row_from_summary(load_summary(d))
+            summary = load_summary(d)
+            if spec is not None:
+                _check_spec(spec, summary, Path(d))
+            row = row_from_summary(summary)
+            if spec is not None:
+                row.variant = f"board {spec['spec_sha256'][:12]}"
             _attach_primary(row, Path(d), out)
         except DataError as exc:
             logger.warning("leaderboard: %s rejected: %s", d, exc)
@@ -264,6 +305,7 @@ def build_leaderboard(
     key: bytes | None = None,
     verify: bool = False,
     oracle_episodes: int | None = None,
+    spec: dict[str, Any] | None = None,
 ) -> Leaderboard:
     """Read each run's summary and write the board files into ``out_dir`` (module doc).
 
@@ -279,6 +321,7 @@ def build_leaderboard(
         key=key,
         verify=verify,
         oracle_episodes=oracle_episodes,
+        spec=spec,
     )
     if not rows:
         raise DataError(

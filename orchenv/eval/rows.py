@@ -8,6 +8,7 @@ model here, below all three, is what keeps the renderers from importing the boar
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -35,7 +36,9 @@ VERIFIED_RULE = (
 DAGGER = "†"
 CHECK = "✓"
 
-GroupKey = tuple[str, str, str]
+#: (env, pool, split, variant): variant is "" for the env's default kwargs, else names the
+#: kwargs (or the board spec) by hash, so a variant never ranks among default runs
+GroupKey = tuple[str, str, str, str]
 
 #: verification statuses (``orchenv.verify.checks.read_verification``), in display order
 STATUSES = ("verified", "failed", "stale", "unsigned", "unreadable", "unverified")
@@ -69,6 +72,8 @@ class Row:
     verification_reason: str = ""
     report: str | None = None  # the verification report (path relative to the board)
     audit_gap: str | None = None  # the env's gameability gap named by the verification report
+    variant: str = ""  # "" (default env kwargs), "env kwargs <hash>" or "board <hash>"
+    env_kwargs: dict[str, object] = field(default_factory=dict)
     metric: str = "return"  # the env's primary metric's label (orchenv.eval.metrics)
     primary: float = 0.0  # its mean over the run's episodes
     primary_low: float = 0.0
@@ -80,7 +85,7 @@ class Row:
 
     @property
     def group(self) -> GroupKey:
-        return (self.env_id, self.pool, self.split)
+        return (self.env_id, self.pool, self.split, self.variant)
 
     @property
     def display_name(self) -> str:
@@ -113,8 +118,8 @@ class Group:
 
     @property
     def title(self) -> str:
-        env, pool, split = self.key
-        return f"{env} · pool {pool} · split {split}"
+        env, pool, split, variant = self.key
+        return f"{env} · pool {pool} · split {split}" + (f" · {variant}" if variant else "")
 
     @property
     def metric(self) -> str:
@@ -124,8 +129,13 @@ class Group:
     @property
     def header(self) -> str:
         """What every row of the group shares, said once above its table."""
-        env, pool, split = self.key
-        return f"env `{env}`, pool `{pool}`, split `{split}`; ranked by {self.metric}"
+        env, pool, split, variant = self.key
+        kwargs = self.rows[0].env_kwargs if self.rows else {}
+        shown = (
+            f"{variant}: {json.dumps(kwargs, sort_keys=True)[:300]}" if kwargs else "default kwargs"
+        )
+        text = f"env `{env}` ({shown}), pool `{pool}`, "
+        return text + f"split `{split}`; ranked by {self.metric}"
 
     @property
     def slug(self) -> str:
