@@ -257,3 +257,22 @@ def test_audit_all_reports_the_tell_meter_and_the_observer(tmp_path) -> None:
     ]
     assert "not audited: no report in" in rows[2]
     assert "## `orch/MathRoute-v0`" in text and "## `orch/MathRouteSystem2-v0`" in text
+
+
+def test_classifier_matches_scikit_learn() -> None:
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    assert sklearn.__version__
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(300, 4)) * [1.0, 10.0, 0.1, 3.0] + [0.0, 5.0, 0.0, -2.0]
+    y = x[:, 0] - 0.1 * x[:, 1] + rng.normal(size=300) > -0.5
+    ours = TellClassifier(l2=1.0).fit(x, y)
+    scaler = StandardScaler().fit(x)
+    theirs = LogisticRegression(C=1.0, tol=1e-10, max_iter=10_000).fit(scaler.transform(x), y)
+    assert ours.weights is not None
+    np.testing.assert_allclose(ours.weights[1:], theirs.coef_[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        ours.predict_proba(x), theirs.predict_proba(scaler.transform(x))[:, 1], atol=1e-5
+    )
