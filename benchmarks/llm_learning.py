@@ -219,10 +219,115 @@ def model_policy(sampler: Any, temperature: float, seed: int) -> tuple[Any, Any,
     return act, reset, picks
 
 
+class PrefixCachedScorer:
+    """``ChoicePolicySampler.score_state`` with the prompt's shared prefix (the system message:
+    218 of MathRoute's ~285 SmolLM2 prompt tokens) run once and its KV cache reused, so an
+    evaluation costs the problem's tokens, not the whole prompt's. The same arithmetic as
+    ``orchenv.backends.hf.choice_logprobs`` (a causal model's prefix states do not depend on
+    what follows); :meth:`check` compares it with the sampler's own path on a few states and
+    the run stops if they disagree. Evaluation only (no gradient)."""
+
+    def __init__(self, sampler: Any, prefix_messages: list[dict[str, str]]) -> None:
+        import torch
+
+        self.sampler = sampler
+        loaded = sampler._loaded
+        tok = sampler.tokenizer
+        ids = tok.apply_chat_template(prefix_messages, add_generation_prompt=False, tokenize=True)
+        self.prefix = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        self._loaded = loaded
+        with torch.inference_mode():
+            out = sampler.model(input_ids=torch.tensor([self.prefix]), use_cache=True)
+        self.cache = out.past_key_values
+        self.hits = 0
+
+    def score_state(
+        self, messages: Any, options: Any
+    ) -> tuple[list[int], list[list[int]], list[float], list[str]]:
+        import copy
+
+        import torch
+
+        from orchenv.agents.grpo.generation import normalise_choice_scores
+        from orchenv.backends.hf import choice_token_ids
+
+        s = self.sampler
+        texts = [c for c in options if c is not None]
+        prompt = s._backend.prompt_ids(self._loaded, messages)
+        k = len(self.prefix)
+        if len(prompt) <= k or prompt[:k] != self.prefix or s.max_prompt_tokens is not None:
+            return s.score_state(messages, options)  # not the shared prefix: the full path
+        self.hits += 1
+        ids = choice_token_ids(self._loaded, texts)
+        n, width, lp = len(ids), max(len(c) for c in ids), len(prompt)
+        choice = torch.full((n, width), s.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for row, c in enumerate(ids):
+            choice[row, : len(c)] = torch.tensor(list(c), dtype=torch.long)
+            mask[row, : len(c)] = 1
+        model = s.model
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                cache = copy.deepcopy(self.cache)
+                first = model(
+                    input_ids=torch.tensor([prompt[k:]]),
+                    past_key_values=cache,
+                    position_ids=torch.arange(k, lp).unsqueeze(0),
+                    use_cache=True,
+                )
+                cache = first.past_key_values
+                cache.batch_repeat_interleave(n)
+                rest = model(
+                    input_ids=choice,
+                    attention_mask=torch.cat([torch.ones((n, lp), dtype=torch.long), mask], 1),
+                    position_ids=(lp + torch.arange(width)).expand(n, width),
+                    past_key_values=cache,
+                    use_cache=True,
+                ).logits
+                head = first.logits[:, -1:].expand(n, 1, first.logits.shape[-1])
+                logits = torch.cat([head, rest[:, :-1]], dim=1).float()
+                picked = torch.gather(logits, -1, choice.unsqueeze(-1)).squeeze(-1)
+                token_lp = picked - torch.logsumexp(logits, dim=-1)
+                summed = torch.where(mask.bool(), token_lp, torch.zeros_like(token_lp)).sum(-1)
+        finally:
+            model.train(was_training)
+        scores = normalise_choice_scores(summed.tolist(), ids, s.choice_score)
+        return prompt, ids, scores, texts
+
+    def check(self, states: list[tuple[Any, Any]], tol: float = 1e-3) -> float:
+        """Largest score difference from the sampler's full path on ``states``; raises if it
+        exceeds ``tol`` or an arg-max differs."""
+        worst = 0.0
+        for messages, options in states:
+            a = self.score_state(messages, options)[2]
+            b = self.sampler.score_state(messages, options)[2]
+            worst = max(worst, max(abs(x - y) for x, y in zip(a, b, strict=True)))
+            if worst > tol or int(np.argmax(a)) != int(np.argmax(b)):
+                raise RuntimeError(f"prefix-cached scores differ from the full path: {a} vs {b}")
+        return worst
+
+
+def fast_sampler(sampler: Any, env: gym.Env, seeds: list[int]) -> Any:
+    """A :class:`PrefixCachedScorer` over ``sampler``, checked on the first 3 of ``seeds``."""
+    _, info = env.reset(seed=seeds[0])
+    scorer = PrefixCachedScorer(sampler, info["messages"][:1])
+    states = []
+    for s in seeds[:3]:
+        _, info = env.reset(seed=s)
+        states.append((info["messages"], current_choices(env.unwrapped)))
+    worst = scorer.check(states)
+    print(f"prefix cache: {len(scorer.prefix)} shared tokens, max |diff| {worst:.2e}", flush=True)
+    return scorer
+
+
 def evaluate_model(
     env: gym.Env, sampler: Any, seeds: list[int], name: str, temperatures: list[float], seed: int
 ) -> dict[str, dict]:
-    """Greedy (and sampled) episodes of the model on ``seeds``; one scoring cache per task."""
+    """Greedy (and sampled) episodes of the model on ``seeds``; one scoring cache per task;
+    the prompt's shared prefix scored once (:class:`PrefixCachedScorer`)."""
+    sampler = fast_sampler(sampler, env, seeds)
     policies = {t: model_policy(sampler, t, seed) for t in temperatures}
     episodes: dict[float, list] = {t: [] for t in temperatures}
     walls = dict.fromkeys(temperatures, 0.0)
@@ -270,29 +375,223 @@ GAP_SETTINGS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def gap_report(n_tasks: int, seed: int) -> dict[str, Any]:
-    """Step 1, without a model: on train tasks, every fixed choice sequence and the random
-    router, per setting; the best fixed sequence minus random as a paired interval."""
+def observation_vectors(env_id: str, kwargs: dict[str, Any], split: str, seeds: list[int]) -> Any:
+    """The first observation of each task as ``orchenv.discrete.ObservationFeatures`` sees it
+    (hashed n-grams of the non-system messages, the turn, the action mask and the env's own
+    public statistics): only what the controller sees, nothing privileged."""
+    from orchenv.discrete import ObservationFeatures
+
+    env = ObservationFeatures(gym.make(env_id, split=split, **kwargs), n_features=1024)
+    return np.stack([env.reset(seed=s)[0] for s in seeds])
+
+
+def task_levels(env: gym.Env, seeds: list[int]) -> list[int] | None:
+    """Each task's difficulty level (privileged task metadata; ``None`` where the env's tasks
+    carry none). Only the level router reads it: it is the ceiling, not a candidate policy."""
+    levels = []
+    for s in seeds:
+        env.reset(seed=s)
+        level = getattr(getattr(env.unwrapped, "task", None), "level", None)
+        if level is None:
+            return None
+        levels.append(int(level))
+    return levels
+
+
+def fit_feature_policies(x: Any, table: dict[tuple[int, ...], list[float]]) -> dict[str, Any]:
+    """Candidate observation-only routers fitted on train tasks: for every fixed sequence a
+    regressor of its return from the features (the direct method of contextual bandits); the
+    policy plays the sequence whose predicted return is highest. Returns name -> ``predict(x)
+    -> sequence index`` (into ``list(table)``)."""
+    from sklearn.linear_model import LogisticRegression, RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    keys = list(table)
+    y = np.asarray([table[k] for k in keys], dtype=float).T  # tasks x sequences
+    ridge = [RidgeCV(alphas=np.logspace(-1, 3, 5)).fit(x, y[:, j]) for j in range(len(keys))]
+
+    def by_regression(z: Any) -> np.ndarray:
+        return np.argmax(np.stack([m.predict(z) for m in ridge], axis=1), axis=1)
+
+    policies: dict[str, Any] = {"ridge-per-sequence": by_regression}
+    # a classifier of each task's best sequence (ties: the one best on average), reading
+    # the same features
+    order = np.argsort(-y.mean(axis=0), kind="stable")
+    label = order[np.argmax(y[:, order], axis=1)]
+    if len(set(label.tolist())) > 1:
+        clf = make_pipeline(StandardScaler(), LogisticRegression(C=0.05, max_iter=500)).fit(
+            x, label
+        )
+        policies["logistic-best-sequence"] = lambda z: clf.predict(z).astype(int)
+    return policies
+
+
+def gap_report(n_train: int, n_test: int, seed: int) -> dict[str, Any]:
+    """Step 1 of the method, without a model: per setting, on ``n_test`` held-out test tasks
+    (the policies are chosen or fitted on ``n_train`` train tasks):
+
+    - the best fixed choice sequence (chosen on train) and the random router;
+    - the best observation-only feature-conditional router: ridge regressors of each
+      sequence's return, or a logistic classifier of each task's best sequence, from
+      :func:`observation_vectors` (the task's first observation, so open-loop over the
+      turns), fitted on 80% of the train tasks, the better on the other 20% kept, refitted on
+      all train tasks;
+    - the level router (MathRoute: the best sequence per difficulty level, chosen on train;
+      it reads privileged metadata, so it is a ceiling, not a candidate);
+    - the per-task oracle (the best sequence of each test task: privileged).
+
+    A setting is kept when the feature router beats the best fixed sequence beyond its paired
+    95% interval (what only a task-dependent policy can gain)."""
     report = {}
-    seeds = list(range(10_000, 10_000 + n_tasks))
+    train_seeds = list(range(10_000, 10_000 + n_train))
+    test_seeds = list(range(n_test))
     for env_id, kwargs in GAP_SETTINGS:
-        env = gym.make(env_id, split="train", **kwargs)
-        table = fixed_table(env, seeds, int(kwargs.get("max_turns", 1)))
+        turns = int(kwargs.get("max_turns", 1))
+        train_env = gym.make(env_id, split="train", **kwargs)
+        test_env = gym.make(env_id, split="test", **kwargs)
+        train = fixed_table(train_env, train_seeds, turns)
+        test = fixed_table(test_env, test_seeds, turns)
+        keys = list(train)
+        y_test = np.asarray([test[k] for k in keys], dtype=float).T
+        rows = np.arange(n_test)
+        best = max(keys, key=lambda k: float(np.mean(train[k])))
+        best_ret = np.asarray(test[best])
         act, reset = random_router(seed)
-        rand = [play(env, act, s, reset)["return"] for s in seeds]
-        ranked = sorted(table, key=lambda k: -float(np.mean(table[k])))
-        best = ranked[0]
-        row = {
-            "random": interval(rand),
-            "best_fixed": {"sequence": list(best), **interval(table[best])},
-            "best_minus_random": interval([a - b for a, b in zip(table[best], rand, strict=True)]),
-            "top5": {",".join(map(str, k)): float(np.mean(table[k])) for k in ranked[:5]},
+        rand = np.asarray([play(test_env, act, s, reset)["return"] for s in test_seeds])
+        # the observation-only router: pick the model family on a train split, refit on all
+        x_train = observation_vectors(env_id, kwargs, "train", train_seeds)
+        x_test = observation_vectors(env_id, kwargs, "test", test_seeds)
+        cut = int(0.8 * n_train)
+        inner = {k: v[:cut] for k, v in train.items()}
+        y_val = np.asarray([train[k][cut:] for k in keys], dtype=float).T
+        val_rows = np.arange(n_train - cut)
+        scores = {
+            name: float(y_val[val_rows, f(x_train[cut:])].mean())
+            for name, f in fit_feature_policies(x_train[:cut], inner).items()
         }
-        label = f"{env_id} {kwargs}"
+        chosen = max(scores, key=scores.__getitem__)
+        policy = fit_feature_policies(x_train, train)[chosen]
+        picks = policy(x_test)
+        feat_ret = y_test[rows, picks]
+        oracle = y_test.max(axis=1)
+        row: dict[str, Any] = {
+            "n_train": n_train,
+            "n_test": n_test,
+            "random": interval(list(rand)),
+            "best_fixed": {"sequence": list(best), **interval(list(best_ret))},
+            "feature_router": {
+                "model": chosen,
+                "validation_return": scores,
+                "picks": dict(Counter(",".join(map(str, keys[i])) for i in picks)),
+                **interval(list(feat_ret)),
+            },
+            "feature_minus_best_fixed": interval(list(feat_ret - best_ret)),
+            "oracle": interval(list(oracle)),
+            "oracle_minus_best_fixed": interval(list(oracle - best_ret)),
+            "best_fixed_minus_random": interval(list(best_ret - rand)),
+        }
+        levels_train, levels_test = task_levels(train_env, train_seeds), None
+        if levels_train is not None:
+            levels_test = task_levels(test_env, test_seeds)
+        if levels_train is not None and levels_test is not None:
+            route = {}
+            for level in sorted(set(levels_train)):
+                idx = [i for i, v in enumerate(levels_train) if v == level]
+                route[level] = max(keys, key=lambda k: float(np.mean([train[k][i] for i in idx])))
+            level_ret = np.asarray([test[route[v]][i] for i, v in enumerate(levels_test)])
+            row["level_router"] = {
+                "route": {str(v): list(k) for v, k in route.items()},
+                **interval(list(level_ret)),
+            }
+            row["level_minus_best_fixed"] = interval(list(level_ret - best_ret))
+            row["feature_minus_level"] = interval(list(feat_ret - level_ret))
+        lo = row["feature_minus_best_fixed"]["ci95"][0]
+        row["kept"] = bool(lo > 0)
+        label = f"{env_id} {json.dumps(kwargs, sort_keys=True)}"
         report[label] = row
-        print(label, json.dumps({k: row[k] for k in ("random", "best_fixed", "best_minus_random")}),
-              flush=True)  # fmt: skip
+        shown = ("best_fixed", "feature_router", "feature_minus_best_fixed", "level_router",
+                 "oracle", "kept")  # fmt: skip
+        print(label, json.dumps({k: _short(row.get(k)) for k in shown}), flush=True)
     return report
+
+
+def probe_report(model_dir: Path, n_route: int, n_probe: int, seed: int) -> dict[str, Any]:
+    """The precheck (docs/grpo.md): can the frozen model's state tell the routes apart? On
+    1-turn MathRoute, each train task's label is the best route of its difficulty level (the
+    level router, chosen on ``n_route`` other train tasks); the feature is the model's last
+    hidden layer at the last token of the choice-mode prompt (the chat prompt the trainer
+    scores choices after). A logistic-regression probe, 5-fold cross-validated on ``n_probe``
+    tasks, against the majority class: the paired per-task difference in accuracy with its 95%
+    interval. The level itself (5 classes) is probed the same way."""
+    import torch
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from orchenv.agents.grpo.generation import ChoicePolicySampler
+
+    env_id, kwargs = "orch/MathRoute-v0", {"max_turns": 1}
+    env = gym.make(env_id, split="train", **kwargs)
+    route_seeds = list(range(20_000, 20_000 + n_route))
+    table = fixed_table(env, route_seeds, 1)
+    levels = task_levels(env, route_seeds) or []
+    route = {
+        level: max(table, key=lambda k: float(np.mean([table[k][i] for i, v in
+                                                       enumerate(levels) if v == level])))
+        for level in sorted(set(levels))
+    }  # fmt: skip
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    sampler = ChoicePolicySampler(model, tokenizer, max_new_tokens=0)
+    seeds = list(range(10_000, 10_000 + n_probe))
+    feats, level_of, t0 = [], [], time.perf_counter()
+    for s in seeds:
+        _, info = env.reset(seed=s)
+        level_of.append(int(env.unwrapped.task.level))
+        ids = sampler._backend.prompt_ids(sampler._loaded, info["messages"])
+        with torch.inference_mode():
+            out = model(torch.tensor([ids]), output_hidden_states=True)
+        feats.append(out.hidden_states[-1][0, -1].numpy().copy())
+    wall = time.perf_counter() - t0
+    x = np.stack(feats)
+    result: dict[str, Any] = {
+        "model": str(model_dir),
+        "n_route_tasks": n_route,
+        "n_probe_tasks": n_probe,
+        "route_per_level": {str(v): list(k) for v, k in route.items()},
+        "feature": "last hidden layer, last prompt token (frozen model)",
+        "forward_s_per_task": wall / n_probe,
+    }
+    for target, y in (("best_route", [route[v][0] for v in level_of]), ("level", level_of)):
+        y_arr = np.asarray(y)
+        folds = StratifiedKFold(5, shuffle=True, random_state=seed)
+        probe = make_pipeline(StandardScaler(), LogisticRegression(C=0.05, max_iter=2000))
+        pred = cross_val_predict(probe, x, y_arr, cv=folds)
+        majority = Counter(y).most_common(1)[0][0]
+        hit = (pred == y_arr).astype(float)
+        base = (y_arr == majority).astype(float)
+        result[target] = {
+            "classes": dict(Counter(str(v) for v in y)),
+            "probe_accuracy": interval(list(hit)),
+            "majority_accuracy": interval(list(base)),
+            "probe_minus_majority": interval(list(hit - base)),
+        }
+        print(target, json.dumps(_short(result[target])), flush=True)
+    return result
+
+
+def _short(value: Any) -> Any:
+    """A report row without its long lists, rounded (for printing)."""
+    if isinstance(value, dict):
+        return {k: _short(v) for k, v in value.items() if k not in ("picks", "validation_return")}
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, list):
+        return [_short(v) for v in value]
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,9 +599,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gguf", type=Path, help="the SmolLM2 GGUF file (or --model-dir)")
     p.add_argument("--model-dir", type=Path, help="a transformers model directory instead")
     p.add_argument("--work-dir", type=Path, default=Path("runs/llm_learning"))
-    p.add_argument("--gap-only", type=int, metavar="TASKS", default=0,
-                   help="step 1 only: fixed and random returns of every setting on TASKS train "
-                        "tasks (no model), then exit")  # fmt: skip
+    p.add_argument("--gap-only", type=int, nargs=2, metavar=("TRAIN", "TEST"), default=None,
+                   help="step 1 only: per setting, best fixed, observation-only feature "
+                        "router, level router and oracle (fitted on TRAIN train tasks, "
+                        "measured on TEST test tasks; no model), then exit")  # fmt: skip
+    p.add_argument("--probe", type=int, nargs=2, metavar=("ROUTE", "PROBE"), default=None,
+                   help="the precheck only: a linear probe of the frozen model's prompt state "
+                        "predicting the per-level best route (the routes chosen on ROUTE train "
+                        "tasks, the probe cross-validated on PROBE others), then exit")  # fmt: skip
     p.add_argument(
         "--eval-only",
         nargs="+",
@@ -312,7 +616,13 @@ def main(argv: list[str] | None = None) -> int:
         help="only evaluate the model (with --adapter: a GRPO LoRA checkpoint) on "
         "the test tasks at these temperatures (0: greedy), then exit",
     )
-    p.add_argument("--adapter", type=Path, help="a LoRA checkpoint directory for --eval-only")
+    p.add_argument("--adapter", type=Path,
+                   help="a LoRA checkpoint directory for --eval-only or --rescore")  # fmt: skip
+    p.add_argument("--rescore", type=Path, metavar="RESULTS",
+                   help="re-score a finished run: with its settings (read from RESULTS), "
+                        "replay the baselines, evaluate the untrained model and --adapter "
+                        "greedily on the test tasks, print the table and whether every "
+                        "per-task return equals RESULTS'")  # fmt: skip
     p.add_argument("--env", default="orch/BudgetRoute-v0")
     p.add_argument("--max-turns", type=int, default=2)
     p.add_argument("--test-episodes", type=int, default=100)
@@ -331,11 +641,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-budget-s", type=float, default=1800.0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--untrained-from", type=Path, metavar="RESULTS",
+                   help="take the untrained model's episodes from an --eval-only RESULTS file "
+                        "of the same settings (run it as a separate process alongside "
+                        "training) instead of evaluating it here")  # fmt: skip
+    p.add_argument("--resume", action="store_true",
+                   help="continue a run cut short: keep the phases already in --out and train "
+                        "on from the last checkpoint in --work-dir")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("runs/llm_learning/results.json"))
     args = p.parse_args(argv)
 
     if args.gap_only:
-        report = gap_report(args.gap_only, args.seed)
+        report = gap_report(args.gap_only[0], args.gap_only[1], args.seed)
         _save(args.out, {"gap": report})
         return 0
 
@@ -353,6 +670,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model ready in {model_dir} ({time.perf_counter() - t0:.0f} s)", flush=True)
     else:
         model_dir = args.model_dir
+    if args.probe:
+        _save(args.out, {"probe": probe_report(model_dir, *args.probe, args.seed)})
+        return 0
     env_kwargs = {"max_turns": args.max_turns}
     test_env = gym.make(args.env, split="test", **env_kwargs)
     select_env = gym.make(args.env, split="train", **env_kwargs)
@@ -363,41 +683,219 @@ def main(argv: list[str] | None = None) -> int:
         results["eval_only"] = eval_only(args, model_dir, test_env, test_seeds)
         _save(args.out, results)
         return 0
+    if args.rescore is not None:
+        return rescore(args, model_dir)
+    if args.resume and args.out.is_file():
+        # a run cut short: keep its finished phases (the same command line, else refuse)
+        earlier = json.loads(args.out.read_text())
+        same = {k: v for k, v in earlier.get("args", {}).items() if k not in RESUME_FREE}
+        now = {k: v for k, v in results["args"].items() if k not in RESUME_FREE}
+        if same != now:
+            p.error(f"--resume: {args.out} was written with other arguments: {same} vs {now}")
+        results = earlier
+        results["args"] = {k: str(v) for k, v in vars(args).items()}
+        print(f"resuming: phases done {sorted(k for k in results if k != 'args')}", flush=True)
 
-    # baselines: random, and the best fixed choice sequence picked on train tasks
-    act, reset = random_router(args.seed)
-    results["random"] = evaluate(test_env, act, test_seeds, "random", reset)
+    # baselines: random, the best fixed choice sequence picked on train tasks, and (where
+    # the tasks have levels) the level router, its route per level picked on train tasks
     table = fixed_table(select_env, select_seeds, args.max_turns)
     picks = {k: float(np.mean(v)) for k, v in table.items()}
     best = max(picks, key=picks.__getitem__)
-    top = sorted(picks, key=lambda k: -picks[k])[:10]
-    results["fixed_selection"] = {",".join(map(str, k)): picks[k] for k in top}
-    results["best_fixed"] = evaluate(test_env, fixed(best), test_seeds, f"best-fixed{best}")
+    results["fixed_selection"] = {",".join(map(str, k)): picks[k] for k in picks}
+    if "random" not in results:
+        act, reset = random_router(args.seed)
+        results["random"] = evaluate(test_env, act, test_seeds, "random", reset)
+    if "best_fixed" not in results:
+        results["best_fixed"] = evaluate(test_env, fixed(best), test_seeds, f"best-fixed{best}")
+    levels = task_levels(select_env, select_seeds)
+    test_levels = task_levels(test_env, test_seeds) if levels is not None else None
+    if levels is not None and test_levels is not None:
+        route = {
+            level: max(table, key=lambda k: float(np.mean([table[k][i] for i, v in
+                                                           enumerate(levels) if v == level])))
+            for level in sorted(set(levels))
+        }  # fmt: skip
+        results["level_route"] = {str(v): list(k) for v, k in route.items()}
+        results["test_levels"] = test_levels
+        if "level_router" not in results:
+            act = level_router(route)
+            results["level_router"] = evaluate(test_env, act, test_seeds, "level-router")
     _save(args.out, results)
 
-    # the untrained model, scored as the trainer scores it
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from orchenv.agents.grpo.generation import ChoicePolicySampler
 
     temperatures = [0.0, args.temperature] if args.eval_sampled else [0.0]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    sampler = ChoicePolicySampler(base, tokenizer, choice_score=args.choice_score, max_new_tokens=0)
-    results["untrained"] = evaluate_model(
-        test_env, sampler, test_seeds, "untrained", temperatures, args.seed
-    )
-    _save(args.out, results)
-    n_layers = int(base.config.num_hidden_layers)
-    del base, sampler
+    if args.untrained_from is not None:  # measured by a separate --eval-only process
+        if args.untrained_from.is_file():
+            results["untrained"] = untrained_from(args.untrained_from, results["args"])
+        else:  # not written yet: a later --resume with the same option takes it in
+            print(f"{args.untrained_from} not there yet: no untrained comparison", flush=True)
+    elif "untrained" not in results:  # the untrained model, scored as the trainer scores it
+        base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        sampler = ChoicePolicySampler(
+            base, tokenizer, choice_score=args.choice_score, max_new_tokens=0
+        )
+        results["untrained"] = evaluate_model(
+            test_env, sampler, test_seeds, "untrained", temperatures, args.seed
+        )
+        _save(args.out, results)
+        del base, sampler
 
-    # GRPO, choice mode
-    from orchenv.agents.grpo.config import GRPOConfig
+    # GRPO, choice mode: one train() call per step, each resuming from the last checkpoint,
+    # so the time budget is checked between steps and a killed run continues where it was
+    config = grpo_config(args, model_dir)
+    run_dir = Path(config.output_dir)
+    from orchenv.agents.grpo.rundir import checkpoints
     from orchenv.agents.grpo.trainer import train
 
-    layers = "|".join(str(i) for i in range(n_layers - args.lora_layers, n_layers))
+    done = max((s for s, _ in checkpoints(run_dir)), default=0) if run_dir.is_dir() else 0
+    training = results.get("training") or {"steps": 0, "wall_s": 0.0, "metrics": []}
+    history: list[dict[str, Any]] = [m for m in training["metrics"] if m["step"] <= done]
+    spent = float(training.get("wall_s", 0.0)) if done else 0.0
+    if done:
+        print(f"resuming training after step {done} ({spent:.0f} s spent)", flush=True)
+    model = None
+    budget_hit = done > 0 and spent * (done + 1) / done > args.train_budget_s
+    step = done
+    while step < args.steps and not budget_hit:
+        step += 1
+        t0 = time.perf_counter()
+        resume = None if step == 1 else "latest"
+        result = train(dataclasses.replace(config, total_steps=step, resume_from=resume))
+        record = result.metrics[-1]
+        history.append(record)
+        keys = ("reward/episode", "accuracy", "advantage/zero_fraction", "loss", "grad_norm")
+        shown = {k: round(record[k], 4) for k in keys if record.get(k) is not None}
+        spent += time.perf_counter() - t0
+        print(f"step {step} {shown} {record['time/step_s']:.0f} s (total {spent:.0f} s)",
+              flush=True)  # fmt: skip
+        model = result.model
+        budget_hit = spent * (step + 1) / step > args.train_budget_s
+        results["training"] = {
+            "steps": step,
+            "wall_s": spent,
+            "stopped_by_budget": budget_hit and step < args.steps,
+            "config": config.to_dict(),
+            "metrics": history,
+        }
+        _save(args.out, results)
+        if budget_hit and step < args.steps:
+            print(f"training budget: stopping after step {step} ({spent:.0f} s)", flush=True)
+    if "trained" not in results or results.get("trained_step") != step:
+        if model is None:  # every step was done before: load the last checkpoint
+            model = load_adapter(model_dir, run_dir / f"checkpoint-{step}")
+        sampler = ChoicePolicySampler(
+            model, tokenizer, choice_score=args.choice_score, max_new_tokens=0
+        )
+        results["trained"] = evaluate_model(
+            test_env, sampler, test_seeds, "trained", temperatures, args.seed
+        )
+        results["trained_step"] = step
+    results["comparison"] = compare(results)
+    results["wall_s"] = time.perf_counter() - t_start
+    _save(args.out, results)
+    print(json.dumps(results["comparison"], indent=2))
+    print(f"wrote {args.out} ({results['wall_s']:.0f} s)")
+    return 0
+
+
+def rescore(args: Any, model_dir: Path) -> int:
+    """``--rescore RESULTS --adapter DIR``: the run's table again from the committed adapter
+    (every policy re-played on the same test tasks); exit status 0 only if every per-task
+    return equals the one in RESULTS."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from orchenv.agents.grpo.generation import ChoicePolicySampler
+
+    if args.adapter is None:
+        raise SystemExit("--rescore needs --adapter (the run's LoRA checkpoint directory)")
+    old = json.loads(args.rescore.read_text())
+    run = old["args"]
+    env_id, turns = run["env"], int(run["max_turns"])
+    score, seed = run["choice_score"], int(run["seed"])
+    test_env = gym.make(env_id, split="test", max_turns=turns)
+    select_env = gym.make(env_id, split="train", max_turns=turns)
+    test_seeds = list(range(int(run["test_episodes"])))
+    select_seeds = list(range(10_000, 10_000 + int(run["select_episodes"])))
+    new: dict[str, Any] = {"args": run, "rescored_from": str(args.rescore)}
+    table = fixed_table(select_env, select_seeds, turns)
+    best = max(table, key=lambda k: float(np.mean(table[k])))
+    act, reset = random_router(seed)
+    new["random"] = evaluate(test_env, act, test_seeds, "random", reset)
+    new["best_fixed"] = evaluate(test_env, fixed(best), test_seeds, f"best-fixed{best}")
+    levels = task_levels(select_env, select_seeds)
+    if levels is not None:
+        route = {
+            level: max(table, key=lambda k: float(np.mean([table[k][i] for i, v in
+                                                           enumerate(levels) if v == level])))
+            for level in sorted(set(levels))
+        }  # fmt: skip
+        new["level_route"] = {str(v): list(k) for v, k in route.items()}
+        new["test_levels"] = task_levels(test_env, test_seeds)
+        new["level_router"] = evaluate(test_env, level_router(route), test_seeds, "level-router")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    sampler = ChoicePolicySampler(base, tokenizer, choice_score=score, max_new_tokens=0)
+    new["untrained"] = evaluate_model(test_env, sampler, test_seeds, "untrained", [0.0], seed)
+    del base, sampler
+    sampler = ChoicePolicySampler(
+        load_adapter(model_dir, args.adapter), tokenizer, choice_score=score, max_new_tokens=0
+    )
+    new["trained"] = evaluate_model(test_env, sampler, test_seeds, "trained", [0.0], seed)
+    new["comparison"] = compare(new)
+    same = {}
+    for key in ("random", "best_fixed", "level_router"):
+        if key in old and key in new:
+            same[key] = old[key]["per_episode_return"] == new[key]["per_episode_return"]
+    for key in ("untrained", "trained"):
+        if key in old:
+            same[key] = (
+                old[key]["greedy"]["per_episode_return"] == new[key]["greedy"]["per_episode_return"]
+            )
+    new["reproduced"] = same
+    _save(args.out, new)
+    print(json.dumps(_short(new["comparison"].get("greedy")), indent=2))
+    print(f"per-task returns equal to {args.rescore}: {same}")
+    return 0 if same and all(same.values()) else 1
+
+
+def untrained_from(path: Path, run_args: dict[str, str]) -> dict[str, Any]:
+    """The untrained model's episodes from an ``--eval-only`` file (no ``--adapter``) written
+    with the same env, tasks, scoring and seed; a ``SystemExit`` naming the difference if not."""
+    other = json.loads(path.read_text())
+    if "eval_only" not in other or other["args"].get("adapter") not in (None, "None"):
+        raise SystemExit(f"--untrained-from {path}: not an --eval-only run of the untrained model")
+    keys = ("env", "max_turns", "test_episodes", "choice_score", "seed", "temperature")
+    diff = {k: (other["args"].get(k), run_args.get(k)) for k in keys}
+    diff = {k: v for k, v in diff.items() if v[0] != v[1]}
+    if diff:
+        raise SystemExit(f"--untrained-from {path}: other settings (theirs, ours): {diff}")
+    return dict(other["eval_only"])
+
+
+#: arguments that may differ between a run and its --resume
+RESUME_FREE = (
+    "resume", "out", "threads", "train_budget_s", "work_dir", "gguf", "model_dir",
+    "untrained_from",
+)  # fmt: skip
+
+
+def grpo_config(args: Any, model_dir: Path) -> Any:
+    """The GRPO configuration of the run (choice mode, tree GRPO, LoRA on the top
+    ``--lora-layers`` layers only, so the backward pass stays in those layers)."""
+    import json as _json
+
+    from orchenv.agents.grpo.config import GRPOConfig
+
+    n_layers = int(_json.loads((model_dir / "config.json").read_text())["num_hidden_layers"])
+    first = max(n_layers - args.lora_layers, 0)
+    layers = "|".join(str(i) for i in range(first, n_layers))
     target = rf".*layers\.({layers})\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
-    config = GRPOConfig(
+    return GRPOConfig(
         model_path=str(model_dir),
         env_id=args.env,
         max_turns=args.max_turns,
@@ -412,57 +910,80 @@ def main(argv: list[str] | None = None) -> int:
         micro_batch_size=256,
         total_steps=args.steps,
         checkpoint_every=1,
-        keep_last_checkpoints=1,
+        keep_last_checkpoints=2,
         output_dir=str(args.work_dir / "grpo"),
         seed=args.seed,
         device="cpu",
     )
-    t0 = time.perf_counter()
-    history: list[dict[str, Any]] = []
-    model = None
-    # one train() call per step, resuming from the last checkpoint: the time budget is
-    # checked between steps and the policy of the last finished step is what gets evaluated
-    for step in range(1, args.steps + 1):
-        resume = None if step == 1 else "latest"
-        result = train(dataclasses.replace(config, total_steps=step, resume_from=resume))
-        record = result.metrics[-1]
-        history.append(record)
-        keys = ("reward/episode", "accuracy", "advantage/zero_fraction", "loss", "grad_norm")
-        shown = {k: round(record[k], 4) for k in keys if record.get(k) is not None}
-        print(f"step {step} {shown} {record['time/step_s']:.0f} s", flush=True)
-        model = result.model
-        results["training"] = {"steps": step, "wall_s": time.perf_counter() - t0}
-        results["training"]["metrics"] = history
-        _save(args.out, results)
-        spent = time.perf_counter() - t0
-        if spent * (step + 1) / step > args.train_budget_s:
-            print(f"training budget: stopping after step {step} ({spent:.0f} s)", flush=True)
-            break
-    results["training"] = {
-        "steps": len(history),
-        "wall_s": time.perf_counter() - t0,
-        "config": config.to_dict(),
-        "metrics": history,
-    }
-    sampler = ChoicePolicySampler(
-        model, tokenizer, choice_score=args.choice_score, max_new_tokens=0
-    )
-    results["trained"] = evaluate_model(
-        test_env, sampler, test_seeds, "trained", temperatures, args.seed
-    )
-    results["paired_return"] = {}
-    for kind in results["trained"]:
-        trained = results["trained"][kind]
-        results["paired_return"][kind] = {
-            "trained_minus_untrained": paired(trained, results["untrained"][kind]),
-            "trained_minus_random": paired(trained, results["random"]),
-            "trained_minus_best_fixed": paired(trained, results["best_fixed"]),
+
+
+def load_adapter(model_dir: Path, adapter: Path) -> Any:
+    """The base model with a GRPO LoRA checkpoint on top, in eval mode."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    return PeftModel.from_pretrained(base, str(adapter)).eval()
+
+
+def level_router(route: dict[int, tuple[int, ...]]) -> Any:
+    """The non-LLM ceiling: the sequence chosen on train for the task's difficulty level
+    (privileged task metadata: no controller sees it)."""
+
+    def act(obs: str, info: dict, base: Any) -> str:
+        return fixed(route[int(base.task.level)])(obs, info, base)
+
+    return act
+
+
+def per_level(summary: dict, levels: list[int]) -> dict[str, Any]:
+    """Return and first-turn picks of one policy per difficulty level."""
+    out: dict[str, Any] = {}
+    returns = summary["per_episode_return"]
+    picks = {seed: i for seed, turn, i in summary.get("picks", []) if turn == 0}
+    for level in sorted(set(levels)):
+        idx = [i for i, v in enumerate(levels) if v == level]
+        out[str(level)] = {
+            "n": len(idx),
+            "return": float(np.mean([returns[i] for i in idx])),
+            "first_turn_picks": dict(Counter(str(picks[i]) for i in idx if i in picks)),
         }
-    results["wall_s"] = time.perf_counter() - t_start
-    _save(args.out, results)
-    print(json.dumps(results["paired_return"], indent=2))
-    print(f"wrote {args.out} ({results['wall_s']:.0f} s)")
-    return 0
+    return out
+
+
+def compare(results: dict[str, Any]) -> dict[str, Any]:
+    """The pre-registered table: trained greedy (and sampled) minus always-best-fixed, the
+    untrained model, the level router and random, paired per task, with 95% intervals; and
+    per level the routes each policy took."""
+    out: dict[str, Any] = {}
+    for kind in results.get("trained", {}):
+        trained = results["trained"][kind]
+        row = {
+            "trained": trained["return"],
+            "trained_minus_best_fixed": paired(trained, results["best_fixed"]),
+            "trained_minus_random": paired(trained, results["random"]),
+        }
+        if kind in results.get("untrained", {}):
+            row["trained_minus_untrained"] = paired(trained, results["untrained"][kind])
+        if "level_router" in results:
+            row["trained_minus_level_router"] = paired(trained, results["level_router"])
+        lo = row["trained_minus_best_fixed"]["ci95"][0]
+        row["learned"] = bool(lo is not None and lo > 0)
+        out[kind] = row
+    levels = results.get("test_levels")
+    if levels:
+        out["per_level"] = {
+            name: per_level(summary, levels)
+            for name, summary in (
+                ("best_fixed", results["best_fixed"]),
+                ("level_router", results.get("level_router")),
+                ("untrained", results.get("untrained", {}).get("greedy")),
+                ("trained", results.get("trained", {}).get("greedy")),
+            )
+            if summary is not None
+        }
+    return out
 
 
 def eval_only(args: Any, model_dir: Path, env: gym.Env, seeds: list[int]) -> dict[str, Any]:
@@ -476,9 +997,7 @@ def eval_only(args: Any, model_dir: Path, env: gym.Env, seeds: list[int]) -> dic
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if args.adapter is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(args.adapter))
+        model = load_adapter(model_dir, args.adapter)
     model.eval()
     sampler = ChoicePolicySampler(
         model, tokenizer, choice_score=args.choice_score, max_new_tokens=0
