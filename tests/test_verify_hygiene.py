@@ -218,3 +218,15 @@ def test_a_price_key_of_another_model_is_refused(made, tmp_path):
     _edit_pool(bundle, cheaper)
     reason = _failed(verify_bundle(bundle, oracle_episodes=0), "prices")
     assert "must name the agent's own model" in reason
+
+
+# -- the oracle's budget ----------------------------------------------------------------------------
+def test_the_oracle_check_says_not_checked_past_its_budget(made, tmp_path):
+    bundle = _copy(made["bundle"], tmp_path)
+    report = verify_bundle(bundle, oracle_episodes=12, oracle_seconds=0.0)
+    oracle = report.check("oracle")
+    assert oracle.verdict == "not checked" and "past its 0 s budget" in oracle.reason
+    assert oracle.details["episodes"] == 0 and oracle.details["out_of_budget"]
+    assert report.verified  # a budget is not a failure
+    full = verify_bundle(_copy(made["bundle"], tmp_path, "full"), oracle_episodes=12)
+    assert full.check("oracle").verdict == "pass"

@@ -117,6 +117,14 @@ THRESHOLDS: dict[str, tuple[float, str]] = {
         "agent's answer to every branch, so only deterministic pools). Any claimed-correct "
         "episode on a task no sequence of choices solves is impossible: zero tolerance.",
     ),
+    "oracle_seconds": (
+        20.0,
+        "Wall-clock budget of the per-query oracle search. Its search is exhaustive, so its time "
+        "grows with the branching of the env (OrchMAS enumerates every role sequence): past the "
+        "budget it stops and says 'not checked' for the episodes it did not reach, instead of "
+        "holding verification for minutes. Impossible episodes found within the budget still "
+        "fail the bundle.",
+    ),
     "constant_tokens_share": (
         0.5,
         "Token counts depend on the prompt and the answer; one (prompt, completion) token pair "
@@ -584,12 +592,17 @@ def _guarded(name: str, run_check: Any) -> Check:
         return Check(name, NOT_CHECKED, f"could not run: {type(exc).__name__}: {str(exc)[:300]}")
 
 
+class _OutOfBudget(Exception):
+    """The oracle search ran past ``oracle_seconds``."""
+
+
 def _oracle(
     rows: Sequence[Mapping[str, Any]],
     run: Mapping[str, Any],
     pool_doc: Mapping[str, Any],
     limit: int,
     pool_source: str = "document",
+    seconds: float | None = None,
 ) -> Check:
     from orchenv.discrete import available, current_choices
     from orchenv.eval.harness import episode_seed
@@ -627,7 +640,12 @@ def _oracle(
                 "the env carries state across episodes (budgets): per-query search does not apply",
             )
 
+        budget = float(THRESHOLDS["oracle_seconds"][0]) if seconds is None else seconds
+        deadline = time.perf_counter() + budget
+
         def solvable(node: Any, depth: int = 0) -> bool:
+            if time.perf_counter() > deadline:
+                raise _OutOfBudget
             choices = current_choices(node)
             for k in available(choices):
                 child = node.fork()
@@ -640,10 +658,15 @@ def _oracle(
             return False
 
         checked = solved = impossible = 0
+        out_of_budget = False
         examples: list[str] = []
         for row in list(rows)[:limit]:
             env.reset(seed=episode_seed(int(row["seed"]), int(row["episode"])))
-            ok = solvable(base)
+            try:
+                ok = solvable(base)
+            except _OutOfBudget:
+                out_of_budget = True
+                break
             checked += 1
             solved += ok
             if row.get("correct") and not ok:
@@ -656,10 +679,13 @@ def _oracle(
         return Check("oracle", NOT_CHECKED, f"the oracle search failed: {exc}")
     finally:
         env.close()
-    claimed = sum(bool(r.get("correct")) for r in list(rows)[:limit])
-    lo, hi = wilson_interval(solved, checked)
+    claimed = sum(bool(r.get("correct")) for r in list(rows)[:checked])
+    lo, hi = wilson_interval(solved, checked) if checked else (0.0, 1.0)
+    wanted = min(limit, len(rows))
     details = {
         "episodes": checked,
+        "episodes_wanted": wanted,
+        "out_of_budget": out_of_budget,
         "oracle_accuracy": solved / checked if checked else 0.0,
         "oracle_ci95": [lo, hi],
         "claimed_correct": claimed,
@@ -672,6 +698,15 @@ def _oracle(
             f"{impossible} claimed-correct episode(s) are on tasks no sequence of choices solves "
             f"(e.g. {examples[0]}): accuracy {claimed}/{checked} above the per-query oracle's "
             f"{solved}/{checked}",
+            details,
+        )
+    if out_of_budget:
+        return Check(
+            "oracle",
+            NOT_CHECKED,
+            f"not checked past its {budget:g} s budget: searched {checked} of {wanted} "
+            f"episodes (none impossible; claimed {claimed}/{checked} correct, oracle "
+            f"{solved}/{checked}); the other {wanted - checked} are not checked",
             details,
         )
     return Check(
@@ -861,6 +896,7 @@ def verify_bundle(
     oracle_episodes: int | None = None,
     write: bool = True,
     key: bytes | None = None,
+    oracle_seconds: float | None = None,
 ) -> VerifyReport:
     """Verify ``bundle`` (module docstring); writes ``verified.json`` and ``verification.md``
     into it unless ``write=False``, signed with the board's ``key`` when given
@@ -874,7 +910,7 @@ def verify_bundle(
     if write and root.is_dir():
         remove_verdicts(root)
     try:
-        return _verify_bundle(root, start, audit_file, oracle_episodes, write, key)
+        return _verify_bundle(root, start, audit_file, oracle_episodes, write, key, oracle_seconds)
     except Exception as exc:
         if write and root.is_dir():
             failed = VerifyReport(
@@ -899,6 +935,7 @@ def _verify_bundle(
     oracle_episodes: int | None,
     write: bool,
     key: bytes | None,
+    oracle_seconds: float | None = None,
 ) -> VerifyReport:
     from orchenv.eval.harness import load_summary, read_episode_log, read_json_file
     from orchenv.schema import RUN_INFO
@@ -1199,7 +1236,10 @@ def _verify_bundle(
     checks.append(_alignment(replayed, ref_eps))
     limit = int(THRESHOLDS["oracle_episodes"][0]) if oracle_episodes is None else oracle_episodes
     checks.append(
-        _guarded("oracle", lambda: _oracle(rows_in_plan, run, pool_doc, limit, pool_source))
+        _guarded(
+            "oracle",
+            lambda: _oracle(rows_in_plan, run, pool_doc, limit, pool_source, oracle_seconds),
+        )
         if limit > 0
         else Check("oracle", NOT_CHECKED, "skipped (oracle_episodes=0)")
     )

@@ -54,6 +54,13 @@ def add_subcommands(sub: Any) -> None:
         help="episodes searched by the per-query oracle check (default 200; 0: skip)",
     )
     v.add_argument(
+        "--oracle-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="wall-clock budget of the oracle check; past it: 'not checked' (default 20)",
+    )
+    v.add_argument(
         "--key",
         metavar="FILE",
         help="the board's key (`orchenv board key`): sign verified.json with it (HMAC-SHA256)",
@@ -83,7 +90,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     key = read_key(args.key) if args.key else None
     report = verify_bundle(
-        args.bundle, audit_file=args.audit, oracle_episodes=args.oracle_episodes, key=key
+        args.bundle,
+        audit_file=args.audit,
+        oracle_episodes=args.oracle_episodes,
+        key=key,
+        oracle_seconds=args.oracle_seconds,
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
