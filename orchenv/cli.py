@@ -333,11 +333,29 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         changed = write_index()
         print("updated " + (", ".join(map(str, changed)) or "nothing (already current)"))
         return 0
+    from pathlib import Path
+
+    from orchenv.reproduce import resolve_seed
+
+    sid = resolve_seed(args.seed_id)
+    if sum(x is not None for x in (args.report, args.out)) + bool(args.update_docs) > 1:
+        raise OrchEnvError("give one of --report FILE, --out DIR and --update-docs")
+    runs = (
+        Path(args.runs)
+        if args.runs
+        else Path("runs/reproduce") / (f"{sid}-quick" if args.quick else sid)
+    )
+    if args.report is not None:
+        report = Path(args.report)
+    elif args.update_docs:
+        report = Path("docs/reproduction") / f"{sid}.md"  # the documented page
+    else:  # never the checkout's docs unless asked
+        report = Path(args.out if args.out is not None else runs) / f"{sid}.md"
     page = reproduce(
         args.seed_id,
         quick=args.quick,
-        runs_dir=args.runs,
-        report=args.report,
+        runs_dir=runs,
+        report=report,
         progress=not args.no_progress,
         seeds=args.seeds,
     )
@@ -372,10 +390,16 @@ def _add_reproduce(sub: argparse._SubParsersAction) -> None:
         help="where results are stored and resumed from (default: runs/reproduce/SEED[-quick])",
     )
     p.add_argument(
-        "--report",
-        metavar="FILE",
-        help="the page to write (default: docs/reproduction/SEED.md; quick: under --runs)",
+        "--out",
+        metavar="DIR",
+        help="write the page (SEED.md, .json, figures/) in DIR (default: the --runs folder)",
     )
+    p.add_argument(
+        "--update-docs",
+        action="store_true",
+        help="write the documented page, docs/reproduction/SEED.md, in this checkout",
+    )
+    p.add_argument("--report", metavar="FILE", help="the page to write (a file; overrides --out)")
     p.add_argument("--seeds", type=int, nargs="+", help="run seeds (default: 0 1 2; quick: 0)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     p.set_defaults(func=_cmd_reproduce)

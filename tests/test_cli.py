@@ -257,3 +257,28 @@ def test_eval_without_a_controller_plays_the_envs_default(tmp_path):
                  "--no-progress"]) == 0  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run"]["controller"] == "env-random"
+
+
+def test_reproduce_writes_docs_only_when_asked(monkeypatch, capsys):
+    """Issue 40: a full `orchenv reproduce SEED` writes its page under the runs folder (or
+    --out DIR), never the checkout's docs/reproduction/SEED.md unless --update-docs."""
+    import orchenv.reproduce as kit
+    from orchenv.cli import main
+
+    seen = []
+
+    def fake(seed_id, *, report, runs_dir, **kwargs):
+        seen.append((str(report), str(runs_dir)))
+        return report
+
+    monkeypatch.setattr(kit, "reproduce", fake)
+    assert main(["reproduce", "000", "--no-progress"]) == 0
+    assert seen[-1] == ("runs/reproduce/000/000.md", "runs/reproduce/000")
+    assert main(["reproduce", "0", "--quick", "--no-progress"]) == 0
+    assert seen[-1][0] == "runs/reproduce/000-quick/000.md"
+    assert main(["reproduce", "000", "--out", "pages", "--no-progress"]) == 0
+    assert seen[-1][0] == "pages/000.md"
+    assert main(["reproduce", "000", "--update-docs", "--no-progress"]) == 0
+    assert seen[-1][0] == "docs/reproduction/000.md"
+    assert main(["reproduce", "000", "--update-docs", "--out", "x"]) == 2
+    assert "give one of --report FILE, --out DIR and --update-docs" in capsys.readouterr().err
