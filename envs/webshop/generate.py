@@ -46,6 +46,13 @@ MAX_GOAL_ATTRIBUTES = 3
 MIN_PRODUCT_ATTRIBUTES = 3
 MAX_PRODUCT_ATTRIBUTES = 6
 
+#: the share of the generated catalog's rows that are other listings of another row's
+#: product at another price (``_Columns._resold_listings``; issue 38: 0 before, when the
+#: first result of a search was as good as any and comparing listings never paid)
+RESOLD_SHARE = 0.5
+#: a resold listing's price is the original's times a uniform draw from this range
+RESOLD_PRICE_FACTOR = (0.8, 2.5)
+
 INSTRUCTION_TEMPLATES = (
     "i'm looking for {kind} that is {attrs}",
     "i need {kind} which is {attrs}",
@@ -193,13 +200,40 @@ class _Columns:
             sizes = np.array(
                 [len(x.options[slot][1]) if slot < len(x.options) else 0 for x in types]
             )[t]
-            count = np.where(sizes >= 2, rng.integers(2, np.maximum(sizes, 2) + 1), sizes)
+            most = np.maximum((sizes + 1) // 2, 1)  # a listing offers up to half the values
+            count = np.where(sizes >= 1, rng.integers(1, most + 1), 0)
             self.option_masks.append(_pick_subsets(rng, sizes, count, max(int(sizes.max()), 1)))
         lo = np.array([x.price[0] for x in types])[t]
         hi = np.array([x.price[1] for x in types])[t]
         self.price = np.floor(rng.uniform(lo, hi)) + 0.99
+        self._resold_listings(np.random.default_rng([spec.seed, 4]), n)
         self.asins = _asins(rng, n)
         self.titles = [self._title(i) for i in range(n)]
+
+    def _resold_listings(self, rng: np.random.Generator, n: int) -> None:
+        """Make a share ``RESOLD_SHARE`` of the rows other listings of an original row's
+        product (issue 38): the same type, brand, title words, attributes and offered
+        options, at another price (the original row's times ``RESOLD_PRICE_FACTOR``, within
+        the type's range). Search ranks such listings together, so the first result is
+        often a listing of the right product above the goal's price bound: the shopper has
+        to compare prices on the results page, as on a real marketplace."""
+        resold = np.flatnonzero(rng.random(n) < RESOLD_SHARE)
+        resold = resold[resold > 0]
+        if not len(resold):
+            return
+        base = np.setdiff1d(np.arange(n), resold)
+        source = base[rng.integers(len(base), size=len(resold))]  # an original row
+        for column in (self.type_id, self.brand_id, self.desc_mask, self.attr_mask):
+            column[resold] = column[source]
+        for masks in self.option_masks:
+            masks[resold] = masks[source]
+        low, high = RESOLD_PRICE_FACTOR
+        factor = rng.uniform(low, high, size=len(resold))
+        t = self.type_id[resold]
+        lo = np.array([x.price[0] for x in self.types])[t]
+        hi = np.array([x.price[1] for x in self.types])[t]
+        price = np.clip(self.price[source] * factor, lo, np.maximum(hi, lo) * high)
+        self.price[resold] = np.floor(price) + 0.99
 
     def _title(self, i: int) -> str:
         kind = self.types[self.type_id[i]]
