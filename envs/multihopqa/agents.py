@@ -193,6 +193,7 @@ _COURTESY = frozenset(
     ]
 )
 _WORD_RE = re.compile(r"[^\W_]+")
+_ROUND_RE = re.compile(r"^[ \t]*Round (\d+) of \d+", re.MULTILINE)
 
 
 def normalized_request(text: str) -> str:
@@ -207,16 +208,20 @@ def request_key(role: str, task: Task, prompt: str) -> tuple[str, ...]:
     """What a role is asked in ``prompt``, for keying its luck (issue 38: the luck of a call
     depends on what is asked, never on its wording): the Recommender and the Searcher the
     newest sub-question (else the question), the Planner the question and which hops are
-    known, the Verifier the answer under review and the known hops, the judge the answer.
-    Repeats of the same request share one draw (their errors are fully correlated); the
-    calibrated accuracy is per request."""
+    known, the Verifier the answer under review and the known hops, the judge the answer;
+    each (but the judge's) with the round it is asked in (``Round N of T``: the team's state,
+    as before, when every round's prompt was a new one). Repeats of the same request in a
+    round share one draw (their errors are fully correlated: rewording it or asking it again
+    redraws nothing); a new round draws afresh. The calibrated accuracy is per request."""
     known = "".join("1" if k else "0" for k in known_hops(task, prompt))
+    match = _ROUND_RE.search(prompt)
+    round_ = match.group(1) if match else "?"
     if role in ("recommender", "searcher"):
-        return (normalized_request(latest_subquestion(prompt) or question_of(prompt)),)
+        return (normalized_request(latest_subquestion(prompt) or question_of(prompt)), round_)
     if role == "planner":
-        return (normalized_request(question_of(prompt)), known)
+        return (normalized_request(question_of(prompt)), known, round_)
     answer = normalized_request(latest_answer(prompt) or "")
-    return (answer, known) if role == "verifier" else (answer,)
+    return (answer, known, round_) if role == "verifier" else (answer,)
 
 
 def latest_answer(prompt: str) -> str | None:
