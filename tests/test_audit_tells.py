@@ -245,10 +245,10 @@ def test_audit_all_reports_the_tell_meter_and_the_observer(tmp_path) -> None:
     module.main(
         ["--tasks", "2", "--no-best-response", "--markdown", str(merged), "--combine",
          str(first), str(second), "--ids", "orch/MathRouteSystem2-v0", "orch/MathRoute-v0",
-         "orch/Nothing-v0"]
+         "orch/Nothing-v0", "--note", "A note."]
     )  # fmt: skip
     text = merged.read_text("utf-8")
-    assert "merged by `--combine`" in text
+    assert "merged by `--combine`" in text and "never the comparison). A note." in text
     rows = [row for row in text.splitlines() if row.startswith("| `orch/")]
     assert [row.split("`")[1] for row in rows] == [
         "orch/MathRouteSystem2-v0",
