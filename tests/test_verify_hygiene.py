@@ -130,7 +130,7 @@ def test_a_shipped_verdict_is_removed_and_a_failed_one_written_when_the_manifest
     made, tmp_path
 ):
     honest = _copy(made["bundle"], tmp_path, "honest")
-    assert verify_bundle(honest, oracle_episodes=0, key=read_key(made["key"])).verified
+    assert verify_bundle(honest, oracle_episodes=0, key=read_key(made["key"]), rerun=True).verified
     forged = _copy(honest, tmp_path, "forged")  # ships the honest bundle's signed verdict
     (forged / MANIFEST).write_text("{not json")
     assert main(["verify", str(forged)]) == 2
@@ -144,11 +144,13 @@ def test_a_shipped_verdict_is_removed_and_a_failed_one_written_when_the_manifest
 def test_only_verdicts_signed_with_the_boards_key_are_trusted(made, tmp_path):
     key, other = read_key(made["key"]), read_key(made["other"])
     signed = _copy(made["bundle"], tmp_path, "signed")
-    assert verify_bundle(signed, oracle_episodes=0, key=key).verified
+    assert verify_bundle(signed, oracle_episodes=0, key=key, rerun=True).verified
     unsigned = _copy(made["bundle"], tmp_path, "unsigned")
-    assert verify_bundle(unsigned, oracle_episodes=0).verified  # a valid sha256 seal, no HMAC
+    assert verify_bundle(
+        unsigned, oracle_episodes=0, rerun=True
+    ).verified  # a valid sha256 seal, no HMAC
     foreign = _copy(made["bundle"], tmp_path, "foreign")
-    assert verify_bundle(foreign, oracle_episodes=0, key=other).verified
+    assert verify_bundle(foreign, oracle_episodes=0, key=other, rerun=True).verified
     stale = _copy(signed, tmp_path, "stale")
     (stale / "summary.json").write_text((stale / "summary.json").read_text() + " ")
     board = build_leaderboard(
@@ -177,7 +179,12 @@ def test_only_verdicts_signed_with_the_boards_key_are_trusted(made, tmp_path):
 
 def test_the_cli_signs_and_the_board_checks(made, tmp_path, capsys):
     bundle = _copy(made["bundle"], tmp_path)
-    assert main(["verify", str(bundle), "--oracle-episodes", "0", "--key", str(made["key"])]) == 0
+    assert (
+        main(
+            ["verify", str(bundle), "--oracle-episodes", "0", "--rerun", "--key", str(made["key"])]
+        )
+        == 0
+    )
     out = tmp_path / "board"
     assert (
         main(

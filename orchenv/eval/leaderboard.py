@@ -164,7 +164,7 @@ def _own_verification(run_dir: Path, oracle_episodes: int | None) -> dict[str, A
     if not (run_dir / MANIFEST).is_file() or (run_dir / MANIFEST).is_symlink():
         return None
     try:
-        report = verify_bundle(run_dir, write=False, oracle_episodes=oracle_episodes)
+        report = verify_bundle(run_dir, write=False, oracle_episodes=oracle_episodes, rerun=True)
     except (OrchEnvError, OSError) as exc:
         return {"status": "failed", "reason": f"verification stopped: {exc}", "report": None}
     failed = [c.name for c in report.failures()]

@@ -29,7 +29,10 @@ VERIFIED_RULE = (
     "Verification: a run whose bundle passed `orchenv verify` (its score and cost re-derived "
     "from the env, its submitted actions and its recorded calls; docs/leaderboard.md) is marked "
     "verified and links to its report; the board trusts a verdict only when it is signed with "
-    "the board's key (HMAC) or when it verified the bundle itself (`--verify`). When any run on the board is verified, only verified "
+    "the board's key (HMAC) or when it verified the bundle itself (`--verify`), and only a "
+    "re-executed verdict ranks (`orchenv verify --rerun`: the registered controller produced "
+    "the submitted actions); a replay-only verdict is listed as consistent: the log agrees "
+    "with the env and the recorded calls, which does not show who chose the actions. When any run on the board is verified, only verified "
     "runs are ranked; unverified, failed and stale runs (files changed after verification) are "
     "listed apart, unranked. Overlapping intervals are not evidence of order."
 )
@@ -41,7 +44,7 @@ CHECK = "✓"
 GroupKey = tuple[str, str, str, str]
 
 #: verification statuses (``orchenv.verify.checks.read_verification``), in display order
-STATUSES = ("verified", "failed", "stale", "unsigned", "unreadable", "unverified")
+STATUSES = ("verified", "consistent", "failed", "stale", "unsigned", "unreadable", "unverified")
 
 
 @dataclass

@@ -333,7 +333,9 @@ def _rerecord(dst: Path, found: Mapping[str, Any], pool_path: Path, pool_source:
         env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
     try:
         rows = plan_order(found["rows"], run.get("seeds"))
-        replayed = replay_episodes(env, rows, None, episode_seed=episode_seed)
+        replayed = replay_episodes(
+            env, rows, None, episode_seed=episode_seed, rerun=rerunnable(run)
+        )
     finally:
         env.close()
     for row, ep in zip(rows, replayed, strict=True):
@@ -347,6 +349,23 @@ def _rerecord(dst: Path, found: Mapping[str, Any], pool_path: Path, pool_source:
             )
     if not (dst / CALLS).exists():
         (dst / CALLS).touch()
+
+
+def rerunnable(run: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(name, kwargs) of the run's controller when it is registered in this orchenv (so it
+    can be re-executed), else None (only its actions can be replayed)."""
+    from orchenv.controllers import CONTROLLERS
+    from orchenv.error import OrchEnvError
+
+    name = run.get("controller")
+    kwargs = run.get("controller_kwargs") or {}
+    if not isinstance(name, str) or not isinstance(kwargs, Mapping):
+        return None
+    try:
+        CONTROLLERS.resolve(name)
+    except (OrchEnvError, ImportError, AttributeError):
+        return None
+    return name, dict(kwargs)
 
 
 def plan_order(rows: list[dict[str, Any]], seeds: Any = None) -> list[dict[str, Any]]:

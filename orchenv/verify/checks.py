@@ -163,6 +163,9 @@ class VerifyReport:
     bundle_sha256: str | None
     run: dict[str, Any]
     seconds: float
+    #: "re-executed" (the registered controller replayed every submitted action: ranked on a
+    #: board) or "replay only" (the log is consistent; listed as such, never ranked)
+    execution: str = "replay only"
 
     @property
     def verified(self) -> bool:
@@ -187,6 +190,7 @@ class VerifyReport:
             "verified_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "bundle": self.bundle,
             "verdict": self.verdict,
+            "execution": self.execution,
             "run": self.run,
             "score": self.score,
             "audit": self.audit,
@@ -819,6 +823,7 @@ def _replay_part(
     pool_doc: Mapping[str, Any],
     prices: Mapping[str, tuple[float, float] | None],
     pool_source: str = "document",
+    rerun: tuple[str, dict[str, Any]] | None = None,
 ) -> tuple[list[ReplayedEpisode], Problems, CallStats, list[dict[str, Any]], list[Any]]:
     """Replay ``rows`` against ``root``'s recording. A pool document is rebuilt with every
     backend answering from the recording; a pool the env builds is the env's own, its
@@ -855,7 +860,7 @@ def _replay_part(
         pool, specs = build_pool(pool_doc, backend, str(root / POOL))
         env = make_replay_env(str(run["env_id"]), env_kwargs, pool, run.get("split"))
     try:
-        replayed = replay_episodes(env, rows, backend, episode_seed=episode_seed)
+        replayed = replay_episodes(env, rows, backend, episode_seed=episode_seed, rerun=rerun)
     finally:
         env.close()
     unused = [r for r in records if (r["_key"], int(r.get("occurrence") or 0)) not in stats.used]
@@ -897,6 +902,7 @@ def verify_bundle(
     write: bool = True,
     key: bytes | None = None,
     oracle_seconds: float | None = None,
+    rerun: bool = False,
 ) -> VerifyReport:
     """Verify ``bundle`` (module docstring); writes ``verified.json`` and ``verification.md``
     into it unless ``write=False``, signed with the board's ``key`` when given
@@ -910,7 +916,9 @@ def verify_bundle(
     if write and root.is_dir():
         remove_verdicts(root)
     try:
-        return _verify_bundle(root, start, audit_file, oracle_episodes, write, key, oracle_seconds)
+        return _verify_bundle(
+            root, start, audit_file, oracle_episodes, write, key, oracle_seconds, rerun
+        )
     except Exception as exc:
         if write and root.is_dir():
             failed = VerifyReport(
@@ -936,6 +944,7 @@ def _verify_bundle(
     write: bool,
     key: bytes | None,
     oracle_seconds: float | None = None,
+    rerun: bool = False,
 ) -> VerifyReport:
     from orchenv.eval.harness import load_summary, read_episode_log, read_json_file
     from orchenv.schema import RUN_INFO
@@ -973,6 +982,9 @@ def _verify_bundle(
             bundle=str(root),
             files=run_files,
             bundle_sha256=manifest.get("bundle_sha256"),
+            execution="re-executed"
+            if any(c.name == "execution" and c.verdict == PASS for c in checks)
+            else "replay only",
         )
         if write:
             write_report(report, root, key)
@@ -1080,9 +1092,25 @@ def _verify_bundle(
     for r in rows_in_plan:
         first_rows.setdefault((int(r["seed"]), int(r["episode"])), r)
     rows_in_plan = list(first_rows.values())
+    execution = None
+    if rerun:
+        from orchenv.verify.bundle import rerunnable
+
+        execution = rerunnable(run)
+        if execution is None:
+            checks.append(
+                Check(
+                    "execution",
+                    FAIL,
+                    f"controller {str(run.get('controller'))[:100]!r} is not registered in this "
+                    "orchenv, so it cannot be re-executed (submit a registered controller with "
+                    "its kwargs)",
+                )
+            )
+            return finish({}, {}, run_view)
     try:
         replayed, problems, stats, records, specs = _replay_part(
-            root, run, rows_in_plan, pool_doc, prices, pool_source
+            root, run, rows_in_plan, pool_doc, prices, pool_source, execution
         )
     except (OrchEnvError, OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
         checks.append(Check("replay", FAIL, f"the run cannot be replayed: {exc}"))
@@ -1104,6 +1132,26 @@ def _verify_bundle(
         return Check(name, PASS, ok)
 
     n = len(replayed)
+    if execution is not None:
+        label = str(run.get("controller_label") or execution[0])
+        checks.append(
+            diff_check(
+                "execution",
+                f"re-executed: {label} (seeded as orchenv eval seeds it) took every submitted "
+                f"action in all {n} episodes",
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                "execution",
+                INFO,
+                "replay only: the log is consistent with the env and the recorded calls, but "
+                "nothing shows the declared controller produced these actions (they could "
+                "have been chosen after seeing outcomes); `orchenv verify --rerun` re-executes "
+                "a registered controller",
+            )
+        )
     checks.append(
         diff_check(
             "replay",
@@ -1392,6 +1440,14 @@ def read_verification(run_dir: str | Path, key: bytes | None = None) -> dict[str
         }
     report = Path(run_dir) / REPORT_FILE
     status = "verified" if data.get("verdict") == "verified" else "failed"
+    if status == "verified" and data.get("execution") != "re-executed":
+        return {
+            "gameability_gap": _gap_text(data.get("audit")),
+            "status": "consistent",
+            "reason": "replay only: consistent with the env and its recorded calls, not "
+            "re-executed (`orchenv verify --rerun`), so not ranked",
+            "report": str(report if report.is_file() else path),
+        }
     failed = [
         c.get("name")
         for c in data.get("checks", [])

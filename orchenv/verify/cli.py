@@ -61,6 +61,12 @@ def add_subcommands(sub: Any) -> None:
         help="wall-clock budget of the oracle check; past it: 'not checked' (default 20)",
     )
     v.add_argument(
+        "--rerun",
+        action="store_true",
+        help="re-execute the registered controller and require the submitted actions "
+        "(only re-executed bundles rank on a board)",
+    )
+    v.add_argument(
         "--key",
         metavar="FILE",
         help="the board's key (`orchenv board key`): sign verified.json with it (HMAC-SHA256)",
@@ -95,6 +101,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         oracle_episodes=args.oracle_episodes,
         key=key,
         oracle_seconds=args.oracle_seconds,
+        rerun=args.rerun,
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

@@ -310,28 +310,51 @@ def replay_episodes(
     backend: CheckingBackend | None,
     *,
     episode_seed: Any,
+    rerun: tuple[str, Mapping[str, Any]] | None = None,
 ) -> list[ReplayedEpisode]:
     """Replay ``rows`` (episode lines, in the order to play them) on ``env``.
 
-    Env state carried across episodes starts empty at each seed's first episode, as the
-    harness does."""
+    With ``rerun=(controller name, kwargs)`` the registered controller is re-executed instead:
+    built and seeded as ``orchenv eval`` builds it (one per run seed, re-seeded per episode),
+    it plays each episode itself, so the pool calls it makes on its own (a cascade's
+    verifier, a pool agent) are made again and answered from the recording; each action it
+    takes must be the submitted one (an episode whose actions differ is an error naming the
+    first difference). Env state carried across episodes starts empty at each seed's first
+    episode, as the harness does."""
+    source: Any = None
+    if rerun is not None:
+        from orchenv.eval.harness import _ControllerSource
+
+        source = _ControllerSource(rerun[0], rerun[1])
     base = env.unwrapped
     loader = getattr(base, "load_lifetime_state", None)
     out: list[ReplayedEpisode] = []
     last_seed: int | None = None
+    controller: Any = None
     for row in rows:
         seed, index = int(row["seed"]), int(row["episode"])
-        if seed != last_seed and callable(loader):
-            loader(None)
+        if seed != last_seed:
+            if callable(loader):
+                loader(None)
+            if source is not None:
+                controller = source.build(seed)
         last_seed = seed
         if backend is not None:
             backend.where = f"seed {seed} episode {index}"
-        out.append(_replay_one(env, base, row, seed, index, episode_seed(seed, index)))
+        ep_seed = episode_seed(seed, index)
+        player = source.for_episode(controller, ep_seed) if source is not None else None
+        out.append(_replay_one(env, base, row, seed, index, ep_seed, player))
     return out
 
 
 def _replay_one(
-    env: gym.Env, base: Any, row: Mapping[str, Any], seed: int, index: int, ep_seed: int
+    env: gym.Env,
+    base: Any,
+    row: Mapping[str, Any],
+    seed: int,
+    index: int,
+    ep_seed: int,
+    player: Any = None,
 ) -> ReplayedEpisode:
     total, invalid = 0.0, 0
     verdicts = [0, 0, 0, 0]  # right drafts, accepted; wrong drafts, rejected
@@ -339,15 +362,29 @@ def _replay_one(
     error: str | None = None
     done = False
     try:
-        _, info = env.reset(seed=ep_seed)
+        obs, info = env.reset(seed=ep_seed)
         actions = row.get("actions") or []
+        if player is not None:  # re-execution: the controller acts, as run_episode has it
+            if hasattr(player, "bind"):
+                player.bind(base)
+            if hasattr(player, "reset"):
+                player.reset(ep_seed)
         for n, action in enumerate(actions):
             if done:
                 error = f"the episode ended after {n} actions but {len(actions)} were submitted"
                 break
+            if player is not None:
+                played = player.act(obs, info)
+                if played != action:
+                    error = (
+                        f"re-executed, the controller's action {n + 1} is {str(played)[:120]!r}, "
+                        f"the submitted one is {str(action)[:120]!r}: the submitted actions "
+                        "are not what the declared controller does"
+                    )
+                    break
             draft_known = getattr(base, "draft_agent", None) is not None
             truth = getattr(base, "draft_correct", None) if draft_known else None
-            _, reward, terminated, truncated, info = env.step(action)
+            obs, reward, terminated, truncated, info = env.step(action)
             total += float(reward)
             invalid += int(bool(info.get("invalid_action")))
             verdict = info.get("verdict")
@@ -358,7 +395,7 @@ def _replay_one(
             done = bool(terminated or truncated)
         if not done and error is None:
             error = f"the submitted {len(actions)} actions do not finish the episode"
-    except (OrchEnvError, ValueError, TypeError, KeyError) as exc:
+    except (OrchEnvError, ValueError, TypeError, KeyError, AttributeError) as exc:
         error = f"the replay failed: {type(exc).__name__}: {str(exc)[:300]}"
     meter = getattr(base, "meter", None)
     task = getattr(base, "task", None)
@@ -413,7 +450,8 @@ def episode_diffs(row: Mapping[str, Any], ep: ReplayedEpisode) -> list[tuple[str
             )
         )
     if ep.error is not None:
-        return [*out, ("replay", f"{where}: {ep.error}")]
+        kind = "execution" if ep.error.startswith("re-executed") else "replay"
+        return [*out, (kind, f"{where}: {ep.error}")]
     if bool(row.get("correct")) != ep.correct:
         differ("replay", "correct", row.get("correct"), ep.correct)
     for name in ("score", "reward"):
