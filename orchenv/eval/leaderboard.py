@@ -215,8 +215,16 @@ def _limits(group: Group) -> tuple[dict[str, float], dict[str, float]]:
         logger.debug("no usage constraints for %s: %s", pool, exc)
     budgets: dict[str, float] = {}
     try:
+        import inspect
+
         import gymnasium as gym
 
+        from orchenv.registry import load_entry_point
+
+        entry = gym.spec(env_id).entry_point
+        cls = load_entry_point(entry) if isinstance(entry, str) else entry
+        if "budgets" not in inspect.signature(cls).parameters:  # no env built for nothing
+            return constraints, budgets
         env = gym.make(env_id)
         try:
             raw_budgets = getattr(env.unwrapped, "budgets", None)
@@ -244,7 +252,10 @@ def _check_spec(spec: dict[str, Any], summary: dict[str, Any], run_dir: Path) ->
             pool_doc = check_pool_data(read_json_file(run_dir / "pool.json"), "pool.json")
         except OrchEnvError as exc:
             raise DataError(f"outside this board: its pool.json cannot be read ({exc})") from exc
-    why = spec_mismatch(spec, summary.get("run") or {}, pool_doc)
+    try:
+        why = spec_mismatch(spec, summary.get("run") or {}, pool_doc)
+    except (TypeError, ValueError, KeyError) as exc:  # a run.json of the wrong shapes
+        raise DataError(f"outside this board: its run.json cannot be compared ({exc})") from exc
     if why:
         raise DataError(
             f"outside board {spec['spec_sha256'][:12]} (not in its group): " + "; ".join(why)
