@@ -184,6 +184,32 @@ def _slot(gram: str, n_features: int) -> tuple[int, float]:
     return (value >> 1) % n_features, (1.0 if value & 1 else -1.0)
 
 
+#: the most grams kept per table of :data:`_CODES` (then that table starts over)
+_CODES_MAX = 1 << 18
+#: (n_features, gram kind) -> gram key -> ``sign * (index + 1)``: :func:`_slot` of the gram's
+#: text in one number, looked up with a plain dict by a key that needs no string building
+#: (the raw substring of a char n-gram, a word, a tuple of words): the hot path of the
+#: discrete view, hundreds of grams per observation
+_CODES: dict[tuple[int, str], dict[Any, float]] = {}
+
+
+def _gram_codes(kind: str, counts: Counter[Any], n_features: int) -> tuple[list[float], Any]:
+    """The codes of ``counts``' keys (grams of ``kind``: ``"c3"``, ``"w1"``, ``"w2"``, ...)
+    and their counts, in the same order."""
+    table = _CODES.setdefault((n_features, kind), {})
+    if len(table) >= _CODES_MAX:
+        table.clear()
+    prefix = "c:" if kind[0] == "c" else f"{kind}:"
+
+    def miss(key: Any) -> float:
+        index, sign = _slot(prefix + (" ".join(key) if isinstance(key, tuple) else key), n_features)
+        code = table[key] = sign * (index + 1)
+        return code
+
+    get = table.get
+    return [get(key) or miss(key) for key in counts], counts.values()
+
+
 def hashed_ngrams(
     text: str,
     n_features: int = 256,
@@ -199,26 +225,44 @@ def hashed_ngrams(
     across values; ``raw_numbers`` also counts each number as itself (MathRoute's features,
     where the values matter). ``damp`` takes ``sign * log1p(|count|)`` so a long, repeated
     part of a prompt does not drown the short part that changes between states.
+
+    Each distinct gram ``g`` (``"w{n}:"`` + the n word shapes joined by a space, ``"c:"`` +
+    n characters of the whitespace-collapsed text) adds ``sign(g) * count(g)`` at
+    ``index(g)`` (BLAKE2b of ``g``: :func:`_slot`); the sums are exact, so counting each kind
+    of gram apart gives the same vector as counting them together.
     """
     vec = np.zeros(n_features, dtype=np.float32)
     if not text:
         return vec
-    words = _TOKEN_RE.findall(text.lower())
+    lower = text.lower()
+    words = _TOKEN_RE.findall(lower)
     shapes = [f"#{len(w)}" if w[0].isdigit() else w for w in words]
-    grams: list[str] = []
+    groups: list[tuple[str, Counter[Any]]] = []
     for n in word_ngrams:
-        grams += [f"w{n}:" + " ".join(shapes[i : i + n]) for i in range(len(shapes) - n + 1)]
+        if n == 1:
+            grams: Counter[Any] = Counter(shapes)
+        elif n == 2:
+            grams = Counter(zip(shapes, shapes[1:], strict=False))
+        else:
+            grams = Counter(tuple(shapes[i : i + n]) for i in range(len(shapes) - n + 1))
+        groups.append((f"w{n}", grams))
     if raw_numbers:
-        grams += [f"w1:{w}" for w, shape in zip(words, shapes, strict=True) if w != shape]
-    flat = " ".join(text.lower().split())
+        groups.append(("w1", Counter(w for w, s in zip(words, shapes, strict=True) if w != s)))
+    flat = " ".join(lower.split())
     for n in char_ngrams:
-        grams += [f"c:{flat[i : i + n]}" for i in range(len(flat) - n + 1)]
-    counts = Counter(grams)
-    if counts:
-        slots = [_slot(gram, n_features) for gram in counts]
-        index = np.fromiter((i for i, _ in slots), dtype=np.int64, count=len(slots))
-        signs = np.fromiter((s for _, s in slots), dtype=np.float32, count=len(slots))
-        np.add.at(vec, index, signs * np.fromiter(counts.values(), np.float32, len(slots)))
+        groups.append((f"c{n}", Counter([flat[i : i + n] for i in range(len(flat) - n + 1)])))
+    codes: list[float] = []
+    counts: list[int] = []
+    for kind, grams in groups:
+        if grams:
+            more, how_many = _gram_codes(kind, grams, n_features)
+            codes += more
+            counts += how_many
+    if codes:
+        code = np.array(codes, dtype=np.float64)
+        weights = np.sign(code) * np.array(counts, dtype=np.float64)
+        index = np.abs(code).astype(np.int64) - 1
+        vec = np.bincount(index, weights=weights, minlength=n_features).astype(np.float32)
     if damp:
         vec = np.sign(vec) * np.log1p(np.abs(vec))
     norm = float(np.linalg.norm(vec))
@@ -332,7 +376,9 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
                 self._ngrams(text),
                 np.array([turn], dtype=np.float32),
                 np.asarray(mask, dtype=np.float32),
-                np.nan_to_num(extra, nan=0.0, posinf=FEATURE_BOUND, neginf=-FEATURE_BOUND),
+                extra
+                if np.isfinite(extra).all()
+                else np.nan_to_num(extra, nan=0.0, posinf=FEATURE_BOUND, neginf=-FEATURE_BOUND),
             ]
         )
         return np.clip(vec, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32)

@@ -219,3 +219,53 @@ def test_contract_violations_fail_loudly():
         env.step(0)
     with pytest.raises(NotImplementedError, match="_NoChoices has no discrete action set"):
         ChoiceActions(_NoChoices())
+
+
+#: hashed_ngrams of GOLDEN_TEXT (32 features, raw numbers) as issue 27's implementation gave
+#: them: saved policies were trained on these features, so a faster hasher must not move them
+GOLDEN_TEXT = (
+    "Problem: Find $x$ with 3(x + 8) = -9x + 48. Draft: Step 1: 3x + 24 = 48 - 9x; 12x = 24, x = 2."
+)
+GOLDEN = [
+    -0.149402,
+    0.0,
+    0.264627,
+    0.282786,
+    -0.149402,
+    0.149402,
+    0.188524,
+    0.21887,
+    0.188524,
+    0.094262,
+    -0.337926,
+    -0.094262,
+    -0.264627,
+    -0.094262,
+    0.188524,
+    0.094262,
+    0.21887,
+    -0.243664,
+    0.264627,
+    -0.094262,
+    0.188524,
+    -0.094262,
+    0.0,
+    0.188524,
+    0.149402,
+    0.149402,
+    -0.188524,
+    0.149402,
+    -0.149402,
+    0.094262,
+    0.0,
+    0.094262,
+]
+
+
+def test_hashed_ngrams_keep_the_features_policies_were_trained_on():
+    vec = hashed_ngrams(GOLDEN_TEXT, 32, raw_numbers=True)
+    assert np.allclose(vec, GOLDEN, atol=1e-6)
+    again = hashed_ngrams(GOLDEN_TEXT, 32, raw_numbers=True)  # from the code table this time
+    assert np.array_equal(vec, again)
+    three = hashed_ngrams(GOLDEN_TEXT, 7, word_ngrams=(1, 2, 3), char_ngrams=(2, 4))
+    assert three.shape == (7,) and np.isclose(np.linalg.norm(three), 1.0)
