@@ -21,6 +21,11 @@ test episodes (outputs of one episode are resampled together). Three AUCs:
   right and wrong outputs; authors weighted by their pairs): what surface features tell beyond
   who wrote the output. **Flagged** when it is above ``threshold`` (0.65).
 
+The threshold is 0.65, or the env's ``real_draft_auc`` when it is higher (a class attribute:
+the same classifier's within-author AUC on real models' drafts, with
+``real_draft_auc_source`` saying where it was measured): a simulator need not hide what real
+drafts show.
+
 The privileged label is the completion's ``meta["correct"]`` (the simulated backend's outcome),
 else ``meta["right"]`` (ALFWorld's role agents); an env whose agents record neither is reported
 *not measurable*, never guessed. Text features are used only when the output's text appears in
@@ -503,6 +508,15 @@ def _bootstrap(
     }
 
 
+def _real_draft_auc(base: OrchestrationEnv) -> tuple[float, str] | None:
+    """The env's ``real_draft_auc`` (the same classifier's AUC on real models' drafts) and its
+    ``real_draft_auc_source``, when it names a number in (0, 1)."""
+    value = getattr(type(base), "real_draft_auc", None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        return None
+    return float(value), str(getattr(type(base), "real_draft_auc_source", "") or "")
+
+
 def _splits(base: OrchestrationEnv) -> tuple[str, ...]:
     try:
         return tuple(base.task_source.splits)
@@ -556,6 +570,7 @@ def tell_meter(
     env = gym.make(env_id, **kwargs)
     try:
         base = orch_base(env)
+        reference = _real_draft_auc(base)
         level = skill_level
         if level is None:
             value = getattr(type(base), "realistic_skill", None)
@@ -578,6 +593,12 @@ def tell_meter(
     test, n_test, keys2, verify2 = _collect(
         env_id, kwargs, test_split, test_episodes, seed + 1, players, test_deadline, 1_000_000
     )
+    if reference is not None and reference[0] > threshold:
+        notes.append(
+            f"threshold raised from {threshold:g} to the env's real-draft AUC {reference[0]:g} "
+            f"({reference[1] or 'no source given'})"
+        )
+        threshold = reference[0]
     meter = TellMeter(
         env_id=env_id,
         measurable=False,

@@ -276,3 +276,20 @@ def test_classifier_matches_scikit_learn() -> None:
     np.testing.assert_allclose(
         ours.predict_proba(x), theirs.predict_proba(scaler.transform(x))[:, 1], atol=1e-5
     )
+
+
+def test_a_real_draft_figure_raises_the_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gymnasium as gym
+
+    from orchenv.discrete import orch_base
+
+    cls = type(orch_base(gym.make("orch/MathRoute-v0")))
+    monkeypatch.setattr(cls, "real_draft_auc", 0.99, raising=False)
+    monkeypatch.setattr(cls, "real_draft_auc_source", "a test", raising=False)
+    meter, _ = tell_meter("orch/MathRoute-v0", episodes=60, test_episodes=40, bootstrap=0)
+    assert meter.threshold == 0.99 and meter.auc_within is not None
+    assert meter.flagged is (meter.auc_within > 0.99)
+    assert any("real-draft AUC 0.99 (a test)" in note for note in meter.notes)
+    monkeypatch.setattr(cls, "real_draft_auc", 0.3)  # below 0.65: the default stays
+    meter, _ = tell_meter("orch/MathRoute-v0", episodes=20, test_episodes=10, bootstrap=0)
+    assert meter.threshold == 0.65
