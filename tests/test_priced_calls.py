@@ -193,3 +193,15 @@ def test_puppeteer_consult_pays_the_log_step_cost() -> None:
     if r1 == pytest.approx(r0):
         pytest.xfail("Puppeteer has no call_charge yet (issue 38, envs/puppeteer: 38c)")
     assert r1 == pytest.approx(r0 - price)
+
+
+@pytest.mark.parametrize("env_id", ["orch/OrchMAS-v0", "orch/BudgetRoute-v0"])
+def test_the_discrete_view_masks_calls_once_consults_used_them_up(env_id: str) -> None:
+    env = _made(env_id)
+    env.reset(seed=1)
+    agent = env.valid_agents()[0] if env_id == "orch/OrchMAS-v0" else env.pool.names[0]
+    assert any(c is not None and "<answer>" not in c for c in env.action_choices())
+    while env.calls_left():
+        env.consult(agent, QUESTION)
+    choices = [c for c in env.action_choices() if c is not None]
+    assert choices and all("<answer>" in c for c in choices), choices

@@ -298,7 +298,7 @@ class BudgetRouteEnv(OrchestrationEnv):
         requests = canonical_requests(self.task.prompt)
         if self.key_step_replies:
             requests["finish"] = finish_request(self.task.prompt, self.key_step_replies[-1].shown)
-        can_ask = not self.is_last_turn
+        can_ask = not self.is_last_turn and self.calls_left() > 0
         for name in self.pool.names:
             for kind in REQUEST_KINDS:
                 query = requests.get(kind)

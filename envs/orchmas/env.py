@@ -382,7 +382,7 @@ class OrchMASEnv(OrchestrationEnv):
             self.task.prompt,
             last,
             has_reply=self._last_reply() is not None,
-            can_call=not self.is_last_turn,
+            can_call=not self.is_last_turn and self.calls_left() > 0,
             subquestion=next_subquestion(chain, asked, last),
         )
 
