@@ -1425,6 +1425,11 @@ def _observer_summary(
         out["surface_verifier"] = {"return": verifier.return_mean, "gap_to_reference": [mean, ci]}
     if beyond is None:
         verdict = "no blind or random baseline to compare with"
+    elif not beyond and gap is not None and gap <= tolerance:
+        verdict = (
+            f"within the tolerance of {out['reference']} but not above {out['baseline']} "
+            "beyond the 95% interval: blind play already scores what the observer learned"
+        )
     elif not beyond:
         verdict = (
             f"not learned at this budget: {observer.name} is not above {out['baseline']} "

@@ -293,3 +293,35 @@ def test_a_real_draft_figure_raises_the_threshold(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(cls, "real_draft_auc", 0.3)  # below 0.65: the default stays
     meter, _ = tell_meter("orch/MathRoute-v0", episodes=20, test_episodes=10, bootstrap=0)
     assert meter.threshold == 0.65
+
+
+def _row(name: str, kind: str, returns: list[float], skill: float | None = None):
+    from orchenv.audit import Episode
+    from orchenv.audit import _row as make_row
+
+    return make_row(name, kind, "", [Episode(ret=r) for r in returns], skill=skill)
+
+
+@pytest.mark.parametrize(
+    ("observer", "verdict"),
+    [
+        ([1.0, 1.0, 0.9, 1.0, 1.0, 0.9], "learnable"),
+        ([0.8, 0.7, 0.8, 0.7, 0.8, 0.7], "partly learned"),
+        ([0.5, 0.5, 0.4, 0.5, 0.5, 0.4], "not learned at this budget"),
+    ],
+)
+def test_observer_verdicts(observer: list[float], verdict: str) -> None:
+    from orchenv.audit import _observer_summary
+
+    rows = [
+        _row("skill@0.7", "skill", [1.0, 1.0, 0.9, 1.0, 1.0, 0.95], skill=0.7),
+        _row("observer-ppo", "observer", observer),
+        _row("best-blind", "blind", [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]),
+    ]
+    out = _observer_summary(rows, {"steps": 8}, 0.7, 0.05)
+    assert out["verdict"].startswith(verdict), out["verdict"]
+    assert out["learnable"] is (verdict == "learnable")
+    # blind play as good as the observer: nothing learned beyond a fixed plan
+    rows[2] = _row("best-blind", "blind", [1.0, 1.0, 0.9, 1.0, 1.0, 0.9])
+    out = _observer_summary(rows, {"steps": 8}, 0.7, 0.05)
+    assert not out["learnable"]
