@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import select
 import sys
 from collections.abc import Sequence
@@ -36,10 +37,49 @@ def _cmd_list(args: argparse.Namespace) -> int:
     print("\nTask sources:")
     for name in TASK_SOURCES:
         print(f"  {name}")
-    print("\nControllers:")
-    for name, target in CONTROLLERS.items():
-        print(f"  {name:<12} {target}")
+    print("\nControllers (what each does; where it applies):")
+    for name in CONTROLLERS:
+        what, where = controller_summary(name)
+        print(f"  {name:<24} {what} [applies to: {where}]")
     return 0
+
+
+def _first_sentence(doc: str | None) -> str:
+    text = " ".join((doc or "").strip().split("\n\n")[0].split()).replace("``", "")
+    found = re.search(r"(?<!\be\.g)(?<!\bi\.e)\.\s", text)
+    return (text[: found.start() + 1] if found else text) or "(no description)"
+
+
+def controller_summary(name: str) -> tuple[str, str]:
+    """A registered controller's one-line description (its class docstring's first sentence)
+    and the env ids it applies to: its class's ``applies_to`` (ids) when it has one, else the
+    ids of the env family whose package defines it (``orchenv.envs.FAMILY``), else any env."""
+    from orchenv.controllers import CONTROLLERS
+    from orchenv.registry import ENV_SUMMARIES
+
+    target = CONTROLLERS[name]
+    module = target.partition(":")[0] if isinstance(target, str) else target.__module__
+    try:
+        cls = CONTROLLERS.resolve(name)
+    except Exception as exc:  # an optional dependency missing: say so, keep listing
+        return f"(cannot load {target}: {type(exc).__name__})", "?"
+    what = _first_sentence(cls.__doc__)
+    applies = getattr(cls, "applies_to", None)
+    if isinstance(applies, list | tuple) and applies:
+        return what, ", ".join(map(str, applies))
+    parts = module.split(".")
+    if parts[:2] == ["orchenv", "envs"] and len(parts) > 2:
+        family = f"orchenv.envs.{parts[2]}"
+        ids = []
+        for env_id in ENV_SUMMARIES:
+            try:
+                entry = str(gym.spec(env_id).entry_point)
+            except gym.error.Error:
+                continue
+            if entry.startswith(family + ".") or entry.startswith(family + ":"):
+                ids.append(env_id)
+        return what, ", ".join(ids) or parts[2]
+    return what, "any env"
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -97,13 +137,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def format_controller_spend(spend: dict, episodes: int) -> str:
     """The controller model's own calls, tokens and dollars (the ``llm`` controller's
     ``usage()``), apart from the agents' spend above it."""
+    from orchenv.runner import usd
+
     n = max(episodes, 1)
     return (
         f"controller   {spend.get('controller_calls', 0) / n:.2f} model calls, "
         f"{spend.get('controller_prompt_tokens', 0) / n:.0f} prompt + "
         f"{spend.get('controller_completion_tokens', 0) / n:.0f} completion tokens, "
-        f"${spend.get('controller_cost_usd', 0.0) / n:.6f} per episode "
-        f"(${spend.get('controller_cost_usd', 0.0):.4f} total)"
+        f"{usd(spend.get('controller_cost_usd', 0.0) / n)} per episode, "
+        f"{usd(spend.get('controller_cost_usd', 0.0))} total"
     )
 
 

@@ -326,9 +326,7 @@ def run_episodes(
         records.append(record)
         n_correct += record.correct
         total_cost += record.cost_usd
-        bar.set_postfix(
-            acc=f"{n_correct / len(records):.3f}", cost=f"${total_cost:.4f}", refresh=False
-        )
+        bar.set_postfix(acc=f"{n_correct / len(records):.3f}", cost=usd(total_cost), refresh=False)
     summary = summarize(
         records,
         env_id=env_id_of(env),
@@ -356,6 +354,11 @@ def _truncation_line(summary: RunSummary) -> str:
     return line
 
 
+def usd(value: float) -> str:
+    """One cost format for every figure orchenv prints: dollars with six decimals."""
+    return f"${value:.6f}"
+
+
 def format_summary(summary: RunSummary) -> str:
     """A human-readable block for the terminal."""
     lo, hi = summary.accuracy_ci95
@@ -371,15 +374,17 @@ def format_summary(summary: RunSummary) -> str:
             if not math.isclose(summary.mean_score, summary.accuracy)
             else []
         ),
-        f"cost         ${summary.total_cost_usd:.4f} total, ${summary.mean_cost_usd:.6f} per episode",
+        f"cost         {usd(summary.mean_cost_usd)} per episode, {usd(summary.total_cost_usd)} total",
         f"tokens       {summary.mean_prompt_tokens:.0f} prompt + {summary.mean_completion_tokens:.0f} completion per episode",
         f"turns        {summary.mean_turns:.2f} per episode",
-        f"latency      {summary.mean_latency_s:.2f} s of agent time per episode "
-        f"({summary.cached_call_fraction:.0%} of calls replayed/cached, "
+        f"agent time   {summary.mean_latency_s:.2f} s per episode, summed over its agent calls "
+        "(simulated agents: their modelled latency, not this run's wall time; "
+        f"{summary.cached_call_fraction:.0%} of calls replayed/cached, "
         f"{summary.estimated_token_fraction:.0%} with estimated token counts)",
         f"invalid      {summary.invalid_action_rate:.3f} of actions",
         _truncation_line(summary),
-        "usage ratio  (calls / episodes)",
+        "usage ratio  (calls to each agent per episode, every call counted: routed drafts and "
+        "verifier or consult calls; the env's usage constraints cap these)",
     ]
     for agent, ratio in summary.usage_ratios.items():
         lines.append(f"  {agent:<28} {ratio:.3f}")

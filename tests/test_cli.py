@@ -282,3 +282,32 @@ def test_reproduce_writes_docs_only_when_asked(monkeypatch, capsys):
     assert seen[-1][0] == "docs/reproduction/000.md"
     assert main(["reproduce", "000", "--update-docs", "--out", "x"]) == 2
     assert "give one of --report FILE, --out DIR and --update-docs" in capsys.readouterr().err
+
+
+def test_run_numbers_are_explained_and_costs_share_one_format(capsys):
+    """Issue 40: usage ratios say they count every call (a cascade's verifier calls), the
+    agents' summed latency is not called this run's latency, and every cost has one format."""
+    import re
+
+    from orchenv.cli import main
+
+    args = ["run", "orch/MathRoute-v0", "--controller", "cascade", "--episodes", "10"]
+    assert main([*args, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "latency" not in out.split("agent time")[0]
+    assert "not this run's wall time" in out and "verifier or consult calls" in out
+    costs = re.findall(r"\$[0-9.]+", out)
+    assert costs and all(re.fullmatch(r"\$\d+\.\d{6}", c) for c in costs), costs
+
+
+def test_list_describes_each_controller_on_one_line(capsys):
+    from orchenv.cli import main
+    from orchenv.controllers import CONTROLLERS
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out.split("Controllers", 1)[1]
+    lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    assert set(lines) == set(CONTROLLERS)
+    assert "orch/MathRoute-v0" in lines["cascade"] and "verifier" in lines["cascade"]
+    assert "[applies to: orch/BudgetRoute-v0]" in lines["budget-baseline"]
+    assert all("[applies to: " in line and ":" not in line.split()[1] for line in lines.values())
