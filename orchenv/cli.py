@@ -368,6 +368,35 @@ def _add_view(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_view)
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    from orchenv.scaffold import env_id_of, scaffold
+
+    root = scaffold(args.name, args.out)
+    env_id = env_id_of(args.name)
+    print(
+        f"wrote {root} ({env_id}). Next:\n"
+        f"  cd {root} && python -m pytest tests        # orchenv's checks and the audit\n"
+        f"  orchenv audit {args.name}:{env_id} --tasks 16  # from {root}, or after pip install -e ."
+    )
+    return 0
+
+
+def _add_init(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "init",
+        help="scaffold a new env package (env, skill action, tests, openenv.yaml)",
+        description=(
+            "Write NAME/ (a package registering NAME/Echo-v0: a minimal env with a discrete "
+            "view, a skill reference and an audit strategy; tests running orchenv's shared "
+            "checks and the audit; openenv.yaml; pyproject.toml). It passes check_orch_env "
+            "and `orchenv audit` as generated; replace the protocol with yours."
+        ),
+    )
+    p.add_argument("name", metavar="NAME", help="the package's import name (lower-case)")
+    p.add_argument("--out", default=".", metavar="DIR", help="where to create NAME/")
+    p.set_defaults(func=_cmd_init)
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from orchenv.reproduce import reproduce, write_index
 
@@ -558,6 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_audit(sub)
     _add_baselines(sub)
     _add_view(sub)
+    _add_init(sub)
     _add_reproduce(sub)
     __import__("orchenv.demos").demos.add_subcommands(sub)  # demos, sft (issue 31)
     __import__("orchenv.verify.cli").verify.cli.add_subcommands(sub)  # submit, verify
