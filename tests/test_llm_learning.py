@@ -76,9 +76,17 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tiny_model, tmp_
         bench.main(_args(tiny_model, cut))
     assert (cut / "grpo" / "checkpoint-1").is_dir()
     assert not (cut / "grpo" / "checkpoint-2").exists()
-    monkeypatch.setattr(trainer, "train", real)
-    # the same command without --resume would start over; with it, step 2 runs from checkpoint 1
+    calls = []
+
+    def recorded(config, **kwargs):
+        calls.append((config.total_steps, config.resume_from))
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(trainer, "train", recorded)
+    # the same command without --resume would start over; with it, only step 2 runs, from
+    # checkpoint 1, and the baselines and the untrained model are not evaluated again
     assert bench.main([*_args(tiny_model, cut), "--resume"]) == 0
+    assert calls == [(2, "latest")]
 
     a = json.loads((straight / "results.json").read_text())
     b = json.loads((cut / "results.json").read_text())
