@@ -633,6 +633,8 @@ def main(argv: list[str] | None = None) -> int:
         help="only evaluate the model (with --adapter: a GRPO LoRA checkpoint) on "
         "the test tasks at these temperatures (0: greedy), then exit",
     )
+    p.add_argument("--table", type=Path, metavar="RESULTS",
+                   help="print a finished run's table (Markdown) and exit")  # fmt: skip
     p.add_argument("--adapter", type=Path,
                    help="a LoRA checkpoint directory for --eval-only or --rescore")  # fmt: skip
     p.add_argument("--rescore", type=Path, metavar="RESULTS",
@@ -669,6 +671,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("runs/llm_learning/results.json"))
     args = p.parse_args(argv)
 
+    if args.table is not None:
+        print(markdown_table(json.loads(args.table.read_text())))
+        return 0
     if args.gap_only:
         report = gap_report(args.gap_only[0], args.gap_only[1], args.seed, save=args.out)
         _save(args.out, {"gap": report})
@@ -819,7 +824,7 @@ def main(argv: list[str] | None = None) -> int:
     results["comparison"] = compare(results)
     results["wall_s"] = time.perf_counter() - t_start
     _save(args.out, results)
-    print(json.dumps(results["comparison"], indent=2))
+    print(markdown_table(results))
     print(f"wrote {args.out} ({results['wall_s']:.0f} s)")
     return 0
 
@@ -880,7 +885,7 @@ def rescore(args: Any, model_dir: Path) -> int:
             )
     new["reproduced"] = same
     _save(args.out, new)
-    print(json.dumps(_short(new["comparison"].get("greedy")), indent=2))
+    print(markdown_table(new))
     print(f"per-task returns equal to {args.rescore}: {same}")
     return 0 if same and all(same.values()) else 1
 
@@ -972,6 +977,58 @@ def per_level(summary: dict, levels: list[int]) -> dict[str, Any]:
             "first_turn_picks": dict(Counter(str(picks[i]) for i in idx if i in picks)),
         }
     return out
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    """The run's table (greedy returns and the paired differences, 95% intervals) and the
+    per-level routes, as Markdown (what docs/grpo.md shows)."""
+
+    def fmt(d: dict | None) -> str:
+        if not d or d.get("mean") is None:
+            return "n/a"
+        lo, hi = d["ci95"]
+        return f"{d['mean']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+    names = {"0": "1.5B", "1": "7B", "2": "30B"}
+    rows = ["| policy (greedy) | return | accuracy |", "|---|---|---|"]
+    untrained = results.get("untrained", {}).get("greedy")
+    trained = results.get("trained", {}).get("greedy")
+    for label, summary in (
+        ("random router", results.get("random")),
+        ("best fixed on train", results.get("best_fixed")),
+        ("level router (privileged level, ceiling)", results.get("level_router")),
+        ("untrained model", untrained),
+        (f"trained model (step {results.get('trained_step')})", trained),
+    ):
+        if summary is not None:
+            rows.append(f"| {label} | {fmt(summary['return'])} | {fmt(summary['accuracy'])} |")
+    table = results.get("comparison", {}).get("greedy", {})
+    rows += ["", "| paired difference (per task) | mean [95% interval] |", "|---|---|"]
+    for key in ("trained_minus_best_fixed", "trained_minus_untrained",
+                "trained_minus_level_router", "trained_minus_random"):  # fmt: skip
+        if key in table:
+            rows.append(
+                f"| {key.replace('_minus_', ' - ').replace('_', ' ')} | {fmt(table[key])} |"
+            )
+    if "learned" in table:
+        rows.append(
+            f"\nlearned (trained - best fixed above 0 beyond the interval): {table['learned']}"
+        )
+    per_level = results.get("comparison", {}).get("per_level")
+    if per_level:
+        levels = sorted(next(iter(per_level.values())))
+        rows += ["", "| policy | " + " | ".join(f"level {v}" for v in levels) + " |",
+                 "|---|" + "---|" * len(levels)]  # fmt: skip
+        for name, by_level in per_level.items():
+            cells = []
+            for v in levels:
+                cell = by_level[v]
+                picks = ", ".join(
+                    f"{names.get(k, k)} {n}" for k, n in sorted(cell["first_turn_picks"].items())
+                )
+                cells.append(f"{cell['return']:.2f} (n={cell['n']}{'; ' + picks if picks else ''})")
+            rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def compare(results: dict[str, Any]) -> dict[str, Any]:
