@@ -413,8 +413,8 @@ def check_orch_env(
 ) -> Checklist:
     """Run every check above on ``env`` (an id, or a class / factory), made with ``kwargs``;
     returns the :class:`Checklist` of what passed (``print(check_orch_env(ENV_ID))``; each
-    check is also logged at INFO). A failing check raises its ``AssertionError`` with a note
-    naming the check and the ones that passed before it.
+    check is also logged at INFO). A failing check raises an ``AssertionError`` naming the
+    check and the ones that passed before it, then the check's own message (chained).
 
     ``episodes`` seeded episodes from ``seed`` for determinism and the horizon rule (at
     each of ``max_turns``); ``fuzz_episodes`` of hostile actions (plus ``fragments``).
@@ -465,8 +465,9 @@ def check_orch_env(
             run()
         except AssertionError as exc:
             done = ", ".join(n for n, _, _ in checklist.passed) or "none"
-            exc.add_note(f"check_orch_env({name}): {check} failed; passed before it: {done}")
-            raise
+            raise AssertionError(
+                f"check_orch_env({name}): {check} failed; passed before it: {done}\n{exc}"
+            ) from exc
         checklist.passed.append((check, time.perf_counter() - started, what))
         logger.info("check_orch_env(%s): %s passed", name, check)
     return checklist
