@@ -90,7 +90,8 @@ class Server:
 def servers() -> Iterator[dict[str, Server]]:
     """The three servers, started at once (their imports overlap)."""
     started = {
-        "mathroute": Server("orch/MathRoute-v0", "--workers", "2"),  # pinned sessions
+        # pinned sessions; -v: each worker logs its sessions' resets, steps and closes
+        "mathroute": Server("orch/MathRoute-v0", "--workers", "2", "-v"),
         "multihop": Server("orch/MultihopQA-v0"),
         "puppeteer": Server("orch/Puppeteer-v0", "--inline"),  # steps on the event loop
     }
@@ -496,3 +497,16 @@ def test_a_client_vanishing_mid_message_is_one_log_line(multihop: Server) -> Non
     log = full_log()[before:]
     assert "Traceback" not in log, log[-3000:]
     assert log.count("mid-message") <= 20
+
+
+def test_verbose_server_logs_resets_steps_and_closes_in_every_worker(mathroute: Server) -> None:
+    """``orchenv serve -v --workers 2``: the spawned workers log too (issue 36)."""
+    with GenericEnvClient(base_url=mathroute.url).sync() as client:
+        client.reset(seed=21)
+        client.step({"text": "<model>Qwen2.5-7B-Instruct</model>"})
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and " closed after " not in mathroute.stderr():
+        time.sleep(0.1)
+    log = mathroute.stderr()
+    assert "orchenv.serve.session" in log and "seed=21" in log, log[-2000:]
+    assert " step 1: reward=" in log and " closed after " in log, log[-2000:]

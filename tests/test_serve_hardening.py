@@ -201,10 +201,10 @@ def test_with_mcp_on_sessions_count_against_the_cap() -> None:
 def test_verbose_logs_each_reset_step_and_close(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="orchenv.serve.session")
     app = build_app(ServeConfig(env_id=MATH))
-    with TestClient(app) as client:
-        with client.websocket_connect("/ws") as ws:
-            frame(ws, "reset", {"seed": 1})
-            frame(ws, "step", {"text": "<model>Qwen2.5-7B-Instruct</model>"})
+    with TestClient(app) as client, client.websocket_connect("/ws") as ws:
+        frame(ws, "reset", {"seed": 1})
+        frame(ws, "step", {"text": "<model>Qwen2.5-7B-Instruct</model>"})
+        ws.send_text(json.dumps({"type": "close"}))  # the server closes the session now
         deadline = time.monotonic() + 10  # the session closes in its executor
         while time.monotonic() < deadline and not any(
             "closed" in r.getMessage() for r in caplog.records
