@@ -11,9 +11,11 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from orchenv.envs.budgetroute.env import BudgetRouteEnv
 from orchenv.grading import extract_boxed
+from orchenv.runner import usd
 
 
 def ask_then_echo(expert: str):
@@ -28,7 +30,7 @@ def ask_then_echo(expert: str):
 def evaluate(controller, mode: str, episodes: int) -> tuple[float, float, float]:
     env = BudgetRouteEnv(pool="corl", split="test")
     rewards, correct, costs = [], [], []
-    for i in range(episodes):
+    for i in tqdm(range(episodes), desc=mode, unit="ep", leave=False):
         env.reset(seed=i, options={"budget_mode": mode})
         done, total = False, 0.0
         while not done:
@@ -44,11 +46,11 @@ def evaluate(controller, mode: str, episodes: int) -> tuple[float, float, float]
 def main() -> None:
     episodes = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     controllers = {"cheap (nano)": ask_then_echo("GPT-4.1-nano"), "always-o3": ask_then_echo("o3")}
-    print(f"{'controller':<14} {'mode':<7} {'reward':>7} {'accuracy':>9} {'$/query':>9}")
+    print(f"{'controller':<14} {'mode':<7} {'reward':>7} {'accuracy':>9} {'$/query':>10}")
     for name, controller in controllers.items():
         for mode in ("low", "medium", "high"):
             reward, acc, cost = evaluate(controller, mode, episodes)
-            print(f"{name:<14} {mode:<7} {reward:7.3f} {acc:9.3f} {cost:9.5f}")
+            print(f"{name:<14} {mode:<7} {reward:7.3f} {acc:9.3f} {usd(cost):>10}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import statistics
 
+from tqdm.auto import tqdm
+
 from orchenv.envs.multihopqa.agents import multihop_pool
 from orchenv.envs.multihopqa.env import MultihopQAGame, run_team
 
@@ -18,7 +20,10 @@ def main() -> None:
     for mode in ("full", "static", "rcr"):
         game = MultihopQAGame(router=mode)
         pool = multihop_pool(token_counter=game.counter)
-        rows = [run_team(game, pool, options={"task_index": i}) for i in range(40)]
+        rows = [
+            run_team(game, pool, options={"task_index": i})
+            for i in tqdm(range(40), desc=f"{mode} router", unit="question", leave=False)
+        ]
         tokens = statistics.fmean(r["tokens_total"] for r in rows)
         f1 = statistics.fmean(r["f1"] for r in rows)
         print(f"{mode:>6}: {tokens:7.0f} tokens per question, F1 score {f1:.3f}")

@@ -32,6 +32,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from orchenv.envs.orchmas.env import OrchMASEnv
 from orchenv.envs.orchmas.paraphrase import STUFFED_ROLE, RewritingPlan, paraphrase_request
 from orchenv.envs.orchmas.scripted import ScriptedOrchestrator
@@ -50,7 +52,7 @@ PLANS = {
 def run(env: OrchMASEnv, episodes: int, plan: Any) -> tuple[float, float, float]:
     scores, returns, calls = [], [], []
     plan.bind(env)
-    for ep in range(episodes):
+    for ep in tqdm(range(episodes), desc=type(plan).__name__, unit="ep", leave=False):
         obs, info = env.reset(seed=ep)
         total, done = 0.0, False
         while not done:
