@@ -152,7 +152,8 @@ def replay_turns(env: Any, row: Mapping[str, Any]) -> tuple[list[dict[str, Any]]
 
 
 def _episode(row: Mapping[str, Any]) -> dict[str, Any]:
-    agents = row.get("agent_calls") if isinstance(row.get("agent_calls"), dict) else {}
+    calls = row.get("agent_calls")
+    agents: dict[Any, Any] = calls if isinstance(calls, dict) else {}
     return {
         "seed": int(row.get("seed", 0)),
         "episode": int(row.get("episode", 0)),
