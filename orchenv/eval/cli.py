@@ -103,9 +103,12 @@ def add_subcommands(sub: Any) -> None:
         "leaderboard",
         help="build a leaderboard (markdown, HTML, plots) from eval run directories",
         description=(
-            "Ranking: within each (env, pool, split) group, controllers that do not read "
-            "ground truth first, by accuracy (higher first), ties by lower mean cost per "
-            "episode; privileged controllers (marked †) after them, ranked the same way."
+            "Ranking: within each (env, pool, split, kwargs) group (or the runs of a board "
+            "spec, --board), controllers that do not read ground truth first, by the env's "
+            "primary metric (the return unless the env names another; OrchMAS: F1 score), "
+            "ties by lower mean cost per episode; privileged controllers (marked †) after "
+            "them. Only verdicts signed with --key (or verified here, --verify) and "
+            "re-executed count as verified."
         ),
     )
     p_board.add_argument("runs", nargs="+", metavar="DIR", help="run directories of `orchenv eval`")
