@@ -20,3 +20,13 @@ def stable_int(*key: object) -> int:
 def stable_uniform(*key: object) -> float:
     """A uniform float in [0, 1) that depends only on ``key``."""
     return stable_int(*key) / 2.0**64
+
+
+def sealed_int(secret: bytes, *key: object) -> int:
+    """A 63-bit integer that depends on ``key`` and a maintainer's ``secret`` (HMAC-SHA256):
+    without the secret it cannot be computed or enumerated, so seeds derived from it (a
+    board's sealed plan) pick tasks and simulated outcomes nobody can precompute."""
+    import hmac
+
+    mac = hmac.new(secret, repr(key).encode(), hashlib.sha256).digest()
+    return int.from_bytes(mac[:8], "big") >> 1

@@ -185,6 +185,107 @@ def spec_mismatch(
     return why
 
 
+# -- the sealed plan ---------------------------------------------------------------------------------
+SEALED_FILE = "sealed.json"
+
+
+def sealed_plan(spec: Mapping[str, Any], key: bytes) -> tuple[list[int], dict[str, Any]]:
+    """The sealed plan's run seeds and env kwargs: the seeds (which pick the tasks and their
+    order) and the simulated backends' seed are HMACs of the maintainer's ``key``, so they
+    cannot be enumerated or simulated from public code. ``ConfigError`` when the key is not
+    the board's or the board has no sealed plan."""
+    from orchenv.seeding import sealed_int
+
+    plan = spec["sealed_plan"]
+    if not plan.get("episodes"):
+        raise ConfigError("this board has no sealed plan (orchenv board init --sealed-episodes N)")
+    if plan.get("key_id") != key_id(key):
+        raise ConfigError("this key is not the board's: its id differs from the spec's key_id")
+    tag = spec["spec_sha256"]
+    seeds = [sealed_int(key, "orchenv-sealed-seed", tag) % 2**31]
+    kwargs = json.loads(_canon(spec["env_kwargs"]))
+    backend_kwargs = dict(kwargs.get("backend_kwargs") or {})
+    backend_kwargs["seed"] = sealed_int(key, "orchenv-sealed-backend", tag) % 2**31
+    kwargs["backend_kwargs"] = backend_kwargs
+    return seeds, kwargs
+
+
+def play_sealed(
+    bundle: str | os.PathLike[str],
+    spec: Mapping[str, Any],
+    key: bytes,
+    out: str | os.PathLike[str],
+) -> Path:
+    """Re-execute a submission's registered controller on the board's sealed plan (played by
+    the maintainer: the submitter never sees these tasks) into the run directory ``out``,
+    and sign it (``sealed.json``: HMAC of the spec hash and the run files' digests)."""
+    from orchenv.eval.harness import EvalConfig, evaluate
+    from orchenv.eval.rundir import read_json_file
+    from orchenv.schema import RUN_INFO
+    from orchenv.verify.bundle import file_digests, rerunnable
+    from orchenv.verify.keys import sign
+
+    run = read_json_file(Path(bundle) / "run.json", RUN_INFO)
+    outside = [w for w in spec_mismatch(spec, run) if not w.startswith("seed plan")]
+    if outside:
+        raise ConfigError(f"{bundle} is not a run of this board: " + "; ".join(outside))
+    controller = rerunnable(run)
+    if controller is None:
+        raise ConfigError(
+            f"controller {run.get('controller')!r} is not registered in this orchenv: only a "
+            "registered controller can be played on the sealed plan"
+        )
+    seeds, env_kwargs = sealed_plan(spec, key)
+    config = EvalConfig(
+        spec["env_id"],
+        controller=controller[0],
+        controller_kwargs=controller[1],
+        env_kwargs=env_kwargs,
+        pool=spec["pool"]["name"],
+        split=spec["split"],
+        seeds=seeds,
+        episodes=int(spec["sealed_plan"]["episodes"]),
+    )
+    target = Path(out)
+    evaluate(config, target, progress=False)
+    body = {
+        "format": "orchenv-sealed-run",
+        "spec_sha256": spec["spec_sha256"],
+        "key_id": key_id(key),
+        "files": file_digests(target, ["run.json", "episodes.jsonl", "summary.json"]),
+    }
+    from orchenv.verify.keys import SIGNATURE
+
+    body[SIGNATURE] = sign(body, key)
+    (target / SEALED_FILE).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    return target
+
+
+def sealed_status(run_dir: Path, spec: Mapping[str, Any], key: bytes | None) -> str | None:
+    """None when ``run_dir`` holds no ``sealed.json``; "sealed" when it is a sealed run of
+    ``spec`` signed with ``key`` and its files are unchanged; else why not."""
+    from orchenv.error import OrchEnvError
+    from orchenv.eval.rundir import read_json_file
+    from orchenv.verify.bundle import file_digests
+    from orchenv.verify.keys import signed_by
+
+    path = run_dir / SEALED_FILE
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = read_json_file(path)
+    except OrchEnvError as exc:
+        return f"its sealed.json cannot be read ({exc})"
+    if key is None or not signed_by(data, key):
+        return "its sealed.json is not signed with this board's key"
+    if data.get("spec_sha256") != spec.get("spec_sha256"):
+        return "its sealed.json is of another board"
+    files = data.get("files")
+    if not isinstance(files, dict) or file_digests(run_dir, sorted(map(str, files))) != files:
+        return "its files changed after the sealed run was signed"
+    return "sealed"
+
+
 # -- the command line -------------------------------------------------------------------------------
 def add_subcommands(sub: Any) -> None:
     """Add ``board`` (``key``, ``init``) to the ``orchenv`` subparsers object ``sub``."""
@@ -226,6 +327,21 @@ def add_subcommands(sub: Any) -> None:
     i.add_argument("--key", metavar="FILE", help="the maintainer's key (for the sealed plan)")
     i.add_argument("--out", required=True, metavar="FILE", help="the board file to write")
     i.set_defaults(func=cmd_init)
+    s = actions.add_parser(
+        "play",
+        help="re-execute a submission's registered controller on the board's sealed plan",
+        description=(
+            "The maintainer plays the submitted controller (registered name and kwargs from "
+            "the bundle's run.json) on the sealed plan: seeds and simulated-backend seed "
+            "derived from the maintainer's key. Writes an `orchenv eval` run directory with a "
+            "signed sealed.json; `orchenv leaderboard --board FILE --key FILE` ranks it."
+        ),
+    )
+    s.add_argument("bundle", metavar="BUNDLE", help="a submission bundle (orchenv submit)")
+    s.add_argument("--board", required=True, metavar="FILE", help="the board spec")
+    s.add_argument("--key", required=True, metavar="FILE", help="the maintainer's key")
+    s.add_argument("--out", required=True, metavar="DIR", help="the sealed run directory")
+    s.set_defaults(func=cmd_play)
 
 
 def cmd_key(args: argparse.Namespace) -> int:
@@ -233,6 +349,14 @@ def cmd_key(args: argparse.Namespace) -> int:
 
     path = write_key(args.file)
     print(f"board key written to {path} (mode 0600); keep it private")
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from orchenv.verify.keys import read_key
+
+    out = play_sealed(args.bundle, read_spec(args.board), read_key(args.key), args.out)
+    print(f"sealed run written to {out}")
     return 0
 
 
@@ -259,6 +383,9 @@ __all__ = [
     "FORMAT",
     "key_id",
     "make_spec",
+    "play_sealed",
+    "sealed_plan",
+    "sealed_status",
     "pool_sha256",
     "preset_sha256",
     "read_spec",

@@ -237,12 +237,21 @@ def _limits(group: Group) -> tuple[dict[str, float], dict[str, float]]:
     return constraints, budgets
 
 
-def _check_spec(spec: dict[str, Any], summary: dict[str, Any], run_dir: Path) -> None:
+def _check_spec(
+    spec: dict[str, Any], summary: dict[str, Any], run_dir: Path, key: bytes | None = None
+) -> bool:
     """``DataError`` naming why the run is outside the board ``spec``
-    (``orchenv.eval.board.spec_mismatch``)."""
+    (``orchenv.eval.board.spec_mismatch``); True for a sealed run of the spec signed with the
+    board's ``key`` (``orchenv board play``), False for a dev-plan run."""
     from orchenv.error import OrchEnvError
-    from orchenv.eval.board import spec_mismatch
+    from orchenv.eval.board import sealed_status, spec_mismatch
     from orchenv.eval.rundir import read_json_file
+
+    sealed = sealed_status(run_dir, spec, key)
+    if sealed == "sealed":
+        return True
+    if sealed is not None:
+        raise DataError(f"outside board {spec['spec_sha256'][:12]}: {sealed}")
 
     pool_doc = None
     if os.path.lexists(run_dir / "pool.json"):  # a bundle: the pool it was verified with
@@ -260,6 +269,7 @@ def _check_spec(spec: dict[str, Any], summary: dict[str, Any], run_dir: Path) ->
         raise DataError(
             f"outside board {spec['spec_sha256'][:12]} (not in its group): " + "; ".join(why)
         )
+    return False
 
 
 def read_runs(
@@ -283,15 +293,23 @@ def read_runs(
     for d in run_dirs:
         try:
             summary = load_summary(d)
-            if spec is not None:
-                _check_spec(spec, summary, Path(d))
+            sealed = _check_spec(spec, summary, Path(d), key) if spec is not None else False
             row = row_from_summary(summary)
             if spec is not None:
                 row.variant = f"board {spec['spec_sha256'][:12]}"
+            if sealed:  # played by the maintainer on the sealed plan: trusted, seeds hidden
+                row.verification = "verified"
+                row.verification_reason = "played by the board on its sealed plan"
+                row.seeds = []
+                row.sealed = True
+                row.variant += " · sealed plan"  # ranked among sealed runs only
             _attach_primary(row, Path(d), out)
         except DataError as exc:
             logger.warning("leaderboard: %s rejected: %s", d, exc)
             rejected.append(Rejected(dir=str(d), reason=str(exc)))
+            continue
+        if row.sealed:
+            rows.append(row)
             continue
         found = (
             _own_verification(Path(d), oracle_episodes)

@@ -82,6 +82,7 @@ class Row:
     primary_low: float = 0.0
     primary_high: float = 0.0
     vs_next: str = ""  # difference to the next row of its section, with its interval
+    sealed: bool = False  # played by the board on its sealed plan (`orchenv board play`)
     view: str | None = None  # RUN_DIR/view.html (`orchenv view`), relative to the board
     #: {(seed, episode): (episode seed, primary value)}; not written to leaderboard.json
     per_episode: dict[tuple[int, int], tuple[int, float]] = field(default_factory=dict, repr=False)
@@ -215,7 +216,10 @@ def cell(row: Row, key: str) -> tuple[str, float | None]:
         "env": (row.env_id, None),
         "pool": (row.pool, None),
         "split": (row.split, None),
-        "seeds": (",".join(map(str, row.seeds)), float(len(row.seeds))),
+        "seeds": (
+            "sealed" if row.sealed else ",".join(map(str, row.seeds)),
+            float(len(row.seeds)),
+        ),
         "episodes": (str(row.episodes), float(row.episodes)),
         "accuracy": (fmt_accuracy(row), row.accuracy),
         "primary": (fmt_primary(row), row.primary),
