@@ -81,6 +81,26 @@ def test_state_snapshot_is_an_opaque_handle_and_restores() -> None:
             assert "handle" in reply["data"]["message"] or "fork" in reply["data"]["message"]
 
 
+def test_a_handle_keeps_the_point_it_was_minted_at() -> None:
+    """The session plays on after its state was asked: the handle still restores the
+    earlier point (the table holds a copy of the recording, not the live one)."""
+    app = build_app(ServeConfig(env_id="orch/Puppeteer-v0"))
+    local: Any = gym.make("orch/Puppeteer-v0").unwrapped
+    local.reset(seed=4)
+    rng = np.random.default_rng(0)
+    actions = [local.demo_action(rng) for _ in range(3)]
+    with TestClient(app) as client, client.websocket_connect("/ws") as ws:
+        frame(ws, "reset", {"seed": 4})
+        at_mint = frame(ws, "step", {"text": actions[0]})["data"]
+        handle = frame(ws, "state")["data"]["snapshot"]
+        for action in actions[1:]:
+            frame(ws, "step", {"text": action})
+        with client.websocket_connect("/ws") as child:
+            restored = frame(child, "reset", {"injected_state": handle})["data"]
+            assert restored["observation"]["prompt"] == at_mint["observation"]["prompt"]
+            assert frame(child, "state")["data"]["step_count"] == 1
+
+
 def test_sealed_server_has_no_fork() -> None:
     app = build_app(ServeConfig(env_id=MATH, sealed=True))
     with TestClient(app) as client, client.websocket_connect("/ws") as ws:

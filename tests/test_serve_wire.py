@@ -156,6 +156,9 @@ def test_fork_table_handles_are_opaque_bounded_expiring_and_bound() -> None:
     for bad in (5, None, "!!!", "A" * 10, "fork-" + "A" * 31, "fork-" + "A" * 10_000):
         with pytest.raises(ConfigError):
             table.get(bad)
+    small = ForkTable(bound, max_chars=10_000)  # the table's budget of action characters
+    kept = [small.put({"seed": 1, "actions": ["x" * 4000]}) for _ in range(5)]
+    assert len(small) == 2 and small.get(kept[-1])["seed"] == 1
     short = ForkTable(bound, ttl_s=0.05)
     handle = short.put(dict(recording))
     time.sleep(0.1)

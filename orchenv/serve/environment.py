@@ -495,7 +495,9 @@ class OrchServeEnvironment(Environment[OrchAction, OrchObservation, OrchState]):
         done = len(recording["actions"])
         if self._minted is not None and self._minted[0] == done:
             return self._minted[1]  # nothing played since: the same handle
-        handle = forks.put({k: v for k, v in recording.items() if k != "chars"})
+        frozen = {k: v for k, v in recording.items() if k not in ("chars", "actions")}
+        frozen["actions"] = list(recording["actions"])  # a copy: the session plays on
+        handle = forks.put(frozen)
         self._minted = (done, handle)
         return handle
 

@@ -12,7 +12,8 @@ but the handle. No pickle crosses the wire or the table.
 
 Each entry is bound to the env id, the server's env arguments and the orchenv version
 (``binding``): a handle minted under other arguments is refused. The table holds at most
-``capacity`` entries (the oldest go first) for ``ttl_s`` seconds each. With ``--workers N`` the
+``capacity`` entries and ``max_chars`` action characters in all (the oldest go first) for
+``ttl_s`` seconds each. With ``--workers N`` the
 workers share the table through a private folder (mode 0700, one JSON file per handle) so a
 handle minted on one worker restores on another; with one worker it is a dict in memory.
 """
@@ -39,6 +40,12 @@ logger = logging.getLogger(__name__)
 HANDLE_RE = re.compile(r"^fork-[A-Za-z0-9_-]{32}$")
 #: the most action characters one recording keeps (beyond: the episode cannot be forked)
 MAX_RECORDING_CHARS = 4 * 1024 * 1024
+#: the most action characters the in-memory table holds in all (the oldest entries go first)
+MAX_TABLE_CHARS = 256 * 1024 * 1024
+
+
+def _chars(entry: dict[str, Any]) -> int:
+    return sum(len(a) for a in entry.get("actions", ()) if isinstance(a, str)) + 256
 
 
 def binding(env_id: str, arguments: dict[str, Any], version: str) -> str:
@@ -51,7 +58,12 @@ class ForkTable:
     """Handles -> recordings (see the module docstring); thread-safe."""
 
     def __init__(
-        self, bound_to: str, capacity: int = 4096, ttl_s: float = 600.0, folder: str | None = None
+        self,
+        bound_to: str,
+        capacity: int = 4096,
+        ttl_s: float = 600.0,
+        folder: str | None = None,
+        max_chars: int = MAX_TABLE_CHARS,
     ) -> None:
         if capacity < 1 or ttl_s <= 0:
             raise ConfigError("the fork table needs capacity >= 1 and a ttl > 0")
@@ -59,6 +71,8 @@ class ForkTable:
         self.capacity = capacity
         self.ttl_s = ttl_s
         self.folder = Path(folder) if folder else None
+        self.max_chars = max_chars
+        self._chars = 0
         self._memory: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -70,11 +84,16 @@ class ForkTable:
         if self.folder is not None:
             self._put_file(handle, entry)
             return handle
+        size = _chars(entry)
         with self._lock:
             self._expire_memory()
-            while len(self._memory) >= self.capacity:
-                self._memory.popitem(last=False)
+            while self._memory and (
+                len(self._memory) >= self.capacity or self._chars + size > self.max_chars
+            ):
+                _, (_, old) = self._memory.popitem(last=False)
+                self._chars -= _chars(old)
             self._memory[handle] = (entry["expires"], entry)
+            self._chars += size
         return handle
 
     def _put_file(self, handle: str, entry: dict[str, Any]) -> None:
@@ -141,7 +160,7 @@ class ForkTable:
             handle, (expires, _) = next(iter(self._memory.items()))
             if expires >= now:
                 break
-            del self._memory[handle]
+            self._chars -= _chars(self._memory.pop(handle)[1])
 
     def __len__(self) -> int:
         if self.folder is not None:
