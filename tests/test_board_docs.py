@@ -31,7 +31,9 @@ def test_the_documented_board_process_runs_as_written(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = json.loads((tmp_path / "public-board" / "leaderboard.json").read_text())
-    assert {r["run"] for r in rows} == {"cascade", "single"}
+    assert sorted(r["run"] for r in rows) == ["cascade", "cascade", "single", "single"]
     assert all(r["verification"] == "verified" and r["rank"] in (1, 2) for r in rows)
     assert all(r["group"][3].startswith("board ") for r in rows)
+    sealed = [r for r in rows if r["sealed"]]
+    assert len(sealed) == 2 and all(r["seeds"] == [] for r in sealed)
     assert oct((tmp_path / "maintainer" / "board.key").stat().st_mode & 0o777) == "0o600"
