@@ -175,6 +175,11 @@ def test_fork_table_folder_is_shared_json_and_checks_the_binding(tmp_path: Path)
     path = tmp_path / f"{handle}.json"
     assert json.loads(path.read_text())["seed"] == 1  # JSON, never a pickle
     assert path.stat().st_mode & 0o077 == 0
+    small = ForkTable(mine.bound_to, folder=str(tmp_path / "small"), max_chars=10_000)
+    (tmp_path / "small").mkdir()
+    for _ in range(5):
+        small.put({"seed": 1, "actions": ["x" * 4000]})
+    assert len(small) == 2  # the folder's budget too
     twin = ForkTable(binding("orch/MathRoute-v0", {}, "1"), folder=str(tmp_path))
     assert twin.get(handle)["seed"] == 1  # another worker reads it
     with pytest.raises(ConfigError, match="other env arguments"):

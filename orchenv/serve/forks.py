@@ -98,19 +98,28 @@ class ForkTable:
 
     def _put_file(self, handle: str, entry: dict[str, Any]) -> None:
         assert self.folder is not None
-        files = sorted(self.folder.glob("fork-*.json"), key=lambda p: p.stat().st_mtime)
+        data = json.dumps(entry)
         now = time.time()
-        for path in files:  # expired first, then the oldest beyond capacity
+        files = []
+        for path in self.folder.glob("fork-*.json"):
             try:
-                if path.stat().st_mtime + self.ttl_s < now or len(files) >= self.capacity:
-                    path.unlink(missing_ok=True)
-                    files = [f for f in files if f != path]
+                stat = path.stat()
             except OSError:
-                continue
+                continue  # another worker removed it
+            if stat.st_mtime + self.ttl_s < now:
+                path.unlink(missing_ok=True)
+            else:
+                files.append((stat.st_mtime, stat.st_size, path))
+        files.sort()
+        total = sum(size for _, size, _ in files)
+        while files and (len(files) >= self.capacity or total + len(data) > self.max_chars):
+            _, size, path = files.pop(0)  # the oldest first
+            path.unlink(missing_ok=True)
+            total -= size
         tmp = self.folder / f".{handle}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(entry, out)
+            out.write(data)
         os.replace(tmp, self.folder / f"{handle}.json")
 
     # -- lookup --------------------------------------------------------------------------------
