@@ -123,7 +123,17 @@ def role_shortcuts() -> dict[str, Strategy]:
         t = env.turn
         return role_text(prefix[t] if t < len(prefix) else cycle[(t - len(prefix)) % len(cycle)])
 
+    def blind_critique(env: Any) -> str:
+        """Planner once, then every actor call followed by the evaluator's critique,
+        whatever happened (navigator, evaluator, interactor, evaluator, ...): critique on a
+        timer, blind to whether a command strayed."""
+        if env.turn == 0:
+            return role_text("planner")
+        cycle = ("navigator", "evaluator", "interactor", "evaluator")
+        return role_text(cycle[(env.turn - 1) % len(cycle)])
+
     return {
+        "blind-critique": blind_critique,
         "round-robin": round_robin,
         "actors-only": actors_only,
         "plan-once-then-actors": plan_once,
