@@ -621,6 +621,11 @@ class ALFWorldControllerEnv(OrchestrationEnv):
             **self._last,
         }
 
+    def consult_context(self, name: str) -> CallContext:
+        """A consulted call gets what a routed one does (issue 38): the role game's agent
+        task (the simulated role backend reads the expert plan from it) and the turn."""
+        return CallContext(task=self._task_view(), turn=self.turn)
+
     def _task_view(self) -> Task:
         """What the simulated agents may know (``ALFWorldRoleGame.agent_task``)."""
         return self.game.agent_task()

@@ -63,7 +63,7 @@ from orchenv.envs.puppeteer.tools import (
     search,
 )
 from orchenv.error import ConfigError, UnknownNameError
-from orchenv.pool import AgentPool, CallContext, Message
+from orchenv.pool import AgentPool, CallContext, Completion, Message
 from orchenv.seeding import stable_uniform
 
 if TYPE_CHECKING:
@@ -518,6 +518,13 @@ class PuppeteerEnv(OrchestrationEnv):
             example = example_reply(self.pool.names)
             error = f"{error.rstrip('.')}. A valid reply now, for example: {example}"
         return Outcome(reward=reward, done=done, error=error, info=info)
+
+    def call_charge(self, completion: Completion) -> float:
+        """Eq. 6's price of one call at the current step ``t``: ``lambda * tokens / 1000 *
+        log(1 + t / phi)`` (issue 38: a consulted call costs what a routed one of the same
+        tokens does at that step; ``_apply`` prices the routed calls with the same rule)."""
+        tokens = completion.prompt_tokens + completion.completion_tokens
+        return self.lam * (tokens / 1000.0) * math.log(1.0 + max(self.turn, 1) / self.phi)
 
     def _context(self, b: int, branch: Branch, **kwargs: Any) -> CallContext:
         return CallContext(task=self.task, turn=self.turn + 1000 * b, draft=branch.draft, **kwargs)
