@@ -223,7 +223,7 @@ def _limits(group: Group) -> tuple[dict[str, float], dict[str, float]]:
 
         entry = gym.spec(env_id).entry_point
         cls = load_entry_point(entry) if isinstance(entry, str) else entry
-        if "budgets" not in inspect.signature(cls).parameters:  # no env built for nothing
+        if not callable(cls) or "budgets" not in inspect.signature(cls).parameters:
             return constraints, budgets
         env = gym.make(env_id)
         try:
