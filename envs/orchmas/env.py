@@ -400,6 +400,9 @@ class OrchMASEnv(OrchestrationEnv):
         }
 
     #: the audit's realistic skill level (``skill_action``): see ``realistic_skill_source``
+    #: what boards rank (orchenv.eval.metrics): the episode's score (token F1, cosine for
+    #: summaries), the quantity the format-gated reward pays for
+    primary_metric: ClassVar[str] = "score"
     realistic_skill: ClassVar[float | None] = REALISTIC_SKILL
     realistic_skill_source: ClassVar[str] = REALISTIC_SKILL_SOURCE
 
