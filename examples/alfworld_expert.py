@@ -17,6 +17,7 @@ from typing import cast
 
 import gymnasium as gym
 import numpy as np
+from tqdm.auto import tqdm
 
 import orchenv  # noqa: F401  (registers the ids)
 from orchenv.envs.alfworld import ALFWorldEnv
@@ -47,7 +48,7 @@ def expert_vs_random(limit: int = 50) -> None:
     games = cast(ALFWorldEnv, envs["expert"].unwrapped).catalog.all()
     rng = np.random.default_rng(0)
     wins = {"expert": 0, "random": 0}
-    for game in games:
+    for game in tqdm(games, desc="games", unit="game", leave=False):
         for player, env in envs.items():
             _, info = env.reset(options={"task_id": game.id})
             done = False
@@ -78,7 +79,7 @@ def coordinate(episodes: int = 12) -> None:
 
     for name in ("due role", "random"):
         correct, turns, cost = [], [], []
-        for seed in range(episodes):
+        for seed in tqdm(range(episodes), desc=name, unit="ep", leave=False):
             _, info = env.reset(seed=seed)
             done, turn = False, 0
             while not done:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from tqdm.auto import tqdm
+
 from orchenv.envs.webshop import WebShopEnv
 from orchenv.envs.webshop.baselines import GoalShopper, instruction_query
 
@@ -76,7 +78,7 @@ def main() -> None:
     env = WebShopEnv(split="test")
     episode(env, 0, InstructionShopper, verbose=True)
     for cls in (InstructionShopper, GoalShopper):
-        scores = [episode(env, i, cls) for i in range(50)]
+        scores = [episode(env, i, cls) for i in tqdm(range(50), desc=cls.__name__, leave=False)]
         success = sum(s >= 1.0 - 1e-9 for s in scores) / len(scores)
         print(
             f"{cls.__name__:<20} mean score {sum(scores) / len(scores):.3f}  success {success:.0%}"
