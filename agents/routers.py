@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -296,6 +296,8 @@ class _LearnedRouter(ABC):
 
     privileged = False
     _name = "router"
+    #: the ids whose routing protocol these routers speak (``orchenv list`` shows them)
+    applies_to: ClassVar[tuple[str, ...]] = ("orch/MathRoute-v0", "orch/MathRouteSystem2-v0")
 
     embedder: str = "minilm"
     n_train: int = 500
