@@ -115,6 +115,8 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tiny_model, tmp_
         "untrained",
         "trained",
     }
+    text = bench.markdown_table(b)
+    assert "| trained - best fixed |" in text and "| trained |" in text
 
     # one command re-scores the adapter and reproduces every per-task return
     out = tmp_path / "rescored.json"
