@@ -15,17 +15,7 @@ from orchenv.envs.mathroute.protocol import route_text
 from orchenv.envs.orchmas.choices import call_text
 from orchenv.error import EnvStateError
 
-#: ids whose consult cannot reach the agent yet (owned by another engineer of issue 38)
-CONSULT_BROKEN = {
-    "orch/ALFWorldRoles-v0": "ALFWorldRoles' role backend needs the expert plan in the call's "
-    "context; the env should override consult_context (issue 38, envs/alfworld: 38c)",
-}
-IDS = [
-    pytest.param(i, marks=pytest.mark.xfail(reason=CONSULT_BROKEN[i], strict=False))
-    if i in CONSULT_BROKEN
-    else i
-    for i in sorted(i for i in gym.registry if i.startswith("orch/"))
-]
+IDS = sorted(i for i in gym.registry if i.startswith("orch/"))
 QUESTION = [{"role": "user", "content": "Please check: what is 17 times 3?"}]
 
 
@@ -180,7 +170,7 @@ def test_budgetroute_consults_spend_the_budget_and_the_calls() -> None:
 
 def test_puppeteer_consult_pays_the_log_step_cost() -> None:
     """Puppeteer charges lambda x tokens/1000 x log(1 + t/phi) per step's calls: a consulted
-    call at step t should cost the same (owned by 38c: Puppeteer's ``call_charge``)."""
+    call at step t should cost the same (Puppeteer's ``call_charge``)."""
     env = _made("orch/Puppeteer-v0")
     env.reset(seed=0)
     plain, consulting = env.fork(), env.fork()
@@ -190,8 +180,7 @@ def test_puppeteer_consult_pays_the_log_step_cost() -> None:
     _, r1, _, _, _ = consulting.step(action)
     tokens = completion.prompt_tokens + completion.completion_tokens
     price = env.lam * tokens / 1000 * math.log(1.0 + 1 / env.phi)
-    if r1 == pytest.approx(r0):
-        pytest.xfail("Puppeteer has no call_charge yet (issue 38, envs/puppeteer: 38c)")
+    assert r1 != pytest.approx(r0), "a consulted call was free"
     assert r1 == pytest.approx(r0 - price)
 
 
