@@ -322,7 +322,8 @@ def fast_sampler(sampler: Any, env: gym.Env, seeds: list[int]) -> Any:
     states = []
     for s in seeds[:3]:
         _, info = env.reset(seed=s)
-        states.append((info["messages"], current_choices(env.unwrapped)))
+        base: Any = env.unwrapped
+        states.append((info["messages"], current_choices(base)))
     worst = scorer.check(states)
     print(f"prefix cache: {len(scorer.prefix)} shared tokens, max |diff| {worst:.2e}", flush=True)
     return scorer
@@ -550,8 +551,7 @@ def probe_report(model_dir: Path, n_route: int, n_probe: int, seed: int) -> dict
 
     from orchenv.agents.grpo.generation import ChoicePolicySampler
 
-    env_id, kwargs = "orch/MathRoute-v0", {"max_turns": 1}
-    env = gym.make(env_id, split="train", **kwargs)
+    env = gym.make("orch/MathRoute-v0", split="train", max_turns=1)
     route_seeds = list(range(20_000, 20_000 + n_route))
     table = fixed_table(env, route_seeds, 1)
     levels = task_levels(env, route_seeds) or []
@@ -567,7 +567,8 @@ def probe_report(model_dir: Path, n_route: int, n_probe: int, seed: int) -> dict
     feats, level_of, t0 = [], [], time.perf_counter()
     for s in seeds:
         _, info = env.reset(seed=s)
-        level_of.append(int(env.unwrapped.task.level))
+        task: Any = getattr(env.unwrapped, "task", None)
+        level_of.append(int(task.level))
         ids = sampler._backend.prompt_ids(sampler._loaded, info["messages"])
         with torch.inference_mode():
             out = model(torch.tensor([ids]), output_hidden_states=True)
@@ -694,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model_dir = args.model_dir
     if args.probe:
-        _save(args.out, {"probe": probe_report(model_dir, *args.probe, args.seed)})
+        _save(args.out, {"probe": probe_report(model_dir, args.probe[0], args.probe[1], args.seed)})
         return 0
     env_kwargs = {"max_turns": args.max_turns}
     test_env = gym.make(args.env, split="test", **env_kwargs)
@@ -874,7 +875,7 @@ def rescore(args: Any, model_dir: Path) -> int:
     )
     new["trained"] = evaluate_model(test_env, sampler, test_seeds, "trained", [0.0], seed)
     new["comparison"] = compare(new)
-    same = {}
+    same: dict[str, bool] = {}
     for key in ("random", "best_fixed", "level_router"):
         if key in old and key in new:
             same[key] = old[key]["per_episode_return"] == new[key]["per_episode_return"]
