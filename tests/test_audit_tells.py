@@ -325,3 +325,20 @@ def test_observer_verdicts(observer: list[float], verdict: str) -> None:
     rows[2] = _row("best-blind", "blind", [1.0, 1.0, 0.9, 1.0, 1.0, 0.9])
     out = _observer_summary(rows, {"steps": 8}, 0.7, 0.05)
     assert not out["learnable"]
+
+
+def test_features_survive_hostile_text() -> None:
+    import time
+
+    from orchenv.audit_tells import output_features, record_features, text_features
+
+    started = time.monotonic()
+    for text in ("x" * 10_000_000, "\ud800 lone surrogate \\boxed{\udfff}", "9" * 5000, ""):
+        values = text_features(text)
+        assert all(math.isfinite(v) for v in values)
+    assert time.monotonic() - started < 20
+    record = {"completion_tokens": float("inf"), "prompt_tokens": -3, "latency_s": "x"}
+    assert all(math.isfinite(v) for v in record_features(record, 0))
+    out = Output("a", "\\boxed{" + "9" * 400 + "}", record, 0, 0, False, True, 0)
+    full, context = output_features(out, ["a"])
+    assert np.isfinite(full).all() and np.isfinite(context).all()
