@@ -164,6 +164,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         blind=not args.no_blind,
         **forward(args, "tasks", "split", "seed", "tolerance", "method", "budget"),
         **forward(args, "skill_levels", "blind_budget"),
+        tells=args.tells,
+        tell_episodes=args.tell_episodes,
+        observer_steps=args.observer_steps,
     )
     text = report.to_json() if args.json else report.to_markdown()
     if args.out:
@@ -182,6 +185,7 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
         DEFAULT_TOLERANCE,
         METHODS,
     )
+    from orchenv.audit_tells import DEFAULT_TELL_EPISODES
 
     p = sub.add_parser(
         "audit",
@@ -255,6 +259,26 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="environment argument, repeatable (values parsed as JSON when possible)",
+    )
+    p.add_argument(
+        "--tells",
+        action="store_true",
+        help="run the tell meter (can surface features of the agents' outputs tell whether they "
+        "are right?) and, where drafts are judged, the surface-verifier shortcut",
+    )
+    p.add_argument(
+        "--tell-episodes",
+        type=int,
+        default=DEFAULT_TELL_EPISODES,
+        help="train episodes of the tell meter (default: %(default)s)",
+    )
+    p.add_argument(
+        "--observer-steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="train the observer's reference (MaskablePPO, N env steps on the train split; "
+        "needs the train extra); 0: skip (default)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")

@@ -342,3 +342,20 @@ def test_features_survive_hostile_text() -> None:
     out = Output("a", "\\boxed{" + "9" * 400 + "}", record, 0, 0, False, True, 0)
     full, context = output_features(out, ["a"])
     assert np.isfinite(full).all() and np.isfinite(context).all()
+
+
+def test_cli_audit_runs_the_tell_meter(capsys: pytest.CaptureFixture[str]) -> None:
+    """`orchenv audit --tells --tell-episodes N` reaches audit(tells=True): the JSON report
+    carries the tell meter's section (measured or saying why not), and without the flag none."""
+    import json
+
+    from orchenv.cli import main
+
+    base = ["audit", "orch/MathRoute-v0", "--tasks", "4", "--no-best-response", "--no-blind"]
+    base += ["--no-progress", "--json"]
+    assert main([*base, "--tells", "--tell-episodes", "8"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tells"]["env_id"] == "orch/MathRoute-v0"
+    assert report["tells"]["train_episodes"] == 8
+    assert main(base) == 0
+    assert json.loads(capsys.readouterr().out)["tells"] is None
