@@ -336,7 +336,12 @@ class MultihopRoleBackend:
             )
         return (
             f"<answer>{answer}</answer>\n<note>Based on {sum(known)} of {len(known)} supporting facts.</note>",
-            {"complete": complete, "p_correct": p if complete else 0.0},
+            # privileged (never shown to the controller): read by the audit's tell meter
+            {
+                "complete": complete,
+                "p_correct": p if complete else 0.0,
+                "correct": answer == task.answer,
+            },
         )
 
     @staticmethod

@@ -261,7 +261,14 @@ class PatternBackend:
             max(1, tokens),
             latency_s=tokens / 100.0,
             token_source="estimate",
-            meta={"pattern": pattern},
+            # privileged (never shown to the controller): whether the reply's answer is right,
+            # read by the audit's tell meter; a tool call or a plan writes no answer
+            meta={"pattern": pattern}
+            if pattern in TOOLS or pattern == "planning"
+            else {
+                "pattern": pattern,
+                "correct": self.is_right(task, reply_answer(outputs.kind_of(task), text)),
+            },
         )
 
     def _tool_call(self, spec: AgentSpec, task: Task, tool: str, key: tuple) -> str:
