@@ -19,9 +19,15 @@ Not in CI (tens of minutes of CPU). What it does, in one process and one run:
    layers) for ``--steps`` steps or until ``--train-budget-s``;
 4. evaluates the trained model the same way and writes everything to ``--out`` (JSON).
 
-``--gap-only TASKS`` runs step 1 of the method in docs/grpo.md without a model: for each
-setting in ``GAP_SETTINGS`` the return of every fixed choice sequence and of the random
-router on TASKS train tasks (which settings leave something to learn).
+Other modes: ``--gap-only TRAIN TEST`` (step 1 of the method in docs/grpo.md, no model: per
+setting the best fixed plan, the best observation-only feature router, the level router and
+the oracle; :func:`gap_report`), ``--probe ROUTE PROBE`` (the linear-probe precheck:
+:func:`probe_report`), ``--eval-only T...`` (one model or ``--adapter``), ``--resume`` (continue
+a run cut short: finished phases kept, training from the last checkpoint), ``--untrained-from``
+(the untrained model's episodes from a separate ``--eval-only`` process), ``--rescore RESULTS
+--adapter DIR`` (re-play every policy on the run's test tasks and check each per-task return),
+``--table RESULTS`` (the run's Markdown table). The pre-registered run of issue 39:
+``benchmarks/llm_learning_prereg.md`` and ``benchmarks/llm_learning_result.md``.
 
 Reported per policy, with 95% intervals over test episodes (t interval of the mean; the
 paired differences use the per-task difference): return, accuracy, valid-action rate, agent
