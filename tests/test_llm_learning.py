@@ -149,3 +149,18 @@ def test_the_gap_report_keeps_a_setting_only_beyond_the_interval(monkeypatch):
         assert row[name]["mean"] <= row["oracle"]["mean"] + 1e-12
     assert row["best_fixed"]["sequence"] == [2]  # always the 30B solver, chosen on train
     assert set(row["level_router"]["route"]) == {"1", "2", "3", "4", "5"}
+
+
+def test_the_probe_precheck_scores_a_frozen_model_against_the_majority_class(tiny_model):
+    bench = _module()
+    report = bench.probe_report(tiny_model, 100, 30, 0)
+    assert report["route_per_level"]["1"] == [0] and report["route_per_level"]["5"] == [2]
+    for target in ("best_route", "level"):
+        row = report[target]
+        assert sum(row["classes"].values()) == 30
+        assert row["probe_accuracy"]["n"] == row["majority_accuracy"]["n"] == 30
+        diff = row["probe_minus_majority"]["mean"]
+        gap = row["probe_accuracy"]["mean"] - row["majority_accuracy"]["mean"]
+        assert abs(diff - gap) < 1e-12
+        majority = max(row["classes"].values()) / 30
+        assert abs(row["majority_accuracy"]["mean"] - majority) < 1e-12
