@@ -188,7 +188,7 @@ def controller_label(name: str, kwargs: Mapping[str, Any]) -> str:
 
 
 # -- controllers ------------------------------------------------------------------------------
-class _ControllerSource:
+class ControllerSource:
     """Builds the controller for a seed and says how to re-derive its randomness per episode."""
 
     def __init__(self, spec: str | ControllerFactory, kwargs: Mapping[str, Any]) -> None:
@@ -320,7 +320,7 @@ def evaluate(
         raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    source = _ControllerSource(controller_factory or config.controller, config.controller_kwargs)
+    source = ControllerSource(controller_factory or config.controller, config.controller_kwargs)
     own_env = env is None
     env = make_env(config) if env is None else env
     try:
@@ -346,7 +346,7 @@ def _evaluatelocked(
     config: EvalConfig,
     out: Path,
     env: gym.Env,
-    source: _ControllerSource,
+    source: ControllerSource,
     overwrite: bool,
     progress: bool,
     fsync_every: int,
@@ -463,7 +463,7 @@ def _evaluatelocked(
 
 def _play(
     env: gym.Env,
-    source: _ControllerSource,
+    source: ControllerSource,
     *,
     seeds: Sequence[int],
     todo: Sequence[tuple[int, int]],
@@ -542,7 +542,7 @@ class _Lanes:
     def __init__(
         self,
         env: gym.Env,
-        source: _ControllerSource,
+        source: ControllerSource,
         done: Mapping[tuple[int, int], Mapping[str, Any]],
         journal: CallJournal | None,
         retries: int,
@@ -628,7 +628,7 @@ def _check_forkable(env: gym.Env) -> None:
 
 def _play_one(
     env: gym.Env,
-    source: _ControllerSource,
+    source: ControllerSource,
     controller: Any,
     seed: int,
     index: int,

@@ -323,9 +323,9 @@ def replay_episodes(
     episode, as the harness does."""
     source: Any = None
     if rerun is not None:
-        from orchenv.eval.harness import _ControllerSource
+        from orchenv.eval.harness import ControllerSource
 
-        source = _ControllerSource(rerun[0], rerun[1])
+        source = ControllerSource(rerun[0], rerun[1])
     base = env.unwrapped
     loader = getattr(base, "load_lifetime_state", None)
     out: list[ReplayedEpisode] = []
