@@ -140,7 +140,7 @@ def add_subcommands(sub: Any) -> None:
         help="with --verify: episodes searched by the oracle check",
     )
     p_board.set_defaults(func=cmd_leaderboard)
-    from orchenv.eval.board import add_subcommands as add_board
+    from orchenv.eval.board_cli import add_subcommands as add_board
 
     add_board(sub)
 

@@ -182,11 +182,19 @@ def app_from_env() -> FastAPI:
 
 def configure_logging(verbose: bool) -> None:
     """``-v``: orchenv.serve's INFO lines (each session's resets, steps, closes) on stderr."""
-    if verbose:
-        logging.basicConfig(
-            level=logging.WARNING, format="%(asctime)s %(process)d %(name)s %(message)s"
-        )
-        logging.getLogger("orchenv.serve").setLevel(logging.INFO)
+    if not verbose:
+        return
+    log = logging.getLogger("orchenv.serve")
+    log.setLevel(logging.INFO)
+    # a handler on orchenv.serve only (no basicConfig: the root logger is the host's); the
+    # `orchenv serve` process is configured by the CLI, so only a spawned worker with no
+    # handler anywhere gets one
+    ours = any(getattr(h, "_orchenv_serve", False) for h in log.handlers)
+    if not ours and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(message)s"))
+        handler._orchenv_serve = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
 
 
 def serve(
