@@ -71,7 +71,16 @@ def build_app(config: ServeConfig) -> FastAPI:
         runtime.make_env().close()
     except (gym.error.Error, TypeError) as exc:
         raise OrchEnvError(f"cannot serve {config.env_id!r}: {exc}. See `orchenv list`.") from exc
-    base = InlineOrchServeEnvironment if config.inline else OrchServeEnvironment
+    base: type = InlineOrchServeEnvironment if config.inline else OrchServeEnvironment
+    if runtime.referee is not None:
+        from orchenv.serve.referee import RefereeEnvironment
+
+        if config.inline or config.mcp:
+            raise OrchEnvError(
+                "--referee serves /ws sessions only, stepped in their threads: drop --inline "
+                "and --mcp"
+            )
+        base = RefereeEnvironment
     session_cls = type("OrchEnvSession", (base,), {"runtime": runtime, "__module__": __name__})
     app = create_app(
         session_cls,
@@ -85,8 +94,18 @@ def build_app(config: ServeConfig) -> FastAPI:
     )
     app.title = f"orchenv serve {config.env_id}"
     _guard_routes(app, config)
+    if runtime.referee is not None:
+        _drop_task_routes(app, openenv_name(config.env_id))
     app.add_middleware(QuietDisconnects)
     return app
+
+
+def _drop_task_routes(app: FastAPI, name: str) -> None:
+    """A referee lists no task: OpenEnv's task API (``/{name}/...``) answers 404."""
+    prefixes = (f"/{name}/", "/{env_name}/")
+    for route in list(app.router.routes):
+        if str(getattr(route, "path", "")).startswith(prefixes):
+            app.router.routes.remove(route)
 
 
 def _take_route(app: FastAPI, path: str, method: str) -> Any:
@@ -202,9 +221,12 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     announce: Callable[[str], None] | None = None,
+    uds: str | None = None,
 ) -> None:
     """Run the server until interrupted; ``announce`` gets the one-line banner once the app
-    is built (the CLI prints it; by default it is logged at INFO)."""
+    is built (the CLI prints it; by default it is logged at INFO). ``uds``: listen on this
+    Unix socket instead of ``host:port`` (a sandboxed client reaches it through a bind
+    mount with no network at all; ``orchenv.verify.sandbox``)."""
     import uvicorn
 
     announce = announce or logger.info
@@ -220,10 +242,19 @@ def serve(
         "ws_per_message_deflate": config.ws_deflate,
         "log_level": "warning",
     }
+    where = f"http://{host}:{port}"
+    if uds is not None:
+        common["uds"] = uds
+        where = f"unix:{uds}"
     banner = (
-        f"orchenv serve {config.env_id} on http://{host}:{port} ({config.workers} worker(s), "
+        f"orchenv serve {config.env_id} on {where} ({config.workers} worker(s), "
         f"at most {config.max_sessions} sessions each); clients: openenv's EnvClient / "
         "GenericEnvClient over /ws"
+        + (
+            f"; referee of board {config.referee_board}, signed records in {config.referee_runs}"
+            if config.referee_board
+            else ""
+        )
     )
     if config.workers > 1:
         os.environ[CONFIG_ENV] = json.dumps(config.to_dict())

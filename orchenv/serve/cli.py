@@ -23,6 +23,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "--mcp needs --idle-timeout > 0: an HTTP MCP session has no connection whose close "
             "would free its slot, only the idle timeout does"
         )
+    if args.referee and not (args.key and args.runs):
+        raise ConfigError(
+            "--referee BOARD needs --key FILE (the board's key) and --runs DIR (where the "
+            "signed records go); see docs/board-referee.md"
+        )
+    if (args.key or args.runs) and not args.referee:
+        raise ConfigError("--key and --runs are for --referee BOARD")
     configure_logging(args.verbose)
     config = ServeConfig(
         env_kwargs=parse_kwargs(args.env_kwarg),
@@ -35,8 +42,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         fork_capacity=args.fork_capacity,
         idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None,
         seat_timeout_s=args.seat_timeout,
+        referee_board=args.referee,
+        referee_key=args.key,
+        referee_runs=args.runs,
     )
-    serve(config, host=args.host, port=args.port, announce=lambda line: print(line, flush=True))
+    serve(
+        config,
+        host=args.host,
+        port=args.port,
+        uds=args.uds,
+        announce=lambda line: print(line, flush=True),
+    )
     return 0
 
 
@@ -116,6 +132,21 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="no fork: state carries no snapshot and reset refuses injected_state (sealed "
         "evaluation servers)",
+    )
+    p.add_argument(
+        "--referee",
+        metavar="BOARD",
+        help="be the referee of this board (`orchenv board init` file with a sealed plan): "
+        "a session's first reset(submission=NAME) opens a submission; the server assigns "
+        "the sealed tasks, each once, and writes and signs the record under --runs "
+        "(implies --sealed; docs/board-referee.md)",
+    )
+    p.add_argument("--key", metavar="FILE", help="--referee: the board's key file")
+    p.add_argument("--runs", metavar="DIR", help="--referee: the folder of the signed records")
+    p.add_argument(
+        "--uds",
+        metavar="PATH",
+        help="listen on this Unix socket instead of --host/--port",
     )
     p.add_argument(
         "--fork-ttl",

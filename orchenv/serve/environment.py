@@ -155,6 +155,11 @@ class ServeConfig:
     inline: bool = False
     #: permessage-deflate on the WebSocket (off: CPU is scarcer than bandwidth on a cluster)
     ws_deflate: bool = False
+    #: refereed play (``--referee BOARD --key FILE --runs DIR``; ``orchenv.serve.referee``):
+    #: the board file, the maintainer's key file and the folder the signed records go to
+    referee_board: str | None = None
+    referee_key: str | None = None
+    referee_runs: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -191,6 +196,19 @@ class Runtime:
         self.config = config
         self.spec = gym.spec(config.env_id)
         self.forks: ForkTable | None = None
+        self.referee: Any = None
+        if config.referee_board is not None:
+            from orchenv.serve.referee import Referee
+
+            if config.referee_key is None or config.referee_runs is None:
+                raise ConfigError("--referee needs --key FILE and --runs DIR")
+            self.referee = Referee(config.referee_board, config.referee_key, config.referee_runs)
+            if self.referee.env_id != config.env_id:
+                raise ConfigError(
+                    f"the board is of {self.referee.env_id}, not {config.env_id}: serve "
+                    "the board's env id"
+                )
+            config.sealed = True  # a referee never forks
         if not config.sealed:
             self.forks = ForkTable(
                 binding(config.env_id, config.env_arguments(), orchenv.__version__),
@@ -229,6 +247,8 @@ class Runtime:
         return kwargs
 
     def make_env(self) -> Any:
+        if self.referee is not None:
+            return self.referee.make_env().unwrapped
         return gym.make(self.config.env_id, **self.env_kwargs()).unwrapped
 
     def task_source(self) -> Any:
