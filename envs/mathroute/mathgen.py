@@ -2019,6 +2019,7 @@ def _wrong_solve(fam: _Family, params: dict[str, Any], sty: _Style, d: _Draw, tr
     probe = _Err()
     fam.solve(params, probe, sty)
     n_sites = probe.count
+    fallback: Solved | None = None
     for _ in range(8):
         err = _Err(d, target=d.ri(0, n_sites - 1), kind_u=d.u())
         try:
@@ -2026,7 +2027,13 @@ def _wrong_solve(fam: _Family, params: dict[str, Any], sty: _Style, d: _Draw, tr
         except ZeroDivisionError:  # a mistake that makes a later step undefined: pick another
             continue
         if value != truth:
-            return steps, value
+            # a wrong answer in the right one's form (a whole number stays one): the answer's
+            # form must not tell a wrong draft from a right one (issue 38's tell meter)
+            if isinstance(_norm(value), int) == isinstance(_norm(truth), int):
+                return steps, value
+            fallback = fallback or (steps, value)
+    if fallback is not None:
+        return fallback
     # the last site always computes the final value, so a slip there always changes it
     err = _Err(d, target=n_sites - 1, forced="slip")
     steps, value = fam.solve(params, err, sty)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -270,9 +271,11 @@ class SimulatedBackend(RebuiltOnCopy):
             (it was 0.25 when it also stood for the spread of output lengths, which now
             comes from the texts themselves; at 0.25 a GPT-4.1-nano call of BudgetRoute's
             low mode went over its $0.001 budget in 0.7% of tasks, at 0.1 in none of 300).
-        text_variants: how many different write-ups an agent has per task and
-            correctness; the prompt's hash picks one.
-        text_cache_size: how many write-ups to keep (LRU); 0 disables the cache.
+        text_variants: how many shapes (length, lines, numbering: ``shape_draft``) an
+            agent's draft of a task can take; the prompt's hash picks one, whatever the
+            correctness.
+        text_cache_size: how many written drafts (one per task, agent and correctness) to
+            keep (LRU); 0 disables the cache.
         tokenizer: the pool's tokenizer (``orchenv.memory.make_token_counter`` spec:
             ``"minilm"``, ``"hf:NAME"``, ``"file:PATH"``) that counts the written text;
             ``None`` (default): the documented per-model rate
@@ -319,7 +322,7 @@ class SimulatedBackend(RebuiltOnCopy):
         self.text_cache_size = int(text_cache_size)
         self.tokenizer = tokenizer
         self._counter: TokenCounter | None = None  # built on first use from ``tokenizer``
-        self._texts: OrderedDict[tuple, str] = OrderedDict()
+        self._texts: OrderedDict[tuple, tuple[list[str], list[str], str]] = OrderedDict()
         self._lock = threading.Lock()  # guards _texts
 
     def __repr__(self) -> str:
@@ -414,26 +417,43 @@ class SimulatedBackend(RebuiltOnCopy):
         )
 
     def _solution_text(self, spec: AgentSpec, task: Task, correct: bool, variant: int) -> str:
-        """One of ``text_variants`` worked solutions per (task, agent, correctness), cached.
+        """The agent's worked solution of ``task`` (right or wrong), laid into shape ``variant``.
 
-        Each agent has a small repertoire of write-ups per task and the prompt's hash
-        picks one, so the same prompt always gets the same text while writing a
-        solution (the slow part of a call) happens once per variant.
+        The content (which steps, which mistake, which answer) is written once per (task,
+        agent, correctness) by the task's solution writer and cached (parsed, ``_draft_parts``);
+        its shape (length, lines, numbering: ``shape_draft``) is one of ``text_variants`` per
+        (task, agent), drawn without the correctness and picked by the prompt's hash. So the
+        same prompt always gets the same text, and a right and a wrong draft of one request
+        have the same target length.
         """
-        key = (task.id, task.prompt, spec.name, correct, variant)
+        parts = self._draft_content(spec, task, correct)
+        shape_key = hashlib.blake2b(
+            repr((self.seed, task.id, task.prompt, spec.name, int(variant))).encode(),
+            digest_size=8,
+        ).digest()
+        return lay_out_draft(parts, shape_key)
+
+    def _draft_content(
+        self, spec: AgentSpec, task: Task, correct: bool
+    ) -> tuple[list[str], list[str], str]:
+        """The writer's draft for (task, agent, correctness), parsed and cached (LRU of
+        ``text_cache_size``: one entry per (task, agent, correctness), so a MathRoute train
+        set's 7,500 tasks x 3 agents x 2 fit the default 50,000)."""
+        key = (task.id, task.prompt, spec.name, correct)
         with self._lock:
-            text = self._texts.get(key)
-            if text is not None:
+            parts = self._texts.get(key)
+            if parts is not None:
                 self._texts.move_to_end(key)
-                return text
+                return parts
         writer = SOLUTION_WRITERS.resolve(str(task.meta.get("solution_writer", "math")))
         seed_key = hashlib.blake2b(repr((self.seed,) + key).encode(), digest_size=24).digest()
-        text = writer(task, correct=correct, rng=_text_rng(seed_key))
-        with self._lock:
-            self._texts[key] = text
-            while len(self._texts) > self.text_cache_size:
-                self._texts.popitem(last=False)
-        return text
+        parts = _draft_parts(writer(task, correct=correct, rng=_text_rng(seed_key)))
+        if self.text_cache_size:
+            with self._lock:
+                self._texts[key] = parts
+                while len(self._texts) > self.text_cache_size:
+                    self._texts.popitem(last=False)
+        return parts
 
     def _prompt_digest(self, spec: AgentSpec, task: Task, messages: Sequence[Message]) -> bytes:
         """A stable 32-byte hash of (seed, task, agent, messages)."""
@@ -476,6 +496,149 @@ class SimulatedBackend(RebuiltOnCopy):
 #: ``mean_completion_tokens`` is spread over this many written characters (``expansion``),
 #: so the calibrated means hold within 4% on those sets
 REFERENCE_DRAFT_CHARS = 310.0
+
+
+# -- the draft's shape (issue 38 item 2, third pass) --------------------------------------------
+#: sigma of the log-normal spread of a draft's length in characters around ``REFERENCE_DRAFT_CHARS``
+DRAFT_CHARS_SIGMA = 0.25
+#: a draft's body has between this many lines (the count is drawn from the prompt's hash)
+DRAFT_LINES = (3, 5)
+#: the targets' mean over ``REFERENCE_DRAFT_CHARS``: below 1 because drafts whose content
+#: (or recap) does not fit run over their target; with it the drafts' mean length stays at
+#: ``REFERENCE_DRAFT_CHARS`` (so the calibrated mean tokens and costs hold)
+_TARGET_SCALE = 0.92
+_PREFIX_RE = re.compile(r"^\s*(?:Step\s+\d+\s*[:.]\s*|\d+\.\s+)")
+_MATH_RE = re.compile(r"\$[^$]*\$")
+_NUM_RE = re.compile(r"-?\d+(?:\.\d+)?")
+#: a draft carries between this many numbers (a recap of its own values tops up a short one)
+DRAFT_NUMBERS = (20, 45)
+_STEP_PREFIXES = ("Step {}: ", "{}. ", "Step {}. ", "")
+#: neutral sentences that lengthen a short draft (an opener before the steps, closers after
+#: them): the same pools, in an order drawn from the prompt's hash, for right and wrong drafts
+#: (they say nothing about the content's truth)
+_OPENERS = (
+    "Let's work through this step by step.",
+    "We solve the problem one step at a time.",
+    "First, note what the problem gives and what it asks for.",
+    "The plan is to compute the needed quantities in order.",
+)
+_CLOSERS = (
+    "This is the quantity the question asks for.",
+    "Going back over each step, the computation holds together.",
+    "The arithmetic in every line was carried out once more.",
+    "Each step used only the results of the steps before it.",
+    "Nothing else in the statement affects the result.",
+    "Writing out every intermediate value kept the work easy to follow.",
+    "That completes the computation.",
+    "No further simplification is needed.",
+)
+_FILLERS = frozenset(_OPENERS + _CLOSERS)
+
+
+def _draft_parts(text: str) -> tuple[list[str], list[str], str]:
+    """A written draft as (its steps without numbering, the same steps terse (math only), its
+    final answer line); a draft without a ``\\boxed`` line keeps its last line as the final one."""
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    if not lines:
+        return [], [], ""
+    last = max((i for i, ln in enumerate(lines) if "\\boxed" in ln), default=len(lines) - 1)
+    final = "\n".join(lines[last:])
+    steps = [_PREFIX_RE.sub("", ln, count=1) for ln in lines[:last]]
+    steps = [s for s in steps if s not in _FILLERS]  # the writer's own intro lines
+    terse = []
+    for s in steps:
+        maths = _MATH_RE.findall(s)
+        terse.append(", ".join(maths) + "." if maths else s)
+    return steps, terse, final
+
+
+def shape_draft(text: str, key: bytes) -> str:
+    """``lay_out_draft`` of a written draft ``text``."""
+    return lay_out_draft(_draft_parts(text), key)
+
+
+def lay_out_draft(parts: tuple[list[str], list[str], str], key: bytes) -> str:
+    """A parsed draft (``_draft_parts``) (a worked solution) re-laid into a shape drawn from ``key`` alone: its length in
+    characters (log-normal, median ``REFERENCE_DRAFT_CHARS``, sigma ``DRAFT_CHARS_SIGMA``), its
+    number of body lines (``DRAFT_LINES``) and its numbering style.
+
+    The writer's content (every step's mathematics and the final answer) is kept; what changes
+    is how much neutral prose surrounds it: a draft shorter than its target gets sentences of
+    ``_FILLERS`` (in an order drawn from ``key``), a longer one drops its steps' prose
+    (keeping their mathematics) until it fits. ``key`` carries no correctness, so a right and a
+    wrong draft of one request get the same target, and a harder task's longer solution no
+    longer makes a longer draft (within an author, length read the task's difficulty and so
+    the correctness: AUC 0.84 on length alone, issue 38's tell meter).
+    """
+    steps, terse, final = parts
+    if not final:
+        return ""
+    u = [(b + 0.5) / 256.0 for b in key[:8]]
+    target = (
+        _TARGET_SCALE
+        * REFERENCE_DRAFT_CHARS
+        * math.exp(DRAFT_CHARS_SIGMA * _NORMAL.inv_cdf(u[0]) - 0.5 * DRAFT_CHARS_SIGMA**2)
+    )
+    lo, hi = DRAFT_LINES
+    n_lines = lo + int(u[1] * (hi - lo + 1))
+    prefix = _STEP_PREFIXES[int(u[2] * len(_STEP_PREFIXES))]
+    budget = target - len(final) - n_lines * (len(prefix.format(1)) if prefix else 0)
+    # a recap of the draft's own values, so that an easy task's short draft carries about as
+    # many numbers as a hard one's (the count of numbers read the difficulty: AUC 0.8)
+    tail: list[str] = []
+    numbers = [n for part in (*steps, final) for n in _NUM_RE.findall(part)]
+    missing = DRAFT_NUMBERS[0] + int(u[3] * (DRAFT_NUMBERS[1] - DRAFT_NUMBERS[0] + 1))
+    missing -= len(numbers)
+    if numbers and missing > 0:
+        values = [numbers[i % len(numbers)] for i in range(len(numbers) - 1, -1, -1)]
+        values = (values * (missing // len(values) + 1))[:missing]
+        recap = "Values used along the way: " + ", ".join(f"${v}$" for v in values) + "."
+        tail.append(recap)
+        budget -= len(recap) + 1
+    body = steps
+    if sum(len(s) + 1 for s in steps) > budget:
+        # drop prose step by step, from the first, until the draft fits
+        body = list(steps)
+        for i in range(len(steps)):
+            if sum(len(s) + 1 for s in body) <= budget:
+                break
+            body[i] = terse[i]
+    used = sum(len(s) + 1 for s in body)
+    head: list[str] = []
+    if used < budget and u[4] < 0.6:
+        opener = _OPENERS[int(u[5] * len(_OPENERS))]
+        if used + len(opener) / 2 < budget:
+            head.append(opener)
+            used += len(opener) + 1
+    first = int(u[6] * len(_CLOSERS))
+    for k in range(len(_CLOSERS)):
+        closer = _CLOSERS[(first + k) % len(_CLOSERS)]
+        if used + len(closer) / 2 >= budget:
+            break
+        tail.append(closer)
+        used += len(closer) + 1
+    units = head + body + tail
+    if not units:
+        return final
+    # lay the units out on n_lines lines (or fewer, one unit each), balancing their lengths
+    n = min(n_lines, len(units))
+    total = sum(len(s) for s in units)
+    lines: list[list[str]] = [[]]
+    filled = 0
+    for i, s in enumerate(units):
+        room_left = len(units) - i  # units still to place, this one included
+        if (
+            lines[-1]
+            and (filled >= total * len(lines) / n or room_left <= n - len(lines))
+            and len(lines) < n
+        ):
+            lines.append([])
+        lines[-1].append(s)
+        filled += len(s)
+    out = [
+        (prefix.format(i) if prefix else "") + " ".join(parts) for i, parts in enumerate(lines, 1)
+    ]
+    return "\n".join([*out, final])
 
 
 def expansion(spec: AgentSpec) -> float:
