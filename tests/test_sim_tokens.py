@@ -133,7 +133,7 @@ def test_the_draft_shape_tells_little_within_an_author() -> None:
             )
             correct.append(bool(c.meta["correct"]))
         arr, right = np.array(stats, dtype=float), np.array(correct)
-        assert 40 <= (~right).sum() and 40 <= right.sum(), name
+        assert (~right).sum() >= 40 and right.sum() >= 40, name
         for column, label in enumerate(("characters", "lines", "numbers")):
             value = auc(arr[:, column], right)
             assert abs(value - 0.5) < 0.12, (name, label, value)
