@@ -108,14 +108,21 @@ def _img(path_name: str, data: bytes, alt: str) -> str:
 
 
 def render_html(
-    groups: Sequence[Group], title: str, rule: str, rejected: Sequence[Rejected] = ()
+    groups: Sequence[Group],
+    title: str,
+    rule: str,
+    rejected: Sequence[Rejected] = (),
+    notes: Sequence[str] = (),
 ) -> str:
+    """The self-contained board page; ``notes`` are plain-text paragraphs under the title
+    (escaped: never markup)."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
+        *(f'<p class="board-note">{escape(note)}</p>' for note in notes),
         f'<p class="rule">{escape(rule)}</p>',
         '<p class="note">Click a column header to sort (again to reverse). '
         "Privileged runs (†) stay in their own section below the ranked runs; unverified "

@@ -301,6 +301,9 @@ def read_runs(
                 row.verification = "verified"
                 row.verification_reason = "played by the board on its sealed plan"
                 row.seeds = []
+                # the sealed plan's env kwargs carry the key-derived backend seed: shown as
+                # the board's own kwargs, so no page or JSON names the sealed seeds
+                row.env_kwargs = dict(spec.get("env_kwargs") or {})
                 row.sealed = True
                 row.variant += " · sealed plan"  # ranked among sealed runs only
             _attach_primary(row, Path(d), out)
@@ -335,8 +338,12 @@ def build_leaderboard(
     verify: bool = False,
     oracle_episodes: int | None = None,
     spec: dict[str, Any] | None = None,
+    notes: Sequence[str] = (),
 ) -> Leaderboard:
     """Read each run's summary and write the board files into ``out_dir`` (module doc).
+
+    ``notes``: paragraphs (plain text) printed under the title of ``leaderboard.md`` and
+    ``leaderboard.html``, e.g. a published board's sizes and what its rows are.
 
     A run whose files do not pass the schema (a NaN or Infinity in its summary, a missing
     field) is left off the board and listed under "Rejected runs" with the reason; when no
@@ -381,8 +388,8 @@ def build_leaderboard(
         out / "leaderboard.json",
     )
     rule = RANKING_RULE + " " + VERIFIED_RULE
-    md_path.write_text(render_markdown(groups, title, rejected), encoding="utf-8")
-    html_path.write_text(render_html(groups, title, rule, rejected), encoding="utf-8")
+    md_path.write_text(render_markdown(groups, title, rejected, notes), encoding="utf-8")
+    html_path.write_text(render_html(groups, title, rule, rejected, notes), encoding="utf-8")
     json_path.write_text(
         json.dumps(
             [{**_row_dict(r), "group": list(r.group)} for g in groups for r in g.rows],
@@ -433,8 +440,16 @@ def _md_table(group: Group, rows: list[Row]) -> list[str]:
     return lines
 
 
-def render_markdown(groups: Sequence[Group], title: str, rejected: Sequence[Rejected] = ()) -> str:
-    lines = [f"# {title}", "", RANKING_RULE, "", VERIFIED_RULE, ""]
+def render_markdown(
+    groups: Sequence[Group],
+    title: str,
+    rejected: Sequence[Rejected] = (),
+    notes: Sequence[str] = (),
+) -> str:
+    lines = [f"# {title}", ""]
+    for note in notes:
+        lines += [note.replace("\n", " "), ""]
+    lines += [RANKING_RULE, "", VERIFIED_RULE, ""]
     if groups and not groups[0].verified_board:
         lines += ["**No run on this board is verified**: its ranks are of unverified runs.", ""]
     for group in groups:
