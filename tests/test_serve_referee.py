@@ -1,0 +1,364 @@
+"""Refereed play over the wire (issue 37 item 3): ``orchenv serve --referee BOARD --key FILE
+--runs DIR`` assigns the board's sealed tasks, writes the record server-side and signs it.
+
+One real server process (module-scoped) on a MathRoute board with a 4-episode sealed plan;
+clients are OpenEnv's ``GenericEnvClient`` and raw WebSockets. Each test opens its own
+submission (a submission name is used once per runs folder).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openenv")
+requests = pytest.importorskip("requests")
+from openenv.core.generic_client import GenericEnvClient  # noqa: E402
+
+import orchenv  # noqa: E402,F401
+from orchenv.eval.board import make_spec, sealed_plan, sealed_status, write_spec  # noqa: E402
+from orchenv.eval.leaderboard import read_runs  # noqa: E402
+from orchenv.eval.rundir import episode_seed, read_episode_log  # noqa: E402
+from orchenv.verify.keys import read_key, write_key  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MATH = "orch/MathRoute-v0"
+EPISODES = 4
+STRONGEST = "<model>Qwen3-30B-A3B-Instruct</model>"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Referee:
+    """A board (spec + key) and its referee server process."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.key_file = write_key(root / "board.key")
+        self.key = read_key(self.key_file)
+        self.spec = make_spec(
+            MATH, pool="system1", split="test", sealed_episodes=EPISODES, key=self.key
+        )
+        self.board = write_spec(root / "board.json", self.spec)
+        self.runs = root / "runs"
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in stop())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "orchenv", "serve", MATH, "--port", str(self.port)]
+            + ["--referee", str(self.board), "--key", str(self.key_file)]
+            + ["--runs", str(self.runs), "--idle-timeout", "30"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
+
+    def wait(self) -> Referee:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the referee exited: {self.stderr()}")
+            try:
+                if requests.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                time.sleep(0.2)
+        raise RuntimeError("the referee did not come up in 120 s")
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace")[-4000:]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.log.close()
+
+    def record(self, name: str, timeout: float = 20.0) -> Path:
+        """The submission's folder once it is signed (a close is handled asynchronously)."""
+        folder = self.runs / name
+        deadline = time.monotonic() + timeout
+        while not (folder / "sealed.json").exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{name} was not signed in {timeout} s: {self.stderr()}")
+            time.sleep(0.1)
+        return folder
+
+
+@pytest.fixture(scope="module")
+def referee(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Referee]:
+    server = Referee(tmp_path_factory.mktemp("referee"))
+    try:
+        yield server.wait()
+    finally:
+        server.stop()
+
+
+def _play_all(client: Any, name: str, policy: Any = None) -> list[dict[str, Any]]:
+    """Play a whole submission; returns the last observation of each episode."""
+    from orchenv.envs.mathroute.baselines import SingleAgent
+
+    policy = policy or SingleAgent(agent=0)
+    ends = []
+    result = client.reset(submission=name)
+    for n in range(EPISODES):
+        if n:
+            result = client.reset()
+        obs = result.observation
+        assert obs["info"]["referee"]["episode"] == n + 1
+        while not result.done:
+            result = client.step({"text": policy.act(obs["prompt"], obs["info"])})
+            obs = result.observation
+        ends.append(obs)
+    return ends
+
+
+def _rows(folder: Path) -> list[dict[str, Any]]:
+    return read_episode_log(folder / "episodes.jsonl")
+
+
+def test_an_honest_submission_is_signed_ranks_and_equals_the_sealed_plan(
+    referee: Referee, tmp_path: Path
+) -> None:
+    from orchenv.eval import EvalConfig, evaluate
+
+    with GenericEnvClient(base_url=referee.url).sync() as client:
+        ends = _play_all(client, "honest")
+        assert ends[-1]["info"]["referee"]["finished"] is True
+        with pytest.raises(RuntimeError, match="closed"):  # no fifth task
+            client.reset()
+    folder = referee.record("honest")
+    assert sealed_status(folder, referee.spec, referee.key) == "sealed"
+    run = json.loads((folder / "run.json").read_text())
+    assert run["refereed"]["status"] == "complete" and run["refereed"]["episodes_played"] == 4
+    rows = _rows(folder)
+    assert [r["episode"] for r in rows] == list(range(EPISODES))  # each task once, in order
+    # the tasks are the sealed plan's: the same controller played by the maintainer in
+    # process (what `orchenv board play` does) gets the same tasks and the same rewards
+    seeds, kwargs = sealed_plan(referee.spec, referee.key)
+    local = evaluate(
+        EvalConfig(
+            MATH,
+            controller="single",
+            controller_kwargs={"agent": 0},
+            env_kwargs=kwargs,
+            pool="system1",
+            split="test",
+            seeds=seeds,
+            episodes=EPISODES,
+        ),
+        tmp_path / "local",
+        progress=False,
+    )
+    mine = [(r["task_id"], r["reward"], r["correct"]) for r in rows]
+    theirs = [
+        (rec.task_id, rec.reward, rec.correct)
+        for _, rec in sorted(local.records.items(), key=lambda kv: kv[0])
+    ]
+    assert mine == theirs
+    assert rows[0]["episode_seed"] == episode_seed(seeds[0], 0)
+    # what the client saw: opaque ids, never the task's own
+    shown = [end["info"]["task_id"] for end in ends]
+    assert all(s.startswith("sealed-") for s in shown)
+    assert not {s for s in shown} & {r["task_id"] for r in rows}
+    assert "procmath" not in json.dumps(ends)
+    # the board ranks it, as a sealed row
+    out = tmp_path / "board"
+    out.mkdir()
+    ranked, rejected = read_runs([folder], out, key=referee.key, spec=referee.spec)
+    assert not rejected and len(ranked) == 1 and ranked[0].sealed
+    assert ranked[0].verification == "verified"
+    # without the board's key it does not rank
+    _, rejected = read_runs([folder], out, key=b"x" * 32, spec=referee.spec)
+    assert rejected and "not signed" in rejected[0].reason
+
+
+def test_a_client_cannot_choose_its_tasks_or_reset_past_an_episode(referee: Referee) -> None:
+    with GenericEnvClient(base_url=referee.url).sync() as client:
+        with pytest.raises(RuntimeError, match="submission"):  # no submission, no episode
+            client.reset()
+        with pytest.raises(RuntimeError, match="assigns the tasks"):
+            client.reset(submission="chooser", seed=7)
+        for chosen in (
+            {"split": "train"},
+            {"index": 3},
+            {"task_id": "procmath-0/test/1"},
+            {"options": {"task_index": 2}},
+            {"injected_state": "fork-" + "A" * 32},
+            {"agent": "planner", "group": "g"},
+        ):
+            with pytest.raises(RuntimeError, match="assigns the tasks"):
+                client.reset(submission="chooser", **chosen)
+        first = client.reset(submission="chooser").observation["info"]["task_id"]
+        with pytest.raises(RuntimeError, match="unfinished"):  # no skipping
+            client.reset()
+        with pytest.raises(RuntimeError, match="assigns the tasks"):
+            client.reset(seed=1)
+        with pytest.raises(RuntimeError, match="another session"):
+            client.reset(submission="someone-else")
+        state = client.state()
+        assert state["snapshot"] is None and state["seed"] is None
+        assert state["task_id"] == first
+    # the task API, which would list the tasks, is off
+    assert requests.get(referee.url + "/MathRoute-v0/splits", timeout=10).status_code == 404
+    assert (
+        requests.post(
+            referee.url + "/MathRoute-v0/task", json={"split": "test", "index": 0}, timeout=10
+        ).status_code
+        == 404
+    )
+    # the stateless HTTP reset stays refused
+    assert requests.post(referee.url + "/reset", json={}, timeout=10).status_code == 409
+
+
+def test_a_dropped_submission_counts_every_task(referee: Referee) -> None:
+    """The client leaves mid-episode 2: episode 1 is logged as played, episode 2 with its
+    return so far (not correct), episodes 3-4 at 0; the record is still signed."""
+    with GenericEnvClient(base_url=referee.url).sync() as client:
+        result = client.reset(submission="dropper")
+        while not result.done:
+            result = client.step({"text": STRONGEST})
+        client.reset()
+        partial = client.step({"text": STRONGEST})  # route: the verify phase comes next
+        assert not partial.done
+    folder = referee.record("dropper")
+    assert sealed_status(folder, referee.spec, referee.key) == "sealed"
+    rows = _rows(folder)
+    assert [r["episode"] for r in rows] == list(range(EPISODES))
+    assert "referee_abandoned" not in rows[0]["metrics"]
+    assert rows[1]["metrics"]["referee_abandoned"] == 1.0 and not rows[1]["correct"]
+    assert rows[1]["reward"] == pytest.approx(partial.reward) and rows[1]["actions"] == [STRONGEST]
+    assert [r["reward"] for r in rows[2:]] == [0.0, 0.0]
+    assert [r["score"] for r in rows[1:]] == [0.0, 0.0, 0.0]
+    run = json.loads((folder / "run.json").read_text())
+    assert run["refereed"]["status"] == "abandoned"
+    assert (run["refereed"]["episodes_played"], run["refereed"]["episodes_abandoned"]) == (1, 3)
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["pooled"]["episodes"] == EPISODES
+
+
+def test_an_edited_record_no_longer_ranks(referee: Referee, tmp_path: Path) -> None:
+    with GenericEnvClient(base_url=referee.url).sync() as client:
+        _play_all(client, "edited")
+    folder = referee.record("edited")
+    for name, edit in (
+        ("summary.json", lambda d: d["pooled"].update(accuracy=1.0)),
+        ("run.json", lambda d: d["refereed"].update(status="complete!")),
+    ):
+        copy = tmp_path / name
+        shutil.copytree(folder, copy)
+        data = json.loads((copy / name).read_text())
+        edit(data)
+        (copy / name).write_text(json.dumps(data))
+        assert sealed_status(copy, referee.spec, referee.key) == (
+            "its files changed after the sealed run was signed"
+        )
+        _, rejected = read_runs([copy], tmp_path, key=referee.key, spec=referee.spec)
+        assert rejected and "changed" in rejected[0].reason
+    # a re-signed sealed.json without the key: not the board's signature
+    copy = tmp_path / "resigned"
+    shutil.copytree(folder, copy)
+    lines = (copy / "episodes.jsonl").read_text().splitlines()
+    (copy / "episodes.jsonl").write_text("\n".join(lines[:2]) + "\n")  # drop two episodes
+    sealed = json.loads((copy / "sealed.json").read_text())
+    from orchenv.verify.bundle import file_digests
+    from orchenv.verify.keys import SIGNATURE, sign
+
+    sealed["files"] = file_digests(copy, sorted(sealed["files"]))
+    sealed[SIGNATURE] = sign(sealed, b"not the board's key")
+    (copy / "sealed.json").write_text(json.dumps(sealed))
+    assert "not signed" in str(sealed_status(copy, referee.spec, referee.key))
+
+
+def test_two_clients_submissions_stay_apart(referee: Referee) -> None:
+    """Two sessions interleave their episodes: each gets the whole plan, in its own folder;
+    a name already on file is refused."""
+    from orchenv.envs.mathroute.baselines import SingleAgent
+
+    weakest, strongest = SingleAgent(agent=2), SingleAgent(agent=0)
+    with (
+        GenericEnvClient(base_url=referee.url).sync() as a,
+        GenericEnvClient(base_url=referee.url).sync() as b,
+    ):
+        ra, rb = a.reset(submission="twin-a"), b.reset(submission="twin-b")
+        with (
+            pytest.raises(RuntimeError, match="already on file"),
+            GenericEnvClient(base_url=referee.url).sync() as c,
+        ):
+            c.reset(submission="twin-a")
+        for n in range(EPISODES):
+            if n:
+                ra, rb = a.reset(), b.reset()
+            assert ra.observation["info"]["task_id"] == rb.observation["info"]["task_id"]
+            while not (ra.done and rb.done):
+                if not ra.done:
+                    obs = ra.observation
+                    ra = a.step({"text": weakest.act(obs["prompt"], obs["info"])})
+                if not rb.done:
+                    obs = rb.observation
+                    rb = b.step({"text": strongest.act(obs["prompt"], obs["info"])})
+    rows_a, rows_b = _rows(referee.record("twin-a")), _rows(referee.record("twin-b"))
+    assert [r["task_id"] for r in rows_a] == [r["task_id"] for r in rows_b]
+    assert len(rows_a) == len(rows_b) == EPISODES
+    assert all("<model>Qwen2.5-1.5B-Instruct</model>" in r["actions"][0] for r in rows_a)
+    assert all(STRONGEST in r["actions"][0] for r in rows_b)
+    for name in ("twin-a", "twin-b"):
+        assert sealed_status(referee.runs / name, referee.spec, referee.key) == "sealed"
+
+
+def test_referee_flags_are_checked(tmp_path: Path) -> None:
+    from orchenv.error import ConfigError
+    from orchenv.serve.app import build_app
+    from orchenv.serve.environment import ServeConfig
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchenv", "serve", MATH, "--referee", "b.json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0 and "--key" in proc.stderr
+    key = read_key(write_key(tmp_path / "k"))
+    no_sealed = write_spec(tmp_path / "dev.json", make_spec(MATH, pool="system1", split="test"))
+    with pytest.raises(ConfigError, match="no sealed plan"):
+        build_app(
+            ServeConfig(
+                env_id=MATH,
+                referee_board=str(no_sealed),
+                referee_key=str(tmp_path / "k"),
+                referee_runs=str(tmp_path / "runs"),
+            )
+        )
+    other = write_key(tmp_path / "other")
+    sealed = write_spec(
+        tmp_path / "s.json",
+        make_spec(MATH, pool="system1", split="test", sealed_episodes=2, key=key),
+    )
+    with pytest.raises(ConfigError, match="not the board's"):
+        build_app(
+            ServeConfig(
+                env_id=MATH,
+                referee_board=str(sealed),
+                referee_key=str(other),
+                referee_runs=str(tmp_path / "runs"),
+            )
+        )
