@@ -322,7 +322,7 @@ class SimulatedBackend(RebuiltOnCopy):
         self.text_cache_size = int(text_cache_size)
         self.tokenizer = tokenizer
         self._counter: TokenCounter | None = None  # built on first use from ``tokenizer``
-        self._texts: OrderedDict[tuple, tuple[list[str], list[str], str]] = OrderedDict()
+        self._texts: OrderedDict[tuple, DraftParts] = OrderedDict()
         self._lock = threading.Lock()  # guards _texts
 
     def __repr__(self) -> str:
@@ -419,10 +419,11 @@ class SimulatedBackend(RebuiltOnCopy):
     def _solution_text(self, spec: AgentSpec, task: Task, correct: bool, variant: int) -> str:
         """The agent's worked solution of ``task`` (right or wrong), laid into shape ``variant``.
 
-        The content (which steps, which mistake, which answer) is written once per (task,
-        agent, correctness) by the task's solution writer and cached (parsed, ``_draft_parts``);
-        its shape (length, lines, numbering: ``shape_draft``) is one of ``text_variants`` per
-        (task, agent), drawn without the correctness and picked by the prompt's hash. So the
+        The content (which steps, which mistake, which answer) is written by the task's
+        solution writer once per task for a right draft and once per (task, agent) for a wrong
+        one, and cached parsed (``draft_parts``); its shape (length, lines, numbering, count of
+        numbers: ``lay_out_draft``) is one of ``text_variants`` per (task, agent), drawn
+        without the correctness and picked by the prompt's hash. So the
         same prompt always gets the same text, and a right and a wrong draft of one request
         have the same target length.
         """
@@ -433,13 +434,14 @@ class SimulatedBackend(RebuiltOnCopy):
         ).digest()
         return lay_out_draft(parts, shape_key)
 
-    def _draft_content(
-        self, spec: AgentSpec, task: Task, correct: bool
-    ) -> tuple[list[str], list[str], str]:
-        """The writer's draft for (task, agent, correctness), parsed and cached (LRU of
-        ``text_cache_size``: one entry per (task, agent, correctness), so a MathRoute train
-        set's 7,500 tasks x 3 agents x 2 fit the default 50,000)."""
-        key = (task.id, task.prompt, spec.name, correct)
+    def _draft_content(self, spec: AgentSpec, task: Task, correct: bool) -> DraftParts:
+        """The writer's draft, parsed and cached (LRU of ``text_cache_size``): a right draft's
+        content is the task's (its writer's phrasing drawn once per task), a wrong one's the
+        agent's (which mistake it makes). A MathRoute train set's 7,500 tasks need at most
+        7,500 x (1 + 3 agents) = 30,000 entries, within the default 50,000, so a run longer
+        than an epoch writes nothing again (the whole write-ups of the earlier cache, 8 per
+        (task, agent, correctness), missed on 72% of calls)."""
+        key = (task.id, task.prompt, None if correct else spec.name, correct)
         with self._lock:
             parts = self._texts.get(key)
             if parts is not None:
@@ -447,7 +449,7 @@ class SimulatedBackend(RebuiltOnCopy):
                 return parts
         writer = SOLUTION_WRITERS.resolve(str(task.meta.get("solution_writer", "math")))
         seed_key = hashlib.blake2b(repr((self.seed,) + key).encode(), digest_size=24).digest()
-        parts = _draft_parts(writer(task, correct=correct, rng=_text_rng(seed_key)))
+        parts = draft_parts(writer(task, correct=correct, rng=_text_rng(seed_key)))
         if self.text_cache_size:
             with self._lock:
                 self._texts[key] = parts
@@ -506,7 +508,7 @@ DRAFT_LINES = (3, 5)
 #: the targets' mean over ``REFERENCE_DRAFT_CHARS``: below 1 because drafts whose content
 #: (or recap) does not fit run over their target; with it the drafts' mean length stays at
 #: ``REFERENCE_DRAFT_CHARS`` (so the calibrated mean tokens and costs hold)
-_TARGET_SCALE = 0.92
+_TARGET_SCALE = 0.86
 _PREFIX_RE = re.compile(r"^\s*(?:Step\s+\d+\s*[:.]\s*|\d+\.\s+)")
 _MATH_RE = re.compile(r"\$[^$]*\$")
 _NUM_RE = re.compile(r"-?\d+(?:\.\d+)?")
@@ -535,12 +537,21 @@ _CLOSERS = (
 _FILLERS = frozenset(_OPENERS + _CLOSERS)
 
 
-def _draft_parts(text: str) -> tuple[list[str], list[str], str]:
-    """A written draft as (its steps without numbering, the same steps terse (math only), its
-    final answer line); a draft without a ``\\boxed`` line keeps its last line as the final one."""
+#: a written draft, parsed once (``draft_parts``) and laid out per call (``lay_out_draft``):
+#: (steps without numbering, the same steps terse (their mathematics only), the final answer
+#: line, the numbers the steps and the final line write, each step's and terse step's length)
+DraftParts = tuple[
+    tuple[str, ...], tuple[str, ...], str, tuple[str, ...], tuple[int, ...], tuple[int, ...]
+]
+
+
+def draft_parts(text: str) -> DraftParts:
+    """A written draft parsed for ``lay_out_draft`` (``DraftParts``); a draft without a
+    ``\\boxed`` line keeps its last line as the final one, the writer's numbering and intro
+    lines are dropped."""
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
     if not lines:
-        return [], [], ""
+        return (), (), "", (), (), ()
     last = max((i for i, ln in enumerate(lines) if "\\boxed" in ln), default=len(lines) - 1)
     final = "\n".join(lines[last:])
     steps = [_PREFIX_RE.sub("", ln, count=1) for ln in lines[:last]]
@@ -549,96 +560,138 @@ def _draft_parts(text: str) -> tuple[list[str], list[str], str]:
     for s in steps:
         maths = _MATH_RE.findall(s)
         terse.append(", ".join(maths) + "." if maths else s)
-    return steps, terse, final
+    numbers = tuple(n for part in (*steps, final) for n in _NUM_RE.findall(part))
+    return (
+        tuple(steps),
+        tuple(terse),
+        final,
+        numbers,
+        tuple(len(x) + 1 for x in steps),
+        tuple(len(x) + 1 for x in terse),
+    )
+
+
+def _cut_points(text: str) -> list[int]:
+    """Where ``text`` may be cut in two lines: after ", " or ". " outside ``$...$``."""
+    cuts, inside = [], False
+    for i, ch in enumerate(text[:-1]):
+        if ch == "$":
+            inside = not inside
+        elif not inside and ch in ",." and text[i + 1] == " " and 0 < i < len(text) - 2:
+            cuts.append(i + 2)
+    return cuts
 
 
 def shape_draft(text: str, key: bytes) -> str:
     """``lay_out_draft`` of a written draft ``text``."""
-    return lay_out_draft(_draft_parts(text), key)
+    return lay_out_draft(draft_parts(text), key)
 
 
-def lay_out_draft(parts: tuple[list[str], list[str], str], key: bytes) -> str:
-    """A parsed draft (``_draft_parts``) (a worked solution) re-laid into a shape drawn from ``key`` alone: its length in
-    characters (log-normal, median ``REFERENCE_DRAFT_CHARS``, sigma ``DRAFT_CHARS_SIGMA``), its
-    number of body lines (``DRAFT_LINES``) and its numbering style.
+def _byte_pick(byte: int, n: int) -> int:
+    """``floor(u * n)`` for ``u = (byte + 0.5) / 256``: an index in ``[0, n)``."""
+    return (2 * byte + 1) * n // 512
+
+
+#: the length target of each value of a key's first byte: log-normal quantiles (median
+#: ``_TARGET_SCALE * REFERENCE_DRAFT_CHARS``, sigma ``DRAFT_CHARS_SIGMA``), precomputed
+_TARGETS = tuple(
+    _TARGET_SCALE
+    * REFERENCE_DRAFT_CHARS
+    * math.exp(DRAFT_CHARS_SIGMA * _NORMAL.inv_cdf((b + 0.5) / 256.0) - 0.5 * DRAFT_CHARS_SIGMA**2)
+    for b in range(256)
+)
+
+
+def lay_out_draft(parts: DraftParts, key: bytes) -> str:
+    """A parsed draft (``draft_parts``) laid into a shape drawn from ``key`` (8 bytes) alone:
+    its length in characters (log-normal around ``REFERENCE_DRAFT_CHARS``, sigma
+    ``DRAFT_CHARS_SIGMA``), its number of body lines (``DRAFT_LINES``), its numbering style and
+    the count of numbers it writes (``DRAFT_NUMBERS``).
 
     The writer's content (every step's mathematics and the final answer) is kept; what changes
-    is how much neutral prose surrounds it: a draft shorter than its target gets sentences of
-    ``_FILLERS`` (in an order drawn from ``key``), a longer one drops its steps' prose
-    (keeping their mathematics) until it fits. ``key`` carries no correctness, so a right and a
-    wrong draft of one request get the same target, and a harder task's longer solution no
-    longer makes a longer draft (within an author, length read the task's difficulty and so
-    the correctness: AUC 0.84 on length alone, issue 38's tell meter).
+    is the neutral material around it: a recap of the draft's own values tops up the count of
+    numbers, an opener and closers (``_OPENERS``, ``_CLOSERS``, in an order drawn from ``key``)
+    lengthen a short draft, and a long one drops its steps' prose (keeping their mathematics)
+    until it fits. ``key`` carries no correctness, so a right and a wrong draft of one request
+    get the same targets, and a harder task's longer solution no longer makes a longer draft
+    (within an author, length read the task's difficulty and so the correctness: AUC 0.84 on
+    length alone in issue 38's tell meter).
     """
-    steps, terse, final = parts
+    steps, terse, final, numbers, step_lens, terse_lens = parts
     if not final:
         return ""
-    u = [(b + 0.5) / 256.0 for b in key[:8]]
-    target = (
-        _TARGET_SCALE
-        * REFERENCE_DRAFT_CHARS
-        * math.exp(DRAFT_CHARS_SIGMA * _NORMAL.inv_cdf(u[0]) - 0.5 * DRAFT_CHARS_SIGMA**2)
-    )
     lo, hi = DRAFT_LINES
-    n_lines = lo + int(u[1] * (hi - lo + 1))
-    prefix = _STEP_PREFIXES[int(u[2] * len(_STEP_PREFIXES))]
-    budget = target - len(final) - n_lines * (len(prefix.format(1)) if prefix else 0)
+    n_lines = lo + _byte_pick(key[1], hi - lo + 1)
+    prefix = _STEP_PREFIXES[_byte_pick(key[2], len(_STEP_PREFIXES))]
+    budget = _TARGETS[key[0]] - len(final) - (n_lines * (len(prefix) - 1) if prefix else 0)
     # a recap of the draft's own values, so that an easy task's short draft carries about as
     # many numbers as a hard one's (the count of numbers read the difficulty: AUC 0.8)
     tail: list[str] = []
-    numbers = [n for part in (*steps, final) for n in _NUM_RE.findall(part)]
-    missing = DRAFT_NUMBERS[0] + int(u[3] * (DRAFT_NUMBERS[1] - DRAFT_NUMBERS[0] + 1))
+    missing = DRAFT_NUMBERS[0] + _byte_pick(key[3], DRAFT_NUMBERS[1] - DRAFT_NUMBERS[0] + 1)
     missing -= len(numbers)
     if numbers and missing > 0:
-        values = [numbers[i % len(numbers)] for i in range(len(numbers) - 1, -1, -1)]
-        values = (values * (missing // len(values) + 1))[:missing]
-        recap = "Values used along the way: " + ", ".join(f"${v}$" for v in values) + "."
+        values = numbers[::-1] * (missing // len(numbers) + 1)
+        recap = "Values used along the way: $" + "$, $".join(values[:missing]) + "$."
         tail.append(recap)
         budget -= len(recap) + 1
-    body = steps
-    if sum(len(s) + 1 for s in steps) > budget:
+    used = sum(step_lens)
+    body: tuple[str, ...] | list[str] = steps
+    if used > budget:
         # drop prose step by step, from the first, until the draft fits
         body = list(steps)
         for i in range(len(steps)):
-            if sum(len(s) + 1 for s in body) <= budget:
+            if used <= budget:
                 break
             body[i] = terse[i]
-    used = sum(len(s) + 1 for s in body)
+            used += terse_lens[i] - step_lens[i]
     head: list[str] = []
-    if used < budget and u[4] < 0.6:
-        opener = _OPENERS[int(u[5] * len(_OPENERS))]
+    if used < budget and key[4] <= 153:  # an opener in 60% of drafts
+        opener = _OPENERS[_byte_pick(key[5], len(_OPENERS))]
         if used + len(opener) / 2 < budget:
             head.append(opener)
             used += len(opener) + 1
-    first = int(u[6] * len(_CLOSERS))
+    first = _byte_pick(key[6], len(_CLOSERS))
     for k in range(len(_CLOSERS)):
         closer = _CLOSERS[(first + k) % len(_CLOSERS)]
         if used + len(closer) / 2 >= budget:
             break
         tail.append(closer)
         used += len(closer) + 1
-    units = head + body + tail
+    units = [*head, *body, *tail]
     if not units:
         return final
+    # too few units for n_lines lines: split the longest at its middle-most ", " or ". "
+    while len(units) < n_lines:
+        i = max(range(len(units)), key=lambda j: len(units[j]))
+        x = units[i]
+        cuts = _cut_points(x)
+        if not cuts:
+            break
+        cut = min(cuts, key=lambda c: abs(2 * c - len(x)))
+        units[i : i + 1] = [x[:cut].rstrip(), x[cut:]]
     # lay the units out on n_lines lines (or fewer, one unit each), balancing their lengths
     n = min(n_lines, len(units))
-    total = sum(len(s) for s in units)
-    lines: list[list[str]] = [[]]
-    filled = 0
-    for i, s in enumerate(units):
-        room_left = len(units) - i  # units still to place, this one included
-        if (
-            lines[-1]
-            and (filled >= total * len(lines) / n or room_left <= n - len(lines))
-            and len(lines) < n
-        ):
-            lines.append([])
-        lines[-1].append(s)
-        filled += len(s)
-    out = [
-        (prefix.format(i) if prefix else "") + " ".join(parts) for i, parts in enumerate(lines, 1)
-    ]
-    return "\n".join([*out, final])
+    if n == len(units):
+        lines = [[x] for x in units]
+    else:
+        total = sum(len(x) for x in units)
+        lines = [[]]
+        filled = 0
+        for i, x in enumerate(units):
+            if (
+                lines[-1]
+                and len(lines) < n
+                and (filled >= total * len(lines) / n or len(units) - i <= n - len(lines))
+            ):
+                lines.append([])
+            lines[-1].append(x)
+            filled += len(x)
+    if prefix:
+        out = [prefix.format(i) + " ".join(group) for i, group in enumerate(lines, 1)]
+    else:
+        out = [" ".join(group) for group in lines]
+    out.append(final)
+    return "\n".join(out)
 
 
 def expansion(spec: AgentSpec) -> float:
