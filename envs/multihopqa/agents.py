@@ -234,6 +234,72 @@ def question_of(prompt: str) -> str:
     return match.group(1).strip() if match else ""
 
 
+_YEAR_RE = re.compile(r"(?<!\d)(1[0-9]{3}|20[0-9]{2})(?!\d)")
+
+
+def guess(task: Task, prompt: str, luck: float) -> str:
+    """The Recommender's answer without the chain (a hop missing, or an unlucky draw): a
+    guess of the answer's kind, never a hop of the chain (issue 38).
+
+    Asked "In which city was the founder of X born?" without the founder's paragraph, a
+    reader answers a city from its context, not the founder's name: the kind of answer
+    the question asks for. Until issue 38 the simulated Recommender answered the last
+    entity of its known chain (the next hop's subject), so "look up whatever the
+    Recommender answered" followed the hops without the Planner's skill and tied the
+    skill reference under full and static routing. Now:
+
+    * yes / no questions: yes or no (a coin; right half the time);
+    * comparisons naming two entities: one of the names in the question;
+    * years: a year in the prompt other than the answer (else one in the question's
+      paragraphs, else a nearby year);
+    * other kinds: a name of the answer's kind in the prompt (``meta["same_type_names"]``,
+      from the generator: never the answer, a chain entity or a hop's answer), else one in
+      the question's paragraphs; a task without kinds (loaded files) gets a distractor
+      paragraph's title.
+
+    The pick among candidates is drawn from ``luck``.
+    """
+    pick = int(luck * 1e6)
+    chain = task.meta.get("chain", [])
+    kind = str(task.meta.get("answer_type") or "")
+    if kind == "yes/no" or task.answer.strip().casefold() in ("yes", "no"):
+        return ("yes", "no")[pick % 2]
+    question = question_of(prompt) or task.prompt
+    if task.meta.get("type") == "comparison" and chain:
+        named = [str(h["entity"]) for h in chain if str(h.get("entity") or "") in question]
+        names = list(dict.fromkeys(named)) or [str(h["entity"]) for h in chain]
+        return names[pick % len(names)]
+    answers = {a.strip().casefold() for a in task.answers}
+    if kind == "year" or (not kind and task.answer.strip().isdigit()):
+        years = [y for y in _YEAR_RE.findall(prompt) if y not in answers and y not in question]
+        if not years:
+            text = " ".join(" ".join(s) for _, s in task.meta.get("context", []))
+            years = [y for y in _YEAR_RE.findall(text) if y not in answers]
+        distinct = list(dict.fromkeys(years))
+        if distinct:
+            return distinct[pick % len(distinct)]
+        base = int(task.answer) if task.answer.strip().isdigit() else 1950
+        return str(base + 1 + pick % 30)
+    candidates = [
+        str(n) for n in task.meta.get("same_type_names", ()) if str(n).casefold() not in answers
+    ]
+    if candidates:
+        seen = [n for n in candidates if n in prompt and n not in question]
+        pool = seen or candidates
+        return pool[pick % len(pool)]
+    return _wrong_name(task, pick)
+
+
+def _wrong_name(task: Task, pick: int) -> str:
+    """A distractor paragraph's title (no paragraph of the chain)."""
+    titles = [
+        t
+        for t, _ in task.meta.get("context", [])
+        if t not in {h.get("title") for h in task.meta.get("chain", [])}
+    ]
+    return titles[pick % len(titles)] if titles else "unknown"
+
+
 class MultihopRoleBackend:
     """The simulated backend behind every role; see the module docstring."""
 
@@ -319,23 +385,11 @@ class MultihopRoleBackend:
         known = known_hops(task, prompt)
         complete = bool(chain) and all(known)
         p = _sigmoid(_logit(accuracy) - self.distraction * self._noise_k(task, prompt))
-        if complete and luck < p:
-            answer = task.answer
-        elif task.meta.get("type") == "comparison" and chain:
-            names = [h["entity"] for h in chain]
-            answer = names[int(luck * 1e6) % len(names)]
-        else:
-            # only an unbroken chain from the question links a fact to it: with an earlier hop
-            # missing, a later hop's sentence is one paragraph among the distractors (which
-            # one the question is about is what the missing hop says), so it is not reached
-            reached = known_prefix(known)
-            answer = (
-                chain[reached - 1]["answer"]
-                if reached and not complete
-                else self._wrong_name(task, luck)
-            )
+        answer = task.answer if complete and luck < p else guess(task, prompt, luck)
+        # only the answer: no note on how many supporting facts it had (issue 38: a real
+        # model does not know how many facts it is missing)
         return (
-            f"<answer>{answer}</answer>\n<note>Based on {sum(known)} of {len(known)} supporting facts.</note>",
+            f"<answer>{answer}</answer>",
             # privileged (never shown to the controller): read by the audit's tell meter
             {
                 "complete": complete,
@@ -343,15 +397,6 @@ class MultihopRoleBackend:
                 "correct": answer == task.answer,
             },
         )
-
-    @staticmethod
-    def _wrong_name(task: Task, luck: float) -> str:
-        titles = [
-            t
-            for t, _ in task.meta.get("context", [])
-            if t not in {h.get("title") for h in task.meta.get("chain", [])}
-        ]
-        return titles[int(luck * 1e6) % len(titles)] if titles else "unknown"
 
     def _verifier(self, task: Task, prompt: str, accuracy: float, luck: float) -> tuple[str, dict]:
         answer = latest_answer(prompt)

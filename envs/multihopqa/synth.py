@@ -45,7 +45,9 @@ from orchenv.tasks import GeneratedTaskSource, Task
 
 SPLITS = ("train", "test")
 _CACHE_MAX = 16_384
-_PHI = 0.6180339887498949  # golden-ratio conjugate: low-discrepancy difficulty sequence
+_PHI = 0.6180339887498949
+#: ``same_type_names`` holds at least this many names (when the world has them)
+MIN_GUESSES = 3  # golden-ratio conjugate: low-discrepancy difficulty sequence
 
 
 class SyntheticMultihopSource(GeneratedTaskSource):
@@ -85,6 +87,11 @@ class SyntheticMultihopSource(GeneratedTaskSource):
     of the second, and the answer follows from comparing their last answers),
     ``dataset`` ("synthetic") and ``source``. Years are answered as digits; a
     country also accepts its official name ("Republic of X"), a title "The X" also "X".
+    ``answer_type`` is the answer's kind ("city", "person", "year", "yes/no" ...) and
+    ``same_type_names`` the names of that kind the question's paragraphs mention, other
+    than the answers, the chain's entities and their answers: what a reader of this
+    context could guess in place of the answer (the simulated Recommender's wrong answers,
+    issue 38; privileged, like ``chain``).
     """
 
     name = "multihop-synth"
@@ -172,6 +179,8 @@ class SyntheticMultihopSource(GeneratedTaskSource):
             "dataset": "synthetic",
             "source": self.name,
         }
+        meta["answer_type"] = answer_type(kb, chain, answers)
+        meta["same_type_names"] = same_type_names(kb, context, meta["answer_type"], chain, answers)
         return Task(f"mhqa-{self.seed}/{split}/{index}", question, answers, meta)
 
     def _hop_count(self, split: str, index: int) -> int:
@@ -370,6 +379,61 @@ class SyntheticMultihopSource(GeneratedTaskSource):
                 chosen.append(e)
         order = d.shuffled([*gold, *chosen])
         return [[kb.paragraph(e)[0], list(kb.paragraph(e)[1])] for e in order]
+
+
+def answer_type(
+    kb: KnowledgeBase, chain: Sequence[Mapping[str, Any]], answers: Sequence[str]
+) -> str:
+    """The kind of a question's answer: ``"yes/no"``, ``"year"``, or an entity type."""
+    if answers and answers[0] in ("yes", "no"):
+        return "yes/no"
+    entity = kb.by_name.get(answers[0]) if answers else None
+    if entity is not None:
+        return kb.etype[entity]
+    return RELATIONS_BY_KEY[chain[-1]["relation"]].target if chain else "year"
+
+
+def same_type_names(
+    kb: KnowledgeBase,
+    context: Sequence[Sequence[Any]],
+    kind: str,
+    chain: Sequence[Mapping[str, Any]],
+    answers: Sequence[str],
+) -> list[str]:
+    """Names of entities of type ``kind`` mentioned in ``context`` (whole words), in the
+    world's order, except the answers and the chain's entities and hop answers; filled up
+    to ``MIN_GUESSES`` with other names of that kind from the world (a reader who finds no
+    candidate in its context still names one of the right kind)."""
+    if kind not in kb.of_type:
+        return []
+    text = "\n".join(" ".join(str(s) for s in sentences) for _, sentences in context)
+    skip = {
+        *answers,
+        *(str(h.get("entity")) for h in chain),
+        *(str(h.get("answer")) for h in chain),
+    }
+    out = []
+    for e in kb.of_type[kind]:
+        name = kb.name[e]
+        at = text.find(name)
+        while at >= 0:
+            end = at + len(name)
+            if (at == 0 or not text[at - 1].isalnum()) and (
+                end == len(text) or not text[end].isalnum()
+            ):
+                break
+            at = text.find(name, at + 1)
+        if at >= 0 and name not in skip:
+            out.append(name)
+    if len(out) < MIN_GUESSES:
+        pool = kb.of_type[kind]
+        start = stable_int("mhqa-guess", kb.seed, *answers) % len(pool)
+        for e in (*pool[start:], *pool[:start]):
+            if len(out) >= MIN_GUESSES:
+                break
+            if kb.name[e] not in skip and kb.name[e] not in out:
+                out.append(kb.name[e])
+    return out
 
 
 def _walk(kb: KnowledgeBase, start: int, path: Sequence[Relation]) -> tuple[list[int], int] | None:
