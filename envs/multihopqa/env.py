@@ -770,9 +770,9 @@ class MultihopQAEnv(OrchestrationEnv):
     def action_choices(self) -> list[str | None]:
         """The Planner's canonical replies, one per ``CHOICES`` entry, built only from what
         its prompt shows (the question and the memory routed to it): look up the question,
-        a name in it, the Recommender's latest answer (after a partial chain it names the
-        entity the next hop is about), or a name in the routed evidence that no search
-        has covered yet; or finish. A choice with nothing to fill in, or that repeats an
+        a name in it, the Recommender's latest answer (without the whole chain it is a
+        guess of the kind asked, no hop's entity: issue 38), or a name in the routed
+        evidence that no search has covered yet; or finish. A choice with nothing to fill in, or that repeats an
         earlier choice's text, is ``None``."""
         assert self.task is not None, "reset() first"
         items = self.game.route("planner").items if not self.game.done else []
@@ -999,8 +999,8 @@ def _latest_answer_seen(env: OrchestrationEnv) -> str | None:
 
 def _paraphrased_followup(env: OrchestrationEnv) -> str:
     """Hop-following in reworded sub-questions, from the prompt only: ask about the
-    Recommender's latest answer (the entity its partial chain reached), else about the
-    question's first name, each time in another wording."""
+    Recommender's latest answer (without the whole chain, a guess of the kind asked), else
+    about the question's first name, each time in another wording."""
     question = _question_of(env)
     names = names_in(question)
     target = _latest_answer_seen(env) or (names[0] if names else question)
