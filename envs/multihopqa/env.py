@@ -772,8 +772,8 @@ class MultihopQAEnv(OrchestrationEnv):
         its prompt shows (the question and the memory routed to it): look up the question,
         a name in it, the Recommender's latest answer (without the whole chain it is a
         guess of the kind asked, no hop's entity: issue 38), or a name in the routed
-        evidence that no search has covered yet; or finish. A choice with nothing to fill in, or that repeats an
-        earlier choice's text, is ``None``."""
+        evidence that no search has covered yet; or finish. A choice with nothing to fill
+        in, or that repeats an earlier choice's text, is ``None``."""
         assert self.task is not None, "reset() first"
         items = self.game.route("planner").items if not self.game.done else []
         asked = names_in(self.task.prompt)
