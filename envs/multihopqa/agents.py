@@ -20,12 +20,15 @@ used only to recognise which gold facts the prompt holds:
   where ``noise_k`` is the prompt's tokens outside gold sentences, in
   thousands. That term is a modelling assumption standing in for the
   long-context degradation reported for real models (Liu et al. 2023, "Lost
-  in the Middle"); ``distraction=0`` switches it off. With hops missing it
-  answers the deepest entity it can reach along the chain from the question (the answer
-  of the last hop of the unbroken known prefix; usually wrong). A later hop's sentence
-  seen without the hops before it is not reached: nothing in the prompt links it to the
-  question (issue 25: it used to count, so a query that happened to retrieve the answer
-  paragraph was answered right for sure, better than a complete chain);
+  in the Middle"); ``distraction=0`` switches it off. With a hop missing (or an
+  unlucky draw) it guesses an answer of the kind the question asks for (``guess``: a
+  city for "In which city...", a year, yes or no, one of two compared names), never a
+  hop of the chain: until issue 38 it answered the last entity of its known chain, the
+  next hop's subject, so "look up the Recommender's answer" followed the hops for the
+  Planner and that answer's length (a name where a year was asked) told right from
+  wrong. A later hop's sentence seen without the hops before it is not reached: nothing
+  in the prompt links it to the question (issue 25: it used to count, so a query that
+  happened to retrieve the answer paragraph was answered right for sure);
 * the **verifier** says ``supported`` when the latest answer matches what the
   known hops imply, else ``unsupported`` with the missing entity;
 * the **judge** returns the Answer Quality Score JSON of appendix A.4
