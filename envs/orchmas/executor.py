@@ -334,14 +334,78 @@ def _evidence_share(messages: Sequence[Message], task: Task) -> float:
 
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+#: the most a near-miss number moves, in steps (``near_number``)
+NEAR_STEPS = 5
+#: a four-digit number up to this year is not moved past it (a year near today stays a
+#: year that has happened)
+LATEST_YEAR = 2025
+
+
+def near_number(plain: str, u: float) -> str:
+    """A wrong number near ``plain`` (digits, an optional sign and decimals) that keeps its
+    form: the sign, the count of digits before the point and of decimals (issue 38: the
+    earlier near miss moved a number by up to 50% of its value, "1398" -> "838", so an
+    answer's magnitude told a right reply from a wrong one).
+
+    The number moves by 1 to ``NEAR_STEPS`` steps either way (drawn from ``u``); a step is
+    one unit of the last decimal place, or, for whole numbers of four or more digits,
+    ``10 ** (digits - 3)`` (a year moves by 10 to 50 years, 125000 by 1000 to 5000). A move
+    that would change the digit count (or take a year up to ``LATEST_YEAR`` past it) goes the
+    other way; a one-digit number moves by 1 to 3 within 0-9."""
+    negative = plain.startswith("-")
+    body = plain.lstrip("-")
+    whole, _, decimals = body.partition(".")
+    places = len(decimals)
+
+    def form(n: int) -> str:
+        digits = str(n).rjust(places + 1, "0")
+        return f"{digits[:-places]}.{digits[-places:]}" if places else digits
+
+    scaled = int(whole + decimals)
+    size = len(form(scaled))
+    width = len(str(scaled))
+    k = 1 + int(u * NEAR_STEPS) % NEAR_STEPS
+    sign = 1 if (u * 1e6) % 2 < 1 else -1
+    if width == 1 and not places:
+        k = 1 + k % 3
+        out = scaled + sign * k
+        if not 0 <= out <= 9:
+            out = scaled - sign * k
+    else:
+        step = 10 ** max(0, width - 3) if not places else 1
+        out = scaled + sign * k * step
+        if out < 0 or len(form(out)) != size or (width == 4 and scaled <= LATEST_YEAR < out):
+            out = scaled - sign * k * step
+    text = form(abs(out))
+    return f"-{text}" if negative else text
+
+
+def _words(name: str) -> list[str]:
+    return name.split()
+
+
+def _shape_rank(candidate: str, correct: str) -> int:
+    """How far ``candidate`` is from the form of ``correct``: 0 for the same count of words
+    and the same last word (``"X Studios"`` for ``"Y Studios"``), 1 for the same count of
+    words, 2 otherwise."""
+    a, b = _words(candidate), _words(correct)
+    if len(a) != len(b):
+        return 2
+    return 0 if len(a) > 1 and a[-1] == b[-1] else 1
 
 
 def wrong_answer(task: Task, correct: str, key: str, seed: int = 0) -> str:
-    """A plausible wrong answer to ``correct`` (deterministic in the arguments).
+    """A plausible wrong answer to ``correct``, of its kind and form (deterministic in the
+    arguments; never an answer of the task or of a hop of its chain).
 
-    A distractor from ``task.meta["distractors"]``, else a number near a numeric answer,
-    the other of yes / no, another paragraph title of the task's context (multihop; never
-    the answer of a hop of the chain), or "Unknown".
+    In order: a distractor of ``task.meta["distractors"]``; for a number, a near miss of the
+    same form (``near_number``: sign, digit count, decimals); the other of yes / no; for a
+    name, a name of the same kind the task's paragraphs mention (``meta["same_type_names"]``
+    when ``correct`` is the task's answer), else a paragraph title of the task's context,
+    preferring the titles shaped like ``correct`` (``_shape_rank``: same count of words, same
+    last word: a studio for a studio, a two-word name for a two-word name); else "Unknown".
+    Issue 38: a wrong reply must not differ from a right one in form (a number's magnitude,
+    an answer's length) where a real model's wrong answer would not.
     """
     u = stable_uniform("orchmas-wrong", seed, task.id, key)
     bad = {normalize_text(correct), *(normalize_text(a) for a in task.answers)}
@@ -351,21 +415,28 @@ def wrong_answer(task: Task, correct: str, key: str, seed: int = 0) -> str:
         return wrong[int(u * len(wrong))]
     plain = correct.replace(",", "").strip()
     if _NUMBER.match(plain):
-        value = float(plain)
-        step = max(1, round(abs(value) * 0.1)) if abs(value) >= 10 else 1
-        delta = step * (1 + int(u * 5)) * (1 if u < 0.5 else -1)
-        out = value + delta
-        return str(int(out)) if out == int(out) else f"{out:g}"
+        return near_number(plain, u)
     low = normalize_text(correct)
     if low in ("yes", "no"):
         return "no" if low == "yes" else "yes"
-    titles = [
-        str(c[0])
-        for c in task.meta.get("context", ())
-        if isinstance(c, Sequence) and c and normalize_text(str(c[0])) not in bad
-    ]
-    if titles:
-        return titles[int(u * len(titles))]
+    names: list[str] = []
+    if normalize_text(correct) in {normalize_text(a) for a in task.answers}:
+        names = [
+            str(n)
+            for n in task.meta.get("same_type_names", ())
+            if normalize_text(str(n)) not in bad
+        ]
+    if not names:
+        names = [
+            str(c[0])
+            for c in task.meta.get("context", ())
+            if isinstance(c, Sequence) and c and normalize_text(str(c[0])) not in bad
+        ]
+        if names:
+            best = min(_shape_rank(n, correct) for n in names)
+            names = [n for n in names if _shape_rank(n, correct) == best]
+    if names:
+        return names[int(u * len(names))]
     return "Unknown"
 
 
