@@ -160,6 +160,8 @@ class ServeConfig:
     referee_board: str | None = None
     referee_key: str | None = None
     referee_runs: str | None = None
+    #: the one submission name the referee accepts (sandboxed re-execution); None: any
+    referee_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -202,7 +204,12 @@ class Runtime:
 
             if config.referee_key is None or config.referee_runs is None:
                 raise ConfigError("--referee needs --key FILE and --runs DIR")
-            self.referee = Referee(config.referee_board, config.referee_key, config.referee_runs)
+            self.referee = Referee(
+                config.referee_board,
+                config.referee_key,
+                config.referee_runs,
+                only=config.referee_name,
+            )
             if self.referee.env_id != config.env_id:
                 raise ConfigError(
                     f"the board is of {self.referee.env_id}, not {config.env_id}: serve "

@@ -88,7 +88,11 @@ class Referee:
     plan, a key that is not the board's, or an unusable runs folder."""
 
     def __init__(
-        self, board: str | os.PathLike[str], key_file: str | os.PathLike[str], runs: str
+        self,
+        board: str | os.PathLike[str],
+        key_file: str | os.PathLike[str],
+        runs: str | os.PathLike[str],
+        only: str | None = None,
     ) -> None:
         from orchenv.eval.board import key_id, read_spec, sealed_plan
         from orchenv.verify.keys import read_key
@@ -100,6 +104,7 @@ class Referee:
         self.episodes = int(self.spec["sealed_plan"]["episodes"])
         self.key_id = key_id(self.key)
         self.env_id = str(self.spec["env_id"])
+        self.only = only  # the one submission name accepted (sandboxed re-execution)
         self.runs = Path(runs)
         try:
             self.runs.mkdir(parents=True, exist_ok=True)
@@ -139,6 +144,8 @@ class Referee:
                 "starting with a letter or digit (it names the run folder); got "
                 f"{str(name)[:80]!r}"
             )
+        if self.only is not None and name != self.only:
+            raise ConfigError(f"this referee plays one submission, {self.only!r}: open that one")
         folder = self.runs / name
         try:
             folder.mkdir()

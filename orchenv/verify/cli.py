@@ -71,6 +71,21 @@ def add_subcommands(sub: Any) -> None:
         metavar="FILE",
         help="the board's key (`orchenv board key`): sign verified.json with it (HMAC-SHA256)",
     )
+    v.add_argument(
+        "--board",
+        metavar="FILE",
+        help="with --rerun, --key and --out: play the bundle's Python entry point "
+        "(entry_point.json) in a bubblewrap sandbox against a sealed referee of this board; "
+        "the referee's signed record in --out is the row (docs/board-referee.md)",
+    )
+    v.add_argument("--out", metavar="DIR", help="--board: the new folder of the signed record")
+    v.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="--board: seconds the sandboxed entry point may play in all (default 600)",
+    )
     v.add_argument("--json", action="store_true", help="print verified.json")
     v.set_defaults(func=cmd_verify)
 
@@ -87,8 +102,32 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rerun_sandboxed(args: argparse.Namespace) -> int:
+    """``orchenv verify BUNDLE --rerun --board B --key K --out DIR`` (orchenv.verify.sandbox)."""
+    from orchenv.error import ConfigError
+    from orchenv.verify.sandbox import rerun_entry_point
+
+    if not (args.rerun and args.key and args.out):
+        raise ConfigError(
+            "--board re-executes the bundle's entry point against the board's referee: give "
+            "--rerun, --key FILE (the board's key) and --out DIR (the signed record)"
+        )
+    result = rerun_entry_point(args.bundle, args.board, args.key, args.out, timeout_s=args.timeout)
+    how = "timed out" if result.exit_code is None else f"exit status {result.exit_code}"
+    print(result.stderr_tail.rstrip()[-2000:])
+    print(
+        f"\n{result.status.upper()}: the sandboxed entry point ended ({how}) after "
+        f"{result.seconds:.1f} s; the referee's signed record is {result.out} (rank it with "
+        f"`orchenv leaderboard {result.out} --board {args.board} --key {args.key}`)"
+    )
+    return 0 if result.status == "complete" else 1
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     import json
+
+    if args.board:
+        return cmd_rerun_sandboxed(args)
 
     from orchenv.eval.rows import fmt_money
     from orchenv.verify.checks import VERIFIED_FILE, verify_bundle
