@@ -47,6 +47,14 @@ class PoolAgentController:
     the call is charged to the episode like any other agent call, and returns the reply
     as the action. With the simulated multihop pool this is the paper's Planner; with a
     live pool it is a prompted LLM controller. Not privileged: it sees only the prompt.
+
+    **Call limits** (issue 38). Its turns are agent calls, and on an id with a per-episode
+    call limit (``env.calls_left()`` is not None: OrchMAS's ``max_calls``, BudgetRoute's
+    one call per turn but the last) consulted calls count against the limit as routed ones
+    do. When the calls left are fewer than the turns left, it cannot play the episode to
+    its end, so it refuses with a ``ConfigError`` before it makes any call of that turn: at
+    ``bind`` once the episode has started (``orchenv.runner`` resets, then binds), else at
+    the first ``act``, never halfway through an episode it could have foreseen.
     """
 
     privileged = False
@@ -63,10 +71,31 @@ class PoolAgentController:
                 f"pool agent of {env_label(env)} for pool-agent", self.agent, names
             )
         self._env = env
+        if getattr(env, "task", None) is not None:  # an episode is under way
+            self._check_call_limit(env)
+
+    def _check_call_limit(self, env: Any) -> None:
+        """Raise ``ConfigError`` when the episode's calls left cannot pay one consult per
+        turn left (see the class docstring)."""
+        calls_left = getattr(env, "calls_left", None)
+        left = calls_left() if callable(calls_left) else None
+        if left is None:
+            return
+        turns = max(1, int(env.max_turns) - int(env.turn))
+        if left < turns:
+            raise ConfigError(
+                f"pool-agent plays each turn by consulting {self.agent!r}, so it needs one "
+                f"agent call per turn; {env_label(env)} allows {left} more call(s) this "
+                f"episode (its per-episode call limit counts consulted and routed calls "
+                f"alike) for {turns} turn(s) left. Use a controller whose turns are not "
+                "agent calls (env-random, a scripted or trained controller), or an env "
+                "setting without a call limit"
+            )
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
         if self._env is None:
             raise ConfigError(
                 "pool-agent needs bind(env) first (orchenv.runner.run_episodes and orchenv eval do this)"
             )
+        self._check_call_limit(self._env)
         return self._env.consult(self.agent, info["messages"]).text

@@ -129,3 +129,32 @@ def test_orchmas_short_replies_tell_nothing_beyond_chance():
     measure(meter, [o for o in train if short(o)], [o for o in test if short(o)], bootstrap=50)
     assert meter.measurable and meter.auc_within is not None
     assert meter.auc_within < 0.62, meter.line()
+
+
+# -- item 3: the pool-agent controller on ids with a call limit ------------------------------------
+@pytest.mark.parametrize("env_id", ["orch/OrchMAS-v0", "orch/BudgetRoute-v0"])
+def test_pool_agent_refuses_a_call_limited_id_before_any_call(env_id: str):
+    """Its turns are consults, and consults count against the call limit: with fewer calls than
+    turns it used to run out at the last turns (``consult()`` refused halfway through the
+    episode, after 5 charged calls on OrchMAS); now it refuses before the first call."""
+    import gymnasium as gym
+
+    from orchenv.controllers import make_controller
+    from orchenv.error import ConfigError
+    from orchenv.runner import run_episodes
+
+    env = gym.make(env_id)
+    base = env.unwrapped
+    agent = "executor" if env_id == "orch/OrchMAS-v0" else base.pool.names[0]
+    with pytest.raises(ConfigError, match="call limit") as raised:
+        run_episodes(env, make_controller("pool-agent", agent=agent), 1, progress=False)
+    assert "env-random" in str(raised.value)  # the fix is named
+    assert base.meter.total_calls == 0 and not base.consulted
+    # bound before the episode starts (no task yet): the first act refuses, no call made
+    controller = make_controller("pool-agent", agent=agent)
+    fresh = gym.make(env_id)
+    controller.bind(fresh)
+    obs, info = fresh.reset(seed=0)
+    with pytest.raises(ConfigError, match="call limit"):
+        controller.act(obs, info)
+    assert fresh.unwrapped.meter.total_calls == 0
