@@ -61,6 +61,9 @@ from orchenv.teams import role_agent_pool
 
 #: name of this backend in env-built pools
 BACKEND_NAME = "multihop-roles"
+#: the simulated roles' behaviour version, in the reproduction's cache keys (a cached run
+#: of an older simulator is recomputed, never reused): 2 = issue 38's kind-matched guess
+SIMULATOR_VERSION = 2
 ROLES = ("planner", "searcher", "recommender", "verifier", "judge")
 
 _QUESTION_RE = re.compile(r"^[ \t]*Question: (.*)$", re.MULTILINE)

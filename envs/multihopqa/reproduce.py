@@ -298,9 +298,16 @@ class Runs:
         """Every episode of ``setting`` over the run seeds, in (seed, question) order."""
         self.settings[name] = dict(setting)
         if name not in self._done:
+            from orchenv.envs.multihopqa.agents import SIMULATOR_VERSION
+
             rows: list[dict[str, Any]] = []
             for seed in self.rep.seeds:
-                config = {**setting, "seed": seed, "episodes": self.episodes}
+                config = {
+                    **setting,
+                    "seed": seed,
+                    "episodes": self.episodes,
+                    "simulator": SIMULATOR_VERSION,
+                }
                 rows += self.rep.cached(
                     f"multihop-{name}-seed{seed}",
                     config,
