@@ -131,6 +131,17 @@ def _play_all(client: Any, name: str, policy: Any = None) -> list[dict[str, Any]
     return ends
 
 
+def _real_ids(folder: Path, referee: Referee, rows: list[dict[str, Any]]) -> list[str]:
+    """The real task ids of a record: opened with the board's secret when the env seals its
+    ids (orchenv.eval.board.sealed_task_ids), else the record's own."""
+    import orchenv.eval.board as board
+
+    opener = getattr(board, "sealed_task_ids", None)
+    if opener is not None and rows[0]["task_id"].startswith("sealed-"):
+        return list(opener(folder, referee.spec, referee.key))
+    return [r["task_id"] for r in rows]
+
+
 def _rows(folder: Path) -> list[dict[str, Any]]:
     return read_episode_log(folder / "episodes.jsonl")
 
@@ -175,11 +186,17 @@ def test_an_honest_submission_is_signed_ranks_and_equals_the_sealed_plan(
     ]
     assert mine == theirs
     assert rows[0]["episode_seed"] == episode_seed(seeds[0], 0)
-    # what the client saw: opaque ids, never the task's own
+    # what the client saw: opaque ids (the record's, which only the board's secret opens),
+    # never the task's own
     shown = [end["info"]["task_id"] for end in ends]
     assert all(s.startswith("sealed-") for s in shown)
-    assert not {s for s in shown} & {r["task_id"] for r in rows}
-    assert "procmath" not in json.dumps(ends)
+    real = _real_ids(folder, referee, rows)
+    assert len(set(real)) == EPISODES and not set(shown) & set(real)
+    assert not any(r in json.dumps(ends) for r in real) and "procmath" not in json.dumps(ends)
+    # the secret never reaches the record
+    secret = kwargs.get("sealed")
+    for name in ("run.json", "summary.json", "episodes.jsonl", "sealed.json"):
+        assert not secret or secret not in (folder / name).read_text()
     # the board ranks it, as a sealed row
     out = tmp_path / "board"
     out.mkdir()

@@ -28,8 +28,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "--referee BOARD needs --key FILE (the board's key) and --runs DIR (where the "
             "signed records go); see docs/board-referee.md"
         )
-    if (args.key or args.runs) and not args.referee:
-        raise ConfigError("--key and --runs are for --referee BOARD")
+    if (args.key or args.runs or args.task_file) and not args.referee:
+        raise ConfigError("--key, --runs and --task-file are for --referee BOARD")
     configure_logging(args.verbose)
     config = ServeConfig(
         env_kwargs=parse_kwargs(args.env_kwarg),
@@ -45,6 +45,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         referee_board=args.referee,
         referee_key=args.key,
         referee_runs=args.runs,
+        referee_task_file=args.task_file,
     )
     serve(
         config,
@@ -143,6 +144,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--key", metavar="FILE", help="--referee: the board's key file")
     p.add_argument("--runs", metavar="DIR", help="--referee: the folder of the signed records")
+    p.add_argument(
+        "--task-file",
+        metavar="FILE",
+        help="--referee: the board's private task file (boards whose sealed plan names one)",
+    )
     p.add_argument(
         "--uds",
         metavar="PATH",

@@ -162,6 +162,8 @@ class ServeConfig:
     referee_runs: str | None = None
     #: the one submission name the referee accepts (sandboxed re-execution); None: any
     referee_name: str | None = None
+    #: a board's private task file (``--task-file``; boards whose sealed plan names one)
+    referee_task_file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -209,6 +211,7 @@ class Runtime:
                 config.referee_key,
                 config.referee_runs,
                 only=config.referee_name,
+                task_file=config.referee_task_file,
             )
             if self.referee.env_id != config.env_id:
                 raise ConfigError(

@@ -93,13 +93,22 @@ class Referee:
         key_file: str | os.PathLike[str],
         runs: str | os.PathLike[str],
         only: str | None = None,
+        task_file: str | os.PathLike[str] | None = None,
     ) -> None:
         from orchenv.eval.board import key_id, read_spec, sealed_plan
         from orchenv.verify.keys import read_key
 
         self.spec = read_spec(board)
         self.key = read_key(key_file)
-        seeds, self.env_kwargs = sealed_plan(self.spec, self.key)
+        if task_file is not None:  # a board whose sealed plan reads a private task file
+            seeds, self.env_kwargs = sealed_plan(self.spec, self.key, task_file)  # type: ignore[call-arg]
+        else:
+            seeds, self.env_kwargs = sealed_plan(self.spec, self.key)
+        #: the board's sealed-plan secret, when this orchenv's envs seal themselves (the env
+        #: then shows opaque task ids, ``orchenv.seeding.seal_task_id``); None: older envs,
+        #: whose ids the referee makes opaque itself (``opaque``)
+        secret = self.env_kwargs.get("sealed")
+        self.secret: str | None = secret if isinstance(secret, str) else None
         self.seed = int(seeds[0])
         self.episodes = int(self.spec["sealed_plan"]["episodes"])
         self.key_id = key_id(self.key)
@@ -121,11 +130,37 @@ class Referee:
         kwargs["split"] = self.spec["split"]
         return gym.make(self.env_id, **kwargs)
 
+    def public_kwargs(self) -> dict[str, Any]:
+        """The env kwargs a record shows: the secret and a private task file's path withheld
+        (as ``orchenv board play`` writes them)."""
+        try:
+            from orchenv.eval.board import WITHHELD
+        except ImportError:  # an orchenv whose board has no sealed secret
+            WITHHELD = "<withheld: the board's sealed plan>"  # noqa: N806
+        out = dict(self.env_kwargs)
+        backend = out.get("backend_kwargs")
+        public = self.spec["env_kwargs"]
+        if "sealed" in out:
+            out["sealed"] = WITHHELD
+        if isinstance(backend, dict) and backend != public.get("backend_kwargs"):
+            out["backend_kwargs"] = {**backend, "seed": WITHHELD}
+        task_file = self.spec["sealed_plan"].get("task_file")
+        source = out.get("task_source_kwargs")
+        if isinstance(task_file, dict) and isinstance(source, dict):
+            kwarg = str(task_file.get("kwarg"))
+            if kwarg in source:
+                out["task_source_kwargs"] = {**source, kwarg: WITHHELD}
+        return dict(sorted(out.items()))
+
     def opaque(self, task_id: Any) -> str | None:
-        """The task id shown to clients: an HMAC of the real one under the key (so equal
-        tasks get equal ids across submissions, and no id names a public task)."""
+        """The task id shown to clients. An env sealed with the board's secret already shows
+        an opaque id (``sealed-...``), passed on as it is; any other id is replaced by an HMAC
+        of it under the key. Either way equal tasks get equal ids across submissions, and no
+        id names a public task."""
         if task_id is None:
             return None
+        if self.secret is not None and str(task_id).startswith("sealed-"):
+            return str(task_id)
         mac = hmac.new(
             self.key,
             b"orchenv-referee-task:"
@@ -207,7 +242,7 @@ class Submission:
         spec = referee.spec
         self.identity = {
             "env_id": referee.env_id,
-            "env_kwargs": dict(sorted(spec["env_kwargs"].items())),
+            "env_kwargs": referee.public_kwargs(),
             "pool": spec["pool"]["name"],
             "split": spec["split"],
             "controller": name,
@@ -384,6 +419,16 @@ class Submission:
         else:
             self.run_info["refereed"]["episodes_played"] += 1
 
+    def _check_withheld(self) -> None:
+        """The record never holds the board's secret (``DataError`` if it does: a bug)."""
+        secret = self.referee.secret
+        if secret is None:
+            return
+        for name in RECORD_FILES:
+            with open(self.folder / name, "rb") as fh:
+                if secret.encode() in fh.read():
+                    raise DataError(f"{self.folder / name} holds the board's sealed secret")
+
     def _finish(self, status: str) -> None:
         """Write summary.json, the final run.json and the signed sealed.json."""
         from orchenv.eval.board import SEALED_FILE
@@ -403,6 +448,7 @@ class Submission:
         records = {(seed, i): self.records[i] for i in sorted(self.records)}
         summary, _, _ = build_summary(self.run_info, records, self.agents, False)
         write_json_atomic(self.folder / "summary.json", summary)
+        self._check_withheld()
         body: dict[str, Any] = {
             "format": SIGNED_FORMAT,
             "how": "refereed",

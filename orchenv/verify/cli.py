@@ -80,6 +80,11 @@ def add_subcommands(sub: Any) -> None:
     )
     v.add_argument("--out", metavar="DIR", help="--board: the new folder of the signed record")
     v.add_argument(
+        "--task-file",
+        metavar="FILE",
+        help="--board: the board's private task file (boards whose sealed plan names one)",
+    )
+    v.add_argument(
         "--timeout",
         type=float,
         default=600.0,
@@ -112,7 +117,14 @@ def cmd_rerun_sandboxed(args: argparse.Namespace) -> int:
             "--board re-executes the bundle's entry point against the board's referee: give "
             "--rerun, --key FILE (the board's key) and --out DIR (the signed record)"
         )
-    result = rerun_entry_point(args.bundle, args.board, args.key, args.out, timeout_s=args.timeout)
+    result = rerun_entry_point(
+        args.bundle,
+        args.board,
+        args.key,
+        args.out,
+        timeout_s=args.timeout,
+        task_file=args.task_file,
+    )
     how = "timed out" if result.exit_code is None else f"exit status {result.exit_code}"
     print(result.stderr_tail.rstrip()[-2000:])
     print(

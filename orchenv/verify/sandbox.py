@@ -210,6 +210,7 @@ def rerun_entry_point(
     out: str | os.PathLike[str],
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    task_file: str | os.PathLike[str] | None = None,
 ) -> Rerun:
     """Play ``bundle``'s entry point, sandboxed, on ``board``'s sealed plan against a referee
     (module docstring); the signed record is written to ``out`` (a new folder)."""
@@ -225,6 +226,8 @@ def rerun_entry_point(
     if os.path.lexists(target):
         raise ConfigError(f"--out {out} exists: a refereed record is written once; pick a new one")
     secret = [Path(key_file), Path(board), target.parent]
+    if task_file is not None:
+        secret.append(Path(task_file))
     for folder in [*_mounts(), bundle_path]:
         for path in secret:
             if _inside(path, folder):
@@ -243,6 +246,7 @@ def rerun_entry_point(
             referee_key=str(key_file),
             referee_runs=str(target.parent),
             referee_name=target.name,
+            referee_task_file=str(task_file) if task_file is not None else None,
         )
         app = build_app(config)
         uds = os.path.join(sock_dir, "referee.sock")
@@ -278,7 +282,9 @@ def rerun_entry_point(
             if not os.path.lexists(target):  # it never opened its submission: all count 0
                 from orchenv.serve.referee import Referee
 
-                Referee(board, key_file, target.parent).open(target.name).close()
+                Referee(board, key_file, target.parent, task_file=task_file).open(
+                    target.name
+                ).close()
             # the child's session closes when it exits: wait for the referee to sign
             deadline = time.monotonic() + 120
             while not (target / "sealed.json").exists():
