@@ -119,3 +119,13 @@ def test_the_recommenders_reply_tells_nothing_beyond_its_content(env_id):
     meter, _ = tell_meter(env_id, episodes=60, test_episodes=40, seed=0, bootstrap=0)
     assert meter.measurable and meter.agents == ["recommender"]
     assert meter.auc_within is not None and meter.auc_within <= 0.65, meter.line()
+
+
+@pytest.mark.parametrize("answer", ["\u00b2", "9" * 5000, "x\ud800y", "", "yes"])
+def test_guess_survives_hostile_tasks_and_prompts(answer):
+    from orchenv.tasks import Task
+
+    task = Task("t", "Q?", (answer,), {"chain": [], "context": []})
+    for prompt in ("Question: Q?\n" + "a" * 10_000_000, "\ud800" * 1000, ""):
+        said = guess(task, prompt, 0.3)
+        assert isinstance(said, str) and said

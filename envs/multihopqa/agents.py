@@ -276,7 +276,9 @@ def guess(task: Task, prompt: str, luck: float) -> str:
         names = list(dict.fromkeys(named)) or [str(h["entity"]) for h in chain]
         return names[pick % len(names)]
     answers = {a.strip().casefold() for a in task.answers}
-    if kind == "year" or (not kind and task.answer.strip().isdigit()):
+    plain = task.answer.strip()
+    number = plain.isascii() and plain.isdigit() and len(plain) <= 9
+    if kind == "year" or (not kind and number):
         years = [y for y in _YEAR_RE.findall(prompt) if y not in answers and y not in question]
         if not years:
             text = " ".join(" ".join(s) for _, s in task.meta.get("context", []))
@@ -284,7 +286,7 @@ def guess(task: Task, prompt: str, luck: float) -> str:
         distinct = list(dict.fromkeys(years))
         if distinct:
             return distinct[pick % len(distinct)]
-        base = int(task.answer) if task.answer.strip().isdigit() else 1950
+        base = int(plain) if number else 1950
         return str(base + 1 + pick % 30)
     candidates = [
         str(n) for n in task.meta.get("same_type_names", ()) if str(n).casefold() not in answers
