@@ -11,8 +11,9 @@ the simulation only and never shown to the controller.
 Locating the error: a simulated wrong draft (``mathgen.worked_solution``) is the
 correct solution in the same phrasing with one step changed (procedural tasks: an
 injected mistake that propagates; file tasks: the reference solution with its last
-steps perturbed). So the first line where the draft departs from the correct
-rendering in its style is the faulty step.
+steps perturbed). The simulated backend lays the steps out in its own shape (lines,
+numbering, neutral prose) but keeps their mathematics, so the line holding the first
+``$...$`` segment that departs from the correct solution's is the faulty step.
 
 Judging the critique (``judge_critique``):
 
@@ -123,23 +124,59 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
     return n
 
 
+#: a draft's mathematics (``$...$``): what the simulated writer keeps whatever the layout
+_MATH_RE = re.compile(r"\$[^$]*\$")
+#: the simulated layout's recap of a draft's values (``orchenv.backends.simulated``): after the
+#: steps, so its mathematics is not a step's
+_RECAP_MARK = "Values used along the way:"
+
+
+def _maths(lines: list[str]) -> list[tuple[int, str]]:
+    """(line index, segment) of every ``$...$`` in ``lines``, the recap's left out."""
+    out: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        recap = line.find(_RECAP_MARK)
+        if recap >= 0 and "\\boxed" not in line:
+            line = line[:recap]
+        out.extend((i, m) for m in _MATH_RE.findall(line))
+    return out
+
+
 def locate_error(task: Task, draft: str) -> ErrorSite | None:
     """The faulty step of ``draft`` (privileged: reads the reference solution); None when the
-    draft matches a correct rendering."""
+    draft matches a correct rendering.
+
+    The simulated backend lays a writer's steps out in its own shape (lines, numbering,
+    neutral prose: ``orchenv.backends.simulated.lay_out_draft``) but keeps every step's
+    mathematics, so the draft's ``$...$`` segments are compared in order with the correct
+    solution's; the line of the first that departs is the faulty one, its prefix (``Step 3:``,
+    ``3.``) the step a critique names.
+    """
     lines = _lines(draft)
     if not lines:
         return None
-    best = max(_references(task), key=lambda ref: _common_prefix(lines, ref))
-    i = _common_prefix(lines, best)
-    if i >= len(lines) and len(lines) == len(best):
+    got = _maths(lines)
+    best: tuple[int, list[str]] | None = None
+    for ref in _references(task):
+        want = [m for _, m in _maths(ref)]
+        n = _common_prefix([m for _, m in got], want)
+        if best is None or n > best[0]:
+            best = (n, want)
+    assert best is not None
+    n, want = best
+    if n >= len(got) and len(got) == len(want):
         return None
-    i = min(i, len(lines) - 1)
-    faulty, correct = lines[i], best[i] if i < len(best) else ""
-    match = _STEP_PREFIX_RE.match(faulty)
-    got, want = _NUMBER_RE.findall(faulty), _NUMBER_RE.findall(correct)
+    if not got:
+        i, faulty_math, correct_math = len(lines) - 1, "", ""
+    else:
+        k = min(n, len(got) - 1)
+        i, faulty_math = got[k]
+        correct_math = want[k] if k < len(want) else ""
+    match = _STEP_PREFIX_RE.match(lines[i])
+    got_numbers, want_numbers = _NUMBER_RE.findall(faulty_math), _NUMBER_RE.findall(correct_math)
     wrong = right = None
-    for k, token in enumerate(got):
-        other = want[k] if k < len(want) else None
+    for k, token in enumerate(got_numbers):
+        other = want_numbers[k] if k < len(want_numbers) else None
         if token != other:
             wrong, right = token, other
             break
