@@ -179,8 +179,9 @@ class SyntheticMultihopSource(GeneratedTaskSource):
             "dataset": "synthetic",
             "source": self.name,
         }
-        meta["answer_type"] = answer_type(kb, chain, answers)
-        meta["same_type_names"] = same_type_names(kb, context, meta["answer_type"], chain, answers)
+        kind = answer_type(kb, chain, answers)
+        meta["answer_type"] = kind
+        meta["same_type_names"] = same_type_names(kb, context, kind, chain, answers)
         return Task(f"mhqa-{self.seed}/{split}/{index}", question, answers, meta)
 
     def _hop_count(self, split: str, index: int) -> int:
