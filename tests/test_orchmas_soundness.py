@@ -158,3 +158,19 @@ def test_pool_agent_refuses_a_call_limited_id_before_any_call(env_id: str):
     with pytest.raises(ConfigError, match="call limit"):
         controller.act(obs, info)
     assert fresh.unwrapped.meter.total_calls == 0
+
+
+def test_wrong_answer_is_quick_on_hostile_answers():
+    import time
+
+    started = time.monotonic()
+    huge = "9" * 1_000_000
+    wrong = near_number(huge, 0.3)
+    assert len(wrong) == len(huge) and wrong != huge
+    assert near_number("-" + "12345" * 10, 0.2).startswith("-")
+    assert near_number("1." + "0" * 100_000 + "1", 0.7).endswith("1")
+    context = [["\ud800 Studios", ["x"]], ["A" * 100_000 + " Studios", ["y"]]]
+    task = _task("Lumax Studios", context=context)
+    assert wrong_answer(task, "Lumax Studios", "question").endswith("Studios")
+    assert wrong_answer(_task("1" * 20_000), "1" * 20_000, "hop0") != "1" * 20_000
+    assert time.monotonic() - started < 5.0

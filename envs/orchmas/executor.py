@@ -336,6 +336,8 @@ def _evidence_share(messages: Sequence[Message], task: Task) -> float:
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 #: the most a near-miss number moves, in steps (``near_number``)
 NEAR_STEPS = 5
+#: longer numbers (digits before and after the point) move in their head only
+NEAR_DIGITS = 18
 #: a four-digit number up to this year is not moved past it (a year near today stays a
 #: year that has happened)
 LATEST_YEAR = 2025
@@ -351,11 +353,17 @@ def near_number(plain: str, u: float) -> str:
     one unit of the last decimal place, or, for whole numbers of four or more digits,
     ``10 ** (digits - 3)`` (a year moves by 10 to 50 years, 125000 by 1000 to 5000). A move
     that would change the digit count (or take a year up to ``LATEST_YEAR`` past it) goes the
-    other way; a one-digit number moves by 1 to 3 within 0-9."""
+    other way; a one-digit number moves by 1 to 3 within 0-9. A number of more than
+    ``NEAR_DIGITS`` digits moves in its first four digits of the whole part (or its whole
+    part alone), the rest copied: the form is kept without arithmetic on huge integers."""
     negative = plain.startswith("-")
     body = plain.lstrip("-")
     whole, _, decimals = body.partition(".")
     places = len(decimals)
+    if len(whole) + places > NEAR_DIGITS:  # a huge number from a file: move its head only
+        head, rest = (whole[:4], whole[4:]) if len(whole) > 4 else (whole, "")
+        moved = near_number(head, u) + rest + (f".{decimals}" if places else "")
+        return f"-{moved}" if negative else moved
 
     def form(n: int) -> str:
         digits = str(n).rjust(places + 1, "0")
