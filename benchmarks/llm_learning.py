@@ -661,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--temperature", type=float, default=3.0)
     p.add_argument("--eval-sampled", action="store_true",
                    help="also evaluate the sampled policy at the training temperature")  # fmt: skip
+    p.add_argument("--choice-enumerate", action="store_true",
+                   help="GRPOConfig.choice_enumerate: each state's group tries every route "
+                        "once (G = the number of choices) instead of sampling them")  # fmt: skip
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--lora-r", type=int, default=8)
     p.add_argument("--lora-layers", type=int, default=4)
@@ -935,6 +938,7 @@ def grpo_config(args: Any, model_dir: Path) -> Any:
         max_turns=args.max_turns,
         action_space="choices",
         choice_score=args.choice_score,
+        choice_enumerate=bool(getattr(args, "choice_enumerate", False)),
         mode=args.mode,
         group_size=args.group_size,
         queries_per_step=args.queries,

@@ -164,3 +164,40 @@ def test_the_probe_precheck_scores_a_frozen_model_against_the_majority_class(tin
         assert abs(diff - gap) < 1e-12
         majority = max(row["classes"].values()) / 30
         assert abs(row["majority_accuracy"]["mean"] - majority) < 1e-12
+
+
+def test_choice_enumerate_tries_every_route_once_per_group(tiny_model):
+    """GRPOConfig.choice_enumerate (run 2): a state's G rows take the available choices in
+    turn, each with its log-probability under softmax(score / T); off by default (draws)."""
+    import math
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from orchenv.agents.grpo.config import GRPOConfig
+    from orchenv.agents.grpo.generation import ChoicePolicySampler
+    from orchenv.choice_policy import choice_distribution
+    from orchenv.error import ConfigError
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    messages = [{"role": "system", "content": "Route."}, {"role": "user", "content": "2 + 3?"}]
+    options = ["<model>a</model>", None, "<model>b</model>", "<model>c</model>"]
+    other = [{"role": "user", "content": "7 * 6?"}]
+    sampler = ChoicePolicySampler(
+        model, tokenizer, temperature=1.0, max_new_tokens=0, enumerate_choices=True
+    )
+    samples = sampler([messages] * 3 + [other] * 6, choices=[options] * 9)
+    assert [s.chosen for s in samples] == [0, 1, 2, 0, 1, 2, 0, 1, 2]
+    texts = [c for c in options if c is not None]
+    _, _, scores, _ = sampler.score_state(messages, options)
+    p = choice_distribution(scores, 1.0)
+    for s in samples[:3]:
+        assert s.text == texts[s.chosen]
+        assert s.logprobs == pytest.approx([math.log(p[s.chosen])], abs=1e-5)
+    # the default draws: a tiny random model's near-equal scores at T = 100 give both routes
+    drawn = ChoicePolicySampler(model, tokenizer, temperature=100.0, max_new_tokens=0, seed=3)
+    picks = [s.chosen for s in drawn([messages] * 30, choices=[options] * 30)]
+    assert picks != [0, 1, 2] * 10 and len(set(picks)) > 1
+    assert GRPOConfig(model_path="x").choice_enumerate is False
+    with pytest.raises(ConfigError, match="choice_enumerate"):
+        GRPOConfig(model_path="x", choice_enumerate=True)

@@ -101,6 +101,11 @@ class GRPOConfig:
         "sum", "choice mode: a choice's score is its summed token log-probability, or the "
         "mean over its tokens (length-normalised: long choices are not penalised a priori)"
     )  # fmt: skip
+    choice_enumerate: bool = arg(
+        False, "choice mode: the G actions of a state are its available choices in turn (each "
+        "once when G equals their number), not draws; advantages stay group-relative (a variant: "
+        "the group's behaviour is uniform over the choices, docs/grpo.md)"
+    )  # fmt: skip
     generation_backend: Literal["hf", "vllm"] = arg("hf", "transformers, or vLLM (GPU, untested)")
     temperature: float = arg(1.0, "training sampling temperature (Table 9)")
     eval_temperature: float = arg(0.0, "evaluation temperature, 0 = greedy (Table 9)", ge=0)
@@ -149,6 +154,8 @@ class GRPOConfig:
                 "temperature must be > 0: GRPO needs sampled groups (greedy decoding "
                 f"is for evaluation, eval_temperature=0), got {self.temperature!r}"
             )
+        if self.choice_enumerate and self.action_space != "choices":
+            raise ConfigError("choice_enumerate needs action_space='choices'")
         if self.action_space == "choices" and self.generation_backend != "hf":
             raise ConfigError("action_space='choices' scores choices with transformers: use "
                               "generation_backend='hf'")  # fmt: skip

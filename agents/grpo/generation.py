@@ -228,6 +228,10 @@ class ChoicePolicySampler(PolicySampler):
     from ``softmax(score / temperature)`` with the row's own seeded generator (arg-max at
     temperature 0). The ``Sample`` keeps every choice's ids, the pick and ``[log pi(pick)]``,
     what the choice-mode update recomputes. Rollouts pass ``choices=`` (``needs_choices``).
+
+    ``enumerate_choices``: the k-th row of a state in one call takes its choice ``k mod n``
+    (n available choices) instead of a draw, so a group of G = n rows tries every choice once;
+    the ``Sample`` still records ``[log pi(pick)]`` under ``softmax(score / temperature)``.
     """
 
     needs_choices = True
@@ -239,11 +243,13 @@ class ChoicePolicySampler(PolicySampler):
         *,
         amp: bool = False,
         choice_score: str = "sum",
+        enumerate_choices: bool = False,
         **decoding: Any,
     ) -> None:
         super().__init__(**decoding)
         normalise_choice_scores([0.0], [[0]], choice_score)  # fails early on a bad name
         self.choice_score = choice_score
+        self.enumerate_choices = enumerate_choices
         self._backend = HFBackend(model=model, tokenizer=tokenizer)
         self._loaded = self._backend.load("policy", model, tokenizer)
         self.model, self.tokenizer, self.pad_id = model, tokenizer, self._loaded.pad_id
@@ -286,10 +292,11 @@ class ChoicePolicySampler(PolicySampler):
     def _sample(self, prompts: list[Messages], call: int) -> list[Sample]:
         import numpy as np
 
-        from orchenv.choice_policy import pick_choice
+        from orchenv.choice_policy import choice_distribution, pick_choice
 
         samples = []
         cache: dict[tuple, tuple[list[int], list[list[int]], list[float], list[str]]] = {}
+        seen: dict[tuple, int] = {}  # rows of each state so far (enumerate_choices)
         for row, (messages, options) in enumerate(zip(prompts, self._choices, strict=True)):
             if not any(c is not None for c in options):
                 raise ValueError(f"prompt {row} has no available choice")
@@ -301,8 +308,14 @@ class ChoicePolicySampler(PolicySampler):
                 self._stats["choice_states_reused"] += 1
             prompt, ids, scores, texts = cache[key]
             rng = np.random.default_rng(self.row_seed(call, row))
-            # pi(c) = softmax(score / T): the temperature applies to the scores
-            pick, logp = pick_choice(scores, self.temperature, rng)
+            if self.enumerate_choices and self.temperature > 0:
+                pick = seen.get(key, 0) % len(texts)
+                seen[key] = seen.get(key, 0) + 1
+                p = choice_distribution(scores, self.temperature)
+                logp = float(np.log(p[pick])) if p[pick] > 0 else -float("inf")
+            else:
+                # pi(c) = softmax(score / T): the temperature applies to the scores
+                pick, logp = pick_choice(scores, self.temperature, rng)
             samples.append(
                 Sample(
                     texts[pick],

@@ -234,6 +234,7 @@ def make_sampler(learner: Learner) -> PolicySampler:
             amp=learner.amp,
             max_new_tokens=0,
             choice_score=config.choice_score,
+            enumerate_choices=config.choice_enumerate,
             **decoding,
         )
     if config.generation_backend == "vllm":
