@@ -115,7 +115,7 @@ def test_the_draft_shape_tells_little_within_an_author() -> None:
     one author (issue 38, third pass): the simulated writer draws the draft's shape from the
     prompt's hash, not from the task. The old writer's drafts grew with the task's level, so
     length alone separated one author's right from wrong drafts at AUC 0.82-0.84 (0.16-0.18
-    read the other way); now 0.58-0.62, what is left coming from hard tasks whose mathematics
+    read the other way); now 0.57-0.60, what is left coming from hard tasks whose mathematics
     alone overflows a short target.
 
     The bound is the tell meter's flag, 0.65 (|AUC - 0.5| < 0.15). The run is deterministic

@@ -502,18 +502,23 @@ REFERENCE_DRAFT_CHARS = 310.0
 
 # -- the draft's shape (issue 38 item 2, third pass) --------------------------------------------
 #: sigma of the log-normal spread of a draft's length in characters around ``REFERENCE_DRAFT_CHARS``
-DRAFT_CHARS_SIGMA = 0.25
+DRAFT_CHARS_SIGMA = 0.3
 #: a draft's body has between this many lines (the count is drawn from the prompt's hash)
 DRAFT_LINES = (3, 5)
 #: the targets' mean over ``REFERENCE_DRAFT_CHARS``: below 1 because drafts whose content
 #: (or recap) does not fit run over their target; with it the drafts' mean length stays at
 #: ``REFERENCE_DRAFT_CHARS`` (so the calibrated mean tokens and costs hold)
-_TARGET_SCALE = 0.86
+_TARGET_SCALE = 0.94
+#: no target above this many ``REFERENCE_DRAFT_CHARS``: the log-normal's far tail would put a
+#: GPT-4.1-nano call of BudgetRoute's low mode over its $0.001 (0.4% of calls uncapped)
+_TARGET_CAP = 1.9
 _PREFIX_RE = re.compile(r"^\s*(?:Step\s+\d+\s*[:.]\s*|\d+\.\s+)")
 _MATH_RE = re.compile(r"\$[^$]*\$")
 _NUM_RE = re.compile(r"-?\d+(?:\.\d+)?")
-#: a draft carries between this many numbers (a recap of its own values tops up a short one)
-DRAFT_NUMBERS = (20, 45)
+#: numbers a draft writes per character of its length target (drawn in this range): a recap
+#: of its own values tops up a draft with fewer, so the count of numbers follows the length
+#: target, not the task (a hard task's draft writes more numbers: AUC 0.8 on the count alone)
+DRAFT_NUMBER_DENSITY = (0.09, 0.12)
 _STEP_PREFIXES = ("Step {}: ", "{}. ", "Step {}. ", "")
 #: neutral sentences that lengthen a short draft (an opener before the steps, closers after
 #: them): the same pools, in an order drawn from the prompt's hash, for right and wrong drafts
@@ -595,9 +600,14 @@ def _byte_pick(byte: int, n: int) -> int:
 #: the length target of each value of a key's first byte: log-normal quantiles (median
 #: ``_TARGET_SCALE * REFERENCE_DRAFT_CHARS``, sigma ``DRAFT_CHARS_SIGMA``), precomputed
 _TARGETS = tuple(
-    _TARGET_SCALE
-    * REFERENCE_DRAFT_CHARS
-    * math.exp(DRAFT_CHARS_SIGMA * _NORMAL.inv_cdf((b + 0.5) / 256.0) - 0.5 * DRAFT_CHARS_SIGMA**2)
+    min(
+        _TARGET_CAP * REFERENCE_DRAFT_CHARS,
+        _TARGET_SCALE
+        * REFERENCE_DRAFT_CHARS
+        * math.exp(
+            DRAFT_CHARS_SIGMA * _NORMAL.inv_cdf((b + 0.5) / 256.0) - 0.5 * DRAFT_CHARS_SIGMA**2
+        ),
+    )
     for b in range(256)
 )
 
@@ -627,8 +637,9 @@ def lay_out_draft(parts: DraftParts, key: bytes) -> str:
     # a recap of the draft's own values, so that an easy task's short draft carries about as
     # many numbers as a hard one's (the count of numbers read the difficulty: AUC 0.8)
     tail: list[str] = []
-    missing = DRAFT_NUMBERS[0] + _byte_pick(key[3], DRAFT_NUMBERS[1] - DRAFT_NUMBERS[0] + 1)
-    missing -= len(numbers)
+    lo_density, hi_density = DRAFT_NUMBER_DENSITY
+    density = lo_density + (hi_density - lo_density) * (key[3] + 0.5) / 256.0
+    missing = round(density * _TARGETS[key[0]]) - len(numbers)
     if numbers and missing > 0:
         values = numbers[::-1] * (missing // len(numbers) + 1)
         recap = "Values used along the way: $" + "$, $".join(values[:missing]) + "$."
