@@ -545,3 +545,41 @@ def test_observation_features_suffice_to_solve_the_unseen_games(env, expert_env)
                 expert_env.step(command)
             done = term or trunc
         assert info["won"], game.id
+
+
+def test_memoized_parsing_writes_what_textworld_wrote():
+    """Issue 40 (CI time): textworld re-parsed its grammar templates on every command (about
+    four fifths of a step); the engine now keeps the parse trees. Every feedback, command
+    list, win and expert plan is the same as with textworld's own parsing, on every game."""
+    import textworld.logic as logic
+    from textworld.envs.pddl import textgen
+
+    modules = (textgen, logic)
+    first = ALFWorldEngine(ALL_GAMES[0].path)
+    first.reset()  # the first engine imports textworld and installs the memoization
+    first.close()
+    memoized = [m._parse_and_convert for m in modules]
+    assert all(getattr(f, "_orchenv_memoized", False) for f in memoized)
+
+    def trace(game) -> list:
+        engine = ALFWorldEngine(game.path, expert="planner")
+        rng = np.random.default_rng(len(game.id))
+        state, out = engine.reset(), []
+        for _ in range(6):
+            out.append(state)
+            state = engine.step(str(rng.choice(state.admissible_commands)))
+        engine.close()
+        return [*out, state]
+
+    games = ALL_GAMES[::10]
+    before = memoized[0].cache_info().hits
+    fast = [trace(g) for g in games]
+    assert memoized[0].cache_info().hits > before
+    try:
+        for module, f in zip(modules, memoized, strict=True):
+            module._parse_and_convert = f.original
+        slow = [trace(g) for g in games]
+    finally:
+        for module, f in zip(modules, memoized, strict=True):
+            module._parse_and_convert = f
+    assert fast == slow
