@@ -246,6 +246,20 @@ def test_a_client_cannot_choose_its_tasks_or_reset_past_an_episode(referee: Refe
     assert requests.post(referee.url + "/reset", json={}, timeout=10).status_code == 409
 
 
+def test_hostile_submission_names_are_refused(referee: Referee) -> None:
+    """A 10 MB name, a lone surrogate, a path, a number, an object: refused with the rule,
+    nothing created outside the runs folder, the server still up."""
+    with GenericEnvClient(base_url=referee.url).sync() as client:
+        for name in ("x" * 10_000_000, "a\ud800b", "../escape", "", 12, {"a": 1}, [1] * 1000):
+            with pytest.raises(RuntimeError, match="submission name"):
+                client.reset(submission=name)
+        with pytest.raises(RuntimeError, match="episode_id"):
+            client.reset(submission="fine", episode_id={"deep": [[[[]]]]})
+    assert not (referee.runs.parent / "escape").exists()
+    assert sorted(p.name for p in referee.runs.iterdir() if p.name.startswith(".")) == []
+    assert requests.get(referee.url + "/health", timeout=10).ok
+
+
 def test_a_dropped_submission_counts_every_task(referee: Referee) -> None:
     """The client leaves mid-episode 2: episode 1 is logged as played, episode 2 with its
     return so far (not correct), episodes 3-4 at 0; the record is still signed."""

@@ -528,6 +528,8 @@ class RefereeEnvironment(OrchServeEnvironment):
                 "session opens a submission (reset(submission='NAME')); each later reset() "
                 "starts the next sealed task"
             )
+        if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 200):
+            raise ConfigError("episode_id is a string of at most 200 characters")
         if self._submission is None:
             if submission is None:
                 raise ConfigError(
