@@ -19,9 +19,10 @@ in ``CallContext.task.meta["expert_plan"]``) as what a competent agent would do:
   another admissible command of their kind: an actor called when the next step
   is not its kind sends one anyway instead of ``pass`` (the interactor takes or
   opens something where the robot stands, the navigator walks off), which the
-  team then has to undo. So what the router shows a role, calling the Planner or
-  Evaluator after a failed or stray step, and calling the actor whose step is due
-  all matter;
+  team then has to undo; one whose step is due either misses it (``pass``, half
+  its mistakes: ``MISSED_STEP_SHARE``) or sends another command of its kind. So
+  what the router shows a role, calling the Planner or Evaluator after a failed
+  or stray step, and calling the actor whose step is due all matter;
 * the **Evaluator** reports whether the task is complete and, if not, the next
   sub-goal (with probability ``accuracy``; else only "not done").
 
@@ -61,6 +62,11 @@ INTERACTION_VERBS = (
 #: default calibration: P(right) when guided, and the navigator/interactor's P(right) unguided
 DEFAULT_ACCURACY = {"planner": 0.9, "navigator": 0.9, "interactor": 0.9, "evaluator": 0.9}
 DEFAULT_UNGUIDED = {"navigator": 0.5, "interactor": 0.5}
+#: of an actor's mistakes when its step is due, the share that reply ``pass`` (the step is
+#: missed) rather than send another command of its kind. Before, a mistake was always a
+#: command, so every ``pass`` was right and the reply's length alone told right from wrong
+#: (the audit's tell meter: AUC 0.700 [0.588, 0.814] on orch/ALFWorldRoles-v0)
+MISSED_STEP_SHARE = 0.5
 
 _SUBGOAL_NAMES = {
     "go": "GoTo", "open": "Open", "close": "Close", "take": "PickUp", "move": "Put",
@@ -169,11 +175,18 @@ class ALFWorldRoleBackend:
         if luck < p_right or not mine:
             text = wanted if wanted is not None else "pass"
             return text, {"guided": guided, "right": True}
+        # the luck above p_right, rescaled to [0, 1), picks the mistake
+        slip = (luck - p_right) / (1.0 - p_right)
         others = [c for c in mine if c != wanted]
+        if wanted is not None and (slip < MISSED_STEP_SHARE or not others):
+            # its step is due and it lets it pass: a real model misses steps as well as
+            # sending wrong ones (without this every "pass" was right, a surface tell)
+            return "pass", {"guided": guided, "right": False}
         if not others:
-            return "pass", {"guided": guided, "right": wanted is None}
-        # the luck above p_right, rescaled to [0, 1), picks the wrong command
-        pick = others[int((luck - p_right) / (1.0 - p_right) * len(others)) % len(others)]
+            return "pass", {"guided": guided, "right": True}
+        if wanted is not None:  # the rest of the slip range picks the wrong command
+            slip = (slip - MISSED_STEP_SHARE) / (1.0 - MISSED_STEP_SHARE)
+        pick = others[int(slip * len(others)) % len(others)]
         return pick, {"guided": guided, "right": False}
 
     def _metered(
