@@ -70,10 +70,12 @@ from orchenv.pool import (
     Message,
     UsageMeter,
     make_pool,
+    seal_backends,
 )
 from orchenv.schema import show
+from orchenv.seeding import seal_task_id, sealed_int
 from orchenv.spaces import AnyText
-from orchenv.tasks import Task, TaskSource, make_task_source, pick_task
+from orchenv.tasks import Task, TaskSource, make_task_source, pick_task, sealed_task_source
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -172,6 +174,7 @@ class SharedArguments(TypedDict, total=False):
     backend_kwargs: Mapping[str, Any] | None
     max_obs_chars: int
     render_mode: str | None
+    sealed: str | None
 
 
 #: the base's defaults for the shared arguments (an env overrides some in ``shared_defaults``)
@@ -186,6 +189,7 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "backend_kwargs": None,
     "max_obs_chars": 1_000_000,
     "render_mode": None,
+    "sealed": None,
 }
 
 #: ``unused_shared_arguments`` of an env whose learner acts alone (no agent pool, so no
@@ -207,6 +211,18 @@ def arguments_for(function: Callable[..., Any], values: Mapping[str, Any]) -> di
         elif param.kind is param.VAR_KEYWORD:
             names += list(SHARED_DEFAULTS)
     return {name: values[name] for name in names if name in values}
+
+
+def _replace_text(value: Any, old: str, new: str) -> Any:
+    """``value`` with ``old`` written as ``new`` in every string inside it (dicts, lists,
+    tuples); other values unchanged. A sealed env's info and observation go through it."""
+    if isinstance(value, str):
+        return value.replace(old, new) if old in value else value
+    if isinstance(value, dict):
+        return {k: _replace_text(v, old, new) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_replace_text(v, old, new) for v in value)
+    return value
 
 
 #: the heading of the section ``shared_arguments_section`` adds to an env's docstring
@@ -256,6 +272,13 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             ``{"base_url": ...}``).
         max_obs_chars: longer observations keep their head and tail.
         render_mode: ``None`` or ``"ansi"`` (the transcript).
+        sealed: ``None`` (public tasks), or a board's sealed-plan secret (a hex string from
+            ``orchenv.eval.board.sealed_plan``; never the board's key). The secret is mixed
+            into the task source's seed, the task draw and the seed of every seeded backend
+            of the pool (env-built pools too), so sealed tasks and the pool's luck on them
+            cannot be enumerated from public code; every public ``info`` field and the
+            observation name the task only by an opaque id (``orchenv.seeding.seal_task_id``);
+            reset options that choose a task are refused.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012
@@ -314,6 +337,14 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         max_turns, format_penalty = args["max_turns"], args["format_penalty"]
         backend, backend_kwargs = args["backend"], args["backend_kwargs"]
         max_obs_chars, render_mode = args["max_obs_chars"], args["render_mode"]
+        sealed = args["sealed"]
+        if sealed is not None and (not isinstance(sealed, str) or len(sealed) < 32):
+            raise ConfigError(
+                "sealed must be a board's sealed-plan secret (a hex string of 32+ characters "
+                f"from orchenv.eval.board.sealed_plan), got {show(sealed)}"
+            )
+        #: the sealed-plan secret (``sealed``); None on public tasks
+        self._sealed: str | None = sealed
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode {render_mode!r} is not supported; use one of {self.metadata['render_modes']}"
@@ -443,13 +474,32 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         """The task source, built on first use from the ``task_source`` argument."""
         if self._task_source_arg is None:
             raise NoTaskSourceError(f"{type(self).__name__} has no task source")
+        if self._sealed is not None:
+            return sealed_task_source(self._task_source_arg, self._task_source_kwargs, self._sealed)
         return make_task_source(self._task_source_arg, **self._task_source_kwargs)
 
     @property
     def pool(self) -> AgentPool:
         if self._pool is None:
-            self._pool = self._build_pool()
+            if self._sealed is not None and isinstance(self._pool_arg, AgentPool):
+                raise ConfigError(
+                    "a sealed env builds its own pool (a preset name or pool file): a pool "
+                    "object passed in is shared, and its backends cannot be sealed for it alone"
+                )
+            pool = self._build_pool()
+            if self._sealed is not None and isinstance(pool, AgentPool):
+                seal_backends(pool, self._sealed)
+            self._pool = pool
         return self._pool
+
+    def public_task_id(self) -> str:
+        """The id ``info["task_id"]`` shows: the task's id, or its opaque stand-in in a sealed
+        env (``sealed``; only the board's secret maps it back: ``orchenv.seeding``)."""
+        if self.task is None:
+            return ""
+        if self._sealed is None:
+            return self.task.id
+        return seal_task_id(self.task.id, self._sealed)
 
     @property
     def task_source(self) -> TaskSource:
@@ -494,7 +544,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self.task = None
         extra = self._reset_episode(dict(options or {}))
         if self.task is not None:
-            extra.setdefault("task_id", self.task.id)
+            extra.setdefault("task_id", self.public_task_id())
         return self._finish(extra, invalid=False, parse_error=None)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -541,7 +591,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         self._done = terminated or truncated
         extra: dict[str, Any] = {}
         if self.task is not None:
-            extra["task_id"] = self.task.id
+            extra["task_id"] = self.public_task_id()
         extra.update(outcome.info)
         if self._done:
             extra.update(self._summary())
@@ -582,7 +632,17 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     def pick_task(self, options: Mapping[str, Any]) -> Task:
         """The episode's task (``orchenv.tasks.pick_task``: ``task``, ``task_id``,
         ``task_index`` options, else a draw from ``self.split`` with ``np_random``)."""
-        return pick_task(self.task_source, self.split, options, self.np_random)
+        if self._sealed is None:
+            return pick_task(self.task_source, self.split, options, self.np_random)
+        chosen = sorted(k for k in ("task", "task_id", "task_index") if k in options)
+        if chosen:
+            raise ConfigError(
+                f"a sealed env draws its own tasks: reset option(s) {', '.join(chosen)} are "
+                "refused (the board assigns sealed tasks; nobody chooses them)"
+            )
+        draw = int(self.np_random.integers(2**63))  # the run's seed, mixed with the secret
+        rng = np.random.default_rng(sealed_int(self._sealed.encode(), "orchenv-task-draw", draw))
+        return pick_task(self.task_source, self.split, {}, rng)
 
     @property
     def is_last_turn(self) -> bool:
@@ -727,6 +787,9 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         out: dict[str, Any] = dict(info)
         out.update(self._observation_info())
         out.update(extra)
+        if self._sealed is not None and self.task is not None:  # no public field names it
+            real, opaque = self.task.id, self.public_task_id()
+            obs, out = _replace_text(obs, real, opaque), _replace_text(out, real, opaque)
         return obs, out
 
     # -- tree rollouts ----------------------------------------------------------------------------

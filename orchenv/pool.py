@@ -600,6 +600,35 @@ def make_pool(
     return pool
 
 
+def seal_backends(pool: AgentPool, secret: str | bytes) -> list[str]:
+    """Mix a board's sealed-plan ``secret`` into the seed of every seeded backend of ``pool``
+    (simulated backends, env-built role backends, a recording backend's inner one), so the
+    pool's luck on sealed tasks cannot be simulated from public code. Called once by
+    ``OrchestrationEnv`` on a pool it has just built, before any call. Returns the names of
+    the backends it reseeded; a backend without a ``seed`` (a live model) is left alone.
+    ``ConfigError`` for a replaying pool (its answers are public recordings)."""
+    from orchenv.seeding import sealed_int
+
+    if getattr(pool, "replay_from", None):
+        raise ConfigError(
+            "a sealed env cannot replay a recorded pool (replay_from): recorded answers are "
+            "public, and sealed tasks are not in them; play the sealed plan on the pool itself"
+        )
+    key = secret if isinstance(secret, bytes) else secret.encode("utf-8")
+    done: list[str] = []
+    seen: set[int] = set()
+    for name, backend in getattr(pool, "_backends", {}).items():
+        target: Any = backend
+        while target is not None and id(target) not in seen:
+            seen.add(id(target))
+            seed = getattr(target, "seed", None)
+            if isinstance(seed, int) and not isinstance(seed, bool):
+                target.seed = sealed_int(key, "orchenv-sealed-backend", type(target).__name__, seed)
+                done.append(name)
+            target = getattr(target, "inner", None)
+    return done
+
+
 class NoAgents:
     """The pool of a single-learner view (WebShop, ALFWorld): no agents, nothing to call.
 

@@ -236,6 +236,137 @@ def make_task_source(spec: str | TaskSource, **kwargs: Any) -> TaskSource:
     return TASK_SOURCES.resolve(spec)(**kwargs)
 
 
+def _takes(factory: Callable[..., Any], name: str) -> str:
+    """``"yes"`` when ``factory`` names the parameter ``name``, ``"maybe"`` when it takes
+    ``**kwargs``, else ``"no"``."""
+    import inspect
+
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return "maybe"
+    if name in params:
+        return "yes"
+    return "maybe" if any(p.kind is p.VAR_KEYWORD for p in params.values()) else "no"
+
+
+#: the most public tasks ``sealed_task_source`` compares sealed prompts with
+MAX_PUBLIC_TASKS = 200_000
+_PUBLIC_PROMPTS: dict[str, frozenset[bytes]] = {}
+
+
+def _prompt_digest(prompt: str) -> bytes:
+    import hashlib
+
+    return hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def public_prompts(source: TaskSource) -> frozenset[bytes]:
+    """Digests of every prompt of ``source`` (all splits): what a controller can tabulate from
+    public code. Cached per source name and seed/sizes; ``ConfigError`` past
+    ``MAX_PUBLIC_TASKS``."""
+    total = sum(source.size(s) for s in source.splits)
+    if total > MAX_PUBLIC_TASKS:
+        raise ConfigError(
+            f"task source {source.name!r} has {total:,} public tasks; a sealed env compares its "
+            f"tasks with at most {MAX_PUBLIC_TASKS:,}: make the public splits smaller"
+        )
+    tag = repr((type(source).__qualname__, source.name, getattr(source, "seed", None), total))
+    found = _PUBLIC_PROMPTS.get(tag)
+    if found is None:
+        found = frozenset(_prompt_digest(t.prompt) for s in source.splits for t in source.iter(s))
+        if len(_PUBLIC_PROMPTS) > 8:
+            _PUBLIC_PROMPTS.clear()
+        _PUBLIC_PROMPTS[tag] = found
+    return found
+
+
+class SealedTaskSource(TaskSource):
+    """A sealed env's task source: the tasks of ``inner`` (built with a sealed seed) whose
+    prompt is in no split of ``public`` (the same source with its public seed). Small
+    generator families repeat prompts across seeds; a sealed draw that repeats a public prompt
+    is drawn again, so looking a prompt up in the public splits finds nothing. Only
+    ``sample`` draws (a sealed env refuses reset options that choose a task)."""
+
+    def __init__(self, inner: TaskSource, public: TaskSource) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.default_split = inner.default_split
+        self._public = public_prompts(public)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return self.inner.splits
+
+    def size(self, split: str) -> int:
+        return self.inner.size(split)
+
+    def get(self, split: str, index: int) -> Task:
+        return self.inner.get(split, index)
+
+    def by_id(self, task_id: str) -> Task:
+        return self.inner.by_id(task_id)
+
+    def sample(self, split: str, rng: np.random.Generator) -> Task:
+        for _ in range(1000):
+            task = self.inner.sample(split, rng)
+            if _prompt_digest(task.prompt) not in self._public:
+                return task
+        raise DataError(
+            f"split {split!r} of the sealed {self.name!r} source: 1,000 draws all repeat a "
+            "public prompt (its parameter space is too small to seal)"
+        )
+
+
+def _takes(factory: Callable[..., Any], name: str) -> str:
+    """``"yes"`` when ``factory`` names the parameter ``name``, ``"maybe"`` when it takes
+    ``**kwargs``, else ``"no"``."""
+    import inspect
+
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return "maybe"
+    if name in params:
+        return "yes"
+    return "maybe" if any(p.kind is p.VAR_KEYWORD for p in params.values()) else "no"
+
+
+def sealed_task_source(
+    spec: str | TaskSource, kwargs: Mapping[str, Any], secret: str | bytes
+) -> TaskSource:
+    """The task source of a sealed env (``OrchestrationEnv``'s ``sealed``): a generated source
+    (one that names a ``seed`` parameter, or takes ``**kwargs`` and is given a ``seed`` or
+    builds a source with an int ``seed``) is built with its seed mixed with the ``secret``
+    (HMAC), so its tasks cannot be generated from public code, and wrapped in
+    ``SealedTaskSource`` so no draw repeats a public prompt; any other named source is built
+    as given (a file-based source reads the board's private task file, which
+    ``orchenv.eval.board.sealed_plan`` put in ``kwargs``). A ``TaskSource`` object is
+    refused: its tasks are whatever the caller built, public or not."""
+    from orchenv.seeding import sealed_int
+
+    if isinstance(spec, TaskSource):
+        raise ConfigError(
+            "a sealed env builds its task source by name (task_source='procedural-math', ...): "
+            "a TaskSource object passed in cannot be sealed"
+        )
+    key = secret if isinstance(secret, bytes) else secret.encode("utf-8")
+    factory = TASK_SOURCES.resolve(spec)
+    given = dict(kwargs)
+
+    def sealed() -> TaskSource:
+        seed = sealed_int(key, "orchenv-sealed-tasks", spec, repr(given.get("seed", 0)))
+        return SealedTaskSource(factory(**{**given, "seed": seed}), factory(**given))
+
+    takes = _takes(factory, "seed")
+    if takes == "yes" or (takes == "maybe" and "seed" in given):
+        return sealed()
+    source = factory(**given)
+    if takes == "maybe" and isinstance(getattr(source, "seed", None), int):
+        return sealed()  # a generated source behind **kwargs
+    return source
+
+
 def pick_task(
     source: TaskSource | None, split: str, options: Mapping[str, Any], rng: np.random.Generator
 ) -> Task:

@@ -1,11 +1,10 @@
-"""Issue 37 item 4 (partial): the board's sealed plan. `orchenv board play` re-executes a
-submission's registered controller on seeds and a simulated-backend seed derived from the
-maintainer's key (HMAC), so the sealed tasks and the pool's luck on them cannot be computed
-without the key; the dev plan stays reproducible; the board ranks sealed runs (seeds hidden)
-only when their sealed.json is signed with its key and their files are unchanged.
-
-Not covered (needs the envs, see docs/leaderboard.md): task ids in ``info`` are still the public
-generator's, so a controller that rebuilds the public task source can still look tasks up."""
+"""Issue 37 item 2: the board's sealed plan. `orchenv board play` re-executes a submission's
+registered controller on seeds derived from the maintainer's key (HMAC) in a sealed env (the
+``sealed`` secret: task-source seed, task draw and backend seeds mixed with it, opaque task
+ids), so the sealed tasks and the pool's luck on them cannot be computed without the key; the
+dev plan stays reproducible; the board ranks sealed runs (seeds hidden) only when their
+sealed.json is signed with its key and their files are unchanged; the run's files do not hold
+the secret. The controllers that try to get around it: tests/test_board_sealed_tasks.py."""
 
 from __future__ import annotations
 
@@ -17,7 +16,15 @@ import pytest
 import orchenv  # noqa: F401 - registers the envs
 from orchenv.cli import main
 from orchenv.error import ConfigError, DataError
-from orchenv.eval.board import make_spec, play_sealed, sealed_plan, write_spec
+from orchenv.eval.board import (
+    WITHHELD,
+    make_spec,
+    play_sealed,
+    sealed_plan,
+    sealed_secret,
+    sealed_task_ids,
+    write_spec,
+)
 from orchenv.eval.harness import EvalConfig, evaluate, read_episode_log
 from orchenv.eval.leaderboard import build_leaderboard
 from orchenv.seeding import sealed_int
@@ -47,7 +54,8 @@ def test_the_sealed_plan_depends_on_the_key_and_the_dev_plan_does_not(board):
     spec = json.loads(board["spec"].read_text())
     key = read_key(board["key"])
     seeds, kwargs = sealed_plan(spec, key)
-    assert seeds != spec["dev_plan"]["seeds"] and kwargs["backend_kwargs"]["seed"] > 0
+    assert seeds != spec["dev_plan"]["seeds"] and len(kwargs["sealed"]) == 64
+    assert kwargs["sealed"] == sealed_secret(spec, key) and key.hex() not in kwargs["sealed"]
     assert sealed_int(b"another key" * 2, "x") != sealed_int(key, "x")
     with pytest.raises(ConfigError, match="not the board's"):
         sealed_plan(spec, b"0" * 32)
@@ -66,6 +74,17 @@ def test_sealed_runs_are_played_by_the_board_and_ranked_with_hidden_seeds(board,
     ]
     sealed_tasks = [r["task_id"] for r in read_episode_log(sealed["random"] / "episodes.jsonl")]
     assert sealed_tasks != dev_tasks and len(sealed_tasks) == N
+    assert all(t.startswith("sealed-") for t in sealed_tasks)  # opaque in the log
+    real = sealed_task_ids(sealed["random"], spec, key)  # the maintainer opens them
+    assert all(t.startswith("procmath-") and t not in dev_tasks for t in real)
+    assert real == sealed_task_ids(sealed["single"], spec, key)  # both played the same tasks
+    secret = sealed_secret(spec, key)
+    for name in ("run.json", "summary.json", "episodes.jsonl", "sealed.json"):
+        text = (sealed["random"] / name).read_text()
+        assert secret not in text and not any(t in text for t in real), name
+    assert json.loads((sealed["random"] / "run.json").read_text())["env_kwargs"] == {
+        "sealed": WITHHELD
+    }
     out = tmp_path / "b"
     result = build_leaderboard([*sealed.values()], out, plots=False, spec=spec, key=key)
     (group,) = result.groups

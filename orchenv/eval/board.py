@@ -10,18 +10,27 @@ The board file (JSON, ``format: "orchenv-board"``) names:
 - ``primary_metric``: what the board ranks (``orchenv.eval.metrics``: the env's objective);
 - ``dev_plan``: the public seeds and episodes per seed every submission plays (reproducible by
   anyone);
-- ``sealed_plan``: the number of sealed episodes and the id of the maintainer's key
-  (``key_id``: a hash of the key, never the key). Sealed runs are not implemented yet in this
-  version (docs/leaderboard.md says what is missing); no run matches the sealed plan today;
+- ``sealed_plan``: the number of sealed episodes, the id of the maintainer's key
+  (``key_id``: a hash of the key, never the key) and, for a file-based task source, the
+  ``task_file`` (its ``sha256`` and the task-source argument it fills, e.g. ``path``: the
+  private file itself is named only at play time, never in the spec or a bundle);
 - ``spec_sha256``: sha256 of the canonical JSON of everything above. Rows are grouped by it.
 
 ``orchenv board key FILE`` writes the maintainer's key (``orchenv.verify.keys``): it signs
 verdicts and identifies the sealed plan; keep it out of every bundle and repository.
+
+Sealed mode (``sealed_plan``, ``play_sealed``): the env is built with the shared argument
+``sealed`` (``orchenv.core.OrchestrationEnv``), a per-board secret derived from the key
+(``sealed_secret``). The base env mixes it into the task source's seed, the task draw and
+the seed of every seeded backend of the pool (env-built pools too), and shows the task only
+by an opaque id (``orchenv.seeding.seal_task_id``) in ``info`` and the observation; the
+maintainer recovers the real ids with ``sealed_task_ids``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -29,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from orchenv.error import ConfigError, DataError
+from orchenv.seeding import open_task_id, seal_task_id
 
 FORMAT = "orchenv-board"
 VERSION = 1
@@ -85,8 +95,13 @@ def make_spec(
     dev_episodes: int = 100,
     sealed_episodes: int = 0,
     key: bytes | None = None,
+    sealed_task_file: str | os.PathLike[str] | None = None,
+    task_file_kwarg: str = "path",
 ) -> dict[str, Any]:
-    """A board spec (module docstring); the env is built once to check its kwargs."""
+    """A board spec (module docstring); the env is built once to check its kwargs. A sealed
+    plan needs tasks nobody can generate from public code: a generated task source (its seed
+    is sealed) or ``sealed_task_file``, a private file read by the task source's argument
+    ``task_file_kwarg`` (only its sha256 enters the spec); ``ConfigError`` otherwise."""
     import gymnasium as gym
 
     from orchenv.eval.metrics import primary_metric
@@ -101,6 +116,13 @@ def make_spec(
         raise ConfigError("the dev plan needs at least one seed and one episode per seed")
     if sealed_episodes and key is None:
         raise ConfigError("a sealed plan needs the maintainer's key (--key FILE)")
+    task_file = None
+    if sealed_task_file is not None:
+        if not sealed_episodes:
+            raise ConfigError("a private task file is for the sealed plan: add --sealed-episodes N")
+        task_file = {"sha256": file_sha256(sealed_task_file), "kwarg": str(task_file_kwarg)}
+    elif sealed_episodes:
+        _check_sealable(env_id, kwargs, split, pool)
     metric = primary_metric(env_id)
     spec: dict[str, Any] = {
         "format": FORMAT,
@@ -114,6 +136,7 @@ def make_spec(
         "sealed_plan": {
             "episodes": int(sealed_episodes),
             "key_id": key_id(key) if key is not None else None,
+            **({"task_file": task_file} if task_file is not None else {}),
         },
     }
     spec["spec_sha256"] = spec_sha256(spec)
@@ -188,25 +211,170 @@ def spec_mismatch(
 SEALED_FILE = "sealed.json"
 
 
-def sealed_plan(spec: Mapping[str, Any], key: bytes) -> tuple[list[int], dict[str, Any]]:
-    """The sealed plan's run seeds and env kwargs: the seeds (which pick the tasks and their
-    order) and the simulated backends' seed are HMACs of the maintainer's ``key``, so they
-    cannot be enumerated or simulated from public code. ``ConfigError`` when the key is not
-    the board's or the board has no sealed plan."""
-    from orchenv.seeding import sealed_int
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of a regular file's bytes (``ConfigError`` for a missing, non-regular or
+    symlinked file)."""
+    import stat
 
+    p = Path(path)
+    try:
+        mode = os.lstat(p).st_mode
+    except OSError as exc:
+        raise ConfigError(f"task file {p} cannot be read ({exc})") from exc
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"task file {p} is not a regular file (symlinks and FIFOs are refused)")
+    digest = hashlib.sha256()
+    with open(p, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_key(spec: Mapping[str, Any], key: bytes) -> Mapping[str, Any]:
     plan = spec["sealed_plan"]
     if not plan.get("episodes"):
         raise ConfigError("this board has no sealed plan (orchenv board init --sealed-episodes N)")
     if plan.get("key_id") != key_id(key):
         raise ConfigError("this key is not the board's: its id differs from the spec's key_id")
+    return plan
+
+
+def sealed_secret(spec: Mapping[str, Any], key: bytes) -> str:
+    """The board's sealed-plan secret (hex): an HMAC of the spec hash under the maintainer's
+    ``key``. The env's ``sealed`` argument; it opens the board's opaque task ids
+    (``orchenv.seeding.open_task_id``). Not the key: it cannot sign anything."""
+    _check_key(spec, key)
+    tag = f"orchenv-sealed-secret:{spec['spec_sha256']}".encode()
+    return hmac.new(key, tag, hashlib.sha256).hexdigest()
+
+
+def _check_sealable(env_id: str, kwargs: Mapping[str, Any], split: str, pool: str) -> None:
+    """``ConfigError`` unless a sealed env of ``env_id`` draws tasks that are not in its public
+    task source (a generated source whose seed the secret changes)."""
+    import gymnasium as gym
+
+    from orchenv.error import NoTaskSourceError, OrchEnvError
+
+    probe = "0" * 64
+    args = {**kwargs, "split": split, "pool": pool}
+    public = gym.make(env_id, **args).unwrapped
+    sealed = gym.make(env_id, **args, sealed=probe).unwrapped
+    try:
+        try:
+            source = public.task_source
+        except NoTaskSourceError:
+            raise ConfigError(
+                f"{env_id} brings its own tasks (no task source): the board cannot seal them "
+                "(the env would have to take the sealed secret into its own generator)"
+            ) from None
+        for seed in range(3):
+            sealed.reset(seed=seed)
+            real = sealed.task
+            try:
+                found = source.by_id(real.id) if real is not None else None
+            except (OrchEnvError, LookupError):
+                found = None
+            if found is not None and found.prompt == real.prompt:
+                if public._task_source_arg is None:
+                    raise ConfigError(
+                        f"{env_id} brings its own tasks (no named task source): the board "
+                        "cannot seal them (the env would have to take the sealed secret into "
+                        "its own generator)"
+                    )
+                raise ConfigError(
+                    f"{env_id}'s task source {public._task_source_arg!r} takes no seed, so its "
+                    "sealed tasks would be the public ones: give it a seed (-e "
+                    "task_source_kwargs='{\"seed\": 0}') if it takes one, or name a private "
+                    "task file (orchenv board init --sealed-task-file FILE)"
+                )
+    finally:
+        public.close()
+        sealed.close()
+
+
+def sealed_plan(
+    spec: Mapping[str, Any], key: bytes, task_file: str | os.PathLike[str] | None = None
+) -> tuple[list[int], dict[str, Any]]:
+    """The sealed plan's run seeds and env kwargs. The seeds (which, mixed with the secret,
+    pick the tasks and their order) are HMACs of the maintainer's ``key``; the kwargs add
+    ``sealed`` (``sealed_secret``), with which the base env seals the task source's seed,
+    the pool's backend seeds and the task ids it shows; so the sealed tasks and the pool's
+    luck on them cannot be enumerated or simulated from public code. ``task_file``: the
+    board's private task file (its sha256 must be the spec's), put into
+    ``task_source_kwargs``. ``ConfigError`` when the key is not the board's, the board has
+    no sealed plan, or the task file is missing or another file."""
+    from orchenv.seeding import sealed_int
+
+    plan = _check_key(spec, key)
     tag = spec["spec_sha256"]
     seeds = [sealed_int(key, "orchenv-sealed-seed", tag) % 2**31]
     kwargs = json.loads(_canon(spec["env_kwargs"]))
-    backend_kwargs = dict(kwargs.get("backend_kwargs") or {})
-    backend_kwargs["seed"] = sealed_int(key, "orchenv-sealed-backend", tag) % 2**31
-    kwargs["backend_kwargs"] = backend_kwargs
+    kwargs["sealed"] = sealed_secret(spec, key)
+    wanted = plan.get("task_file")
+    if wanted:
+        if task_file is None:
+            raise ConfigError(
+                "this board's sealed plan reads a private task file (sha256 "
+                f"{wanted['sha256'][:16]}...): pass it (orchenv board play --task-file FILE)"
+            )
+        have = file_sha256(task_file)
+        if have != wanted["sha256"]:
+            raise ConfigError(
+                f"task file {task_file} has sha256 {have[:16]}..., not the board's "
+                f"{wanted['sha256'][:16]}...: it is another file"
+            )
+        source_kwargs = dict(kwargs.get("task_source_kwargs") or {})
+        source_kwargs[str(wanted["kwarg"])] = str(Path(task_file).resolve())
+        kwargs["task_source_kwargs"] = source_kwargs
+    elif task_file is not None:
+        raise ConfigError("this board's sealed plan names no private task file; drop --task-file")
     return seeds, kwargs
+
+
+def sealed_task_ids(
+    run_dir: str | os.PathLike[str], spec: Mapping[str, Any], key: bytes
+) -> list[str]:
+    """The real task ids of a sealed run's episodes, in log order: its ``episodes.jsonl``
+    shows only opaque ids, which the board's secret opens (``orchenv.seeding.open_task_id``)."""
+    from orchenv.eval.harness import read_episode_log
+    from orchenv.seeding import open_task_id
+
+    secret = sealed_secret(spec, key)
+    rows = read_episode_log(Path(run_dir) / "episodes.jsonl")
+    return [open_task_id(str(r.get("task_id", "")), secret) for r in rows]
+
+
+#: what a sealed run's run.json / summary.json show instead of the secret and the private file
+WITHHELD = "<withheld: the board's sealed plan>"
+
+
+def _withhold(run_dir: Path, env_kwargs: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+    """Write ``WITHHELD`` over the secret (and the private task file's path) in the run's
+    ``run.json`` and ``summary.json``, so a board built from the run shows neither."""
+    task_file = spec["sealed_plan"].get("task_file")
+    kwarg = str(task_file["kwarg"]) if task_file else None
+
+    def clean(kwargs: Any) -> Any:
+        if not isinstance(kwargs, dict):
+            return kwargs
+        out = dict(kwargs)
+        if "sealed" in out:
+            out["sealed"] = WITHHELD
+        source = out.get("task_source_kwargs")
+        if kwarg and isinstance(source, dict) and kwarg in source:
+            out["task_source_kwargs"] = {**source, kwarg: WITHHELD}
+        return out
+
+    for name in ("run.json", "summary.json"):
+        path = run_dir / name
+        data = json.loads(path.read_text(encoding="utf-8"))
+        holder = data.get("run") if name == "summary.json" else data
+        if isinstance(holder, dict):
+            holder["env_kwargs"] = clean(holder.get("env_kwargs"))
+        text = json.dumps(data, indent=2) + "\n"
+        if env_kwargs["sealed"] in text:
+            raise ConfigError(f"{path} still holds the sealed secret after withholding it")
+        path.write_text(text, encoding="utf-8")
 
 
 def play_sealed(
@@ -214,10 +382,14 @@ def play_sealed(
     spec: Mapping[str, Any],
     key: bytes,
     out: str | os.PathLike[str],
+    task_file: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Re-execute a submission's registered controller on the board's sealed plan (played by
     the maintainer: the submitter never sees these tasks) into the run directory ``out``,
-    and sign it (``sealed.json``: HMAC of the spec hash and the run files' digests)."""
+    and sign it (``sealed.json``: HMAC of the spec hash and the run files' digests). The
+    run's ``run.json`` / ``summary.json`` show ``WITHHELD`` for the secret and the private
+    task file; its episodes name tasks by opaque ids (``sealed_task_ids`` opens them).
+    Keep the run directory private all the same: its answers are the sealed tasks'."""
     from orchenv.eval.harness import EvalConfig, evaluate
     from orchenv.eval.rundir import read_json_file
     from orchenv.schema import RUN_INFO
@@ -234,7 +406,7 @@ def play_sealed(
             f"controller {run.get('controller')!r} is not registered in this orchenv: only a "
             "registered controller can be played on the sealed plan"
         )
-    seeds, env_kwargs = sealed_plan(spec, key)
+    seeds, env_kwargs = sealed_plan(spec, key, task_file)
     config = EvalConfig(
         spec["env_id"],
         controller=controller[0],
@@ -247,6 +419,7 @@ def play_sealed(
     )
     target = Path(out)
     evaluate(config, target, progress=False)
+    _withhold(target, env_kwargs, spec)
     body = {
         "format": "orchenv-sealed-run",
         "spec_sha256": spec["spec_sha256"],
@@ -290,7 +463,13 @@ def sealed_status(run_dir: Path, spec: Mapping[str, Any], key: bytes | None) -> 
 
 __all__ = [
     "FORMAT",
+    "WITHHELD",
+    "file_sha256",
     "key_id",
+    "open_task_id",
+    "seal_task_id",
+    "sealed_secret",
+    "sealed_task_ids",
     "make_spec",
     "play_sealed",
     "sealed_plan",

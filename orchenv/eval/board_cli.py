@@ -47,6 +47,18 @@ def add_subcommands(sub: Any) -> None:
     i.add_argument("--episodes", type=int, default=100, help="dev episodes per seed")
     i.add_argument("--sealed-episodes", type=int, default=0, help="episodes of the sealed plan")
     i.add_argument("--key", metavar="FILE", help="the maintainer's key (for the sealed plan)")
+    i.add_argument(
+        "--sealed-task-file",
+        metavar="FILE",
+        help="a private task file for the sealed plan (file-based task sources): only its "
+        "sha256 enters the spec; `board play --task-file FILE` reads it",
+    )
+    i.add_argument(
+        "--task-file-kwarg",
+        default="path",
+        metavar="NAME",
+        help="the task-source argument the private file fills (default: path)",
+    )
     i.add_argument("--out", required=True, metavar="FILE", help="the board file to write")
     i.set_defaults(func=cmd_init)
     s = actions.add_parser(
@@ -63,6 +75,11 @@ def add_subcommands(sub: Any) -> None:
     s.add_argument("--board", required=True, metavar="FILE", help="the board spec")
     s.add_argument("--key", required=True, metavar="FILE", help="the maintainer's key")
     s.add_argument("--out", required=True, metavar="DIR", help="the sealed run directory")
+    s.add_argument(
+        "--task-file",
+        metavar="FILE",
+        help="the board's private task file (its sha256 must be the spec's)",
+    )
     s.set_defaults(func=cmd_play)
 
 
@@ -77,7 +94,8 @@ def cmd_key(args: argparse.Namespace) -> int:
 def cmd_play(args: argparse.Namespace) -> int:
     from orchenv.verify.keys import read_key
 
-    out = play_sealed(args.bundle, read_spec(args.board), read_key(args.key), args.out)
+    spec, key = read_spec(args.board), read_key(args.key)
+    out = play_sealed(args.bundle, spec, key, args.out, task_file=args.task_file)
     print(f"sealed run written to {out}")
     return 0
 
@@ -95,6 +113,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         dev_episodes=args.episodes,
         sealed_episodes=args.sealed_episodes,
         key=read_key(args.key) if args.key else None,
+        sealed_task_file=args.sealed_task_file,
+        task_file_kwarg=args.task_file_kwarg,
     )
     path = write_spec(args.out, spec)
     print(f"board spec {spec['spec_sha256'][:12]} written to {path}")
