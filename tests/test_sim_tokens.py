@@ -142,3 +142,34 @@ def test_the_draft_shape_tells_little_within_an_author() -> None:
             assert abs(value - 0.5) < 0.15, (name, label, value)
         # the mean length stays the reference draft's (so calibrated mean tokens and costs hold)
         assert abs(arr[:, 0].mean() / 310.0 - 1.0) < 0.08, (name, arr[:, 0].mean())
+
+
+def test_the_caches_do_not_change_a_text() -> None:
+    """The draft caches (content per task / agent, laid-out texts) only save work: with them
+    off, cold, warm or evicting, every call gets the same text and counts."""
+    env = gym.make("orch/MathRoute-v0").unwrapped
+    env.reset(seed=0)
+    pool = env.pool
+    calls = []
+    for i in range(60):
+        task = env.task_source.get("train", i)
+        for name in pool.names:
+            for wording in ("", " Please be concise."):
+                messages = [
+                    {**m, "content": m["content"] + wording} for m in env.solver_request(task)
+                ]
+                calls.append((pool.spec(name), messages, CallContext(task=task, turn=1)))
+
+    def texts(backend: SimulatedBackend) -> list[tuple[str, int]]:
+        out = []
+        for spec, messages, context in calls:
+            c = backend.complete(spec, messages, context)
+            out.append((c.text, c.completion_tokens))
+        return out
+
+    reference = texts(SimulatedBackend(text_cache_size=0))
+    cached = SimulatedBackend()
+    assert texts(cached) == reference  # cold
+    assert texts(cached) == reference  # warm
+    assert 0 < len(cached._texts) <= len(calls) and 0 < len(cached._laid) <= len(calls)
+    assert texts(SimulatedBackend(text_cache_size=7)) == reference  # evicting all the time

@@ -274,8 +274,9 @@ class SimulatedBackend(RebuiltOnCopy):
         text_variants: how many shapes (length, lines, numbering: ``shape_draft``) an
             agent's draft of a task can take; the prompt's hash picks one, whatever the
             correctness.
-        text_cache_size: how many written drafts (one per task, agent and correctness) to
-            keep (LRU); 0 disables the cache.
+        text_cache_size: how many written drafts (their content: one per task for right
+            drafts, per task and agent for wrong ones) and, apart, how many laid-out texts
+            to keep (two LRUs); 0 disables both. Outputs do not depend on it.
         tokenizer: the pool's tokenizer (``orchenv.memory.make_token_counter`` spec:
             ``"minilm"``, ``"hf:NAME"``, ``"file:PATH"``) that counts the written text;
             ``None`` (default): the documented per-model rate
@@ -286,7 +287,8 @@ class SimulatedBackend(RebuiltOnCopy):
     simulated figure for analysis.
     """
 
-    _fresh_on_copy = {"_texts": OrderedDict(), "_counter": None}  # caches do not travel
+    # caches do not travel
+    _fresh_on_copy = {"_texts": OrderedDict(), "_laid": OrderedDict(), "_counter": None}
 
     def __init__(
         self,
@@ -323,7 +325,8 @@ class SimulatedBackend(RebuiltOnCopy):
         self.tokenizer = tokenizer
         self._counter: TokenCounter | None = None  # built on first use from ``tokenizer``
         self._texts: OrderedDict[tuple, DraftParts] = OrderedDict()
-        self._lock = threading.Lock()  # guards _texts
+        self._laid: OrderedDict[tuple, str] = OrderedDict()  # the last laid-out drafts
+        self._lock = threading.Lock()  # guards _texts and _laid
 
     def __repr__(self) -> str:
         return (
@@ -427,12 +430,24 @@ class SimulatedBackend(RebuiltOnCopy):
         same prompt always gets the same text, and a right and a wrong draft of one request
         have the same target length.
         """
+        key = (task.id, task.prompt, spec.name, correct, variant)
+        with self._lock:
+            text = self._laid.get(key)
+            if text is not None:
+                self._laid.move_to_end(key)
+                return text
         parts = self._draft_content(spec, task, correct)
         shape_key = hashlib.blake2b(
             repr((self.seed, task.id, task.prompt, spec.name, int(variant))).encode(),
             digest_size=8,
         ).digest()
-        return lay_out_draft(parts, shape_key)
+        text = lay_out_draft(parts, shape_key)
+        if self.text_cache_size:
+            with self._lock:
+                self._laid[key] = text
+                while len(self._laid) > self.text_cache_size:
+                    self._laid.popitem(last=False)
+        return text
 
     def _draft_content(self, spec: AgentSpec, task: Task, correct: bool) -> DraftParts:
         """The writer's draft, parsed and cached (LRU of ``text_cache_size``): a right draft's
