@@ -310,6 +310,8 @@ class Submission:
                     "the session counts it as played, with its return so far)"
                 )
             index = self.next
+            if index >= self.referee.episodes:  # never: the last episode's end closes it
+                raise EnvStateError(f"submission {self.name!r} has played every sealed task")
             obs, info = self.env.reset(seed=self._episode_seed(index))
             self.current = _Episode(index, info)
             self.next = index + 1
