@@ -28,6 +28,12 @@ draft was shown, the env's guidance logit), never on the prompt's surface
 wording: a GRPO group whose rollouts take the same action sees the same outcome. The solution text's
 surface form and its token count do vary with the prompt (hashed).
 
+Text (issue 38, third pass): the task's solution writer gives the content (which steps, which
+mistake, which answer: once per task for a right draft, once per task and agent for a wrong
+one); ``lay_out_draft`` gives the shape (length, lines, numbering, count of numbers), drawn from
+the prompt's hash without the correctness, so the draft's surface does not read the task's
+difficulty (and through it the correctness) except through its mathematics.
+
 Token counts follow the text (issue 38): ``completion_tokens`` is the written text's
 length at the agent's documented rate (``completion_chars_per_token``: a preset's
 ``mean_completion_tokens`` spread over a reference draft of ``REFERENCE_DRAFT_CHARS``,
