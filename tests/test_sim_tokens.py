@@ -173,3 +173,24 @@ def test_the_caches_do_not_change_a_text() -> None:
     assert texts(cached) == reference  # warm
     assert 0 < len(cached._texts) <= len(calls) and 0 < len(cached._laid) <= len(calls)
     assert texts(SimulatedBackend(text_cache_size=7)) == reference  # evicting all the time
+
+
+def test_layout_survives_hostile_solutions() -> None:
+    """A file task's solution may be anything: huge, one line, lone surrogates, no answer."""
+    import time
+
+    from orchenv.backends.simulated import shape_draft
+
+    key = bytes(range(8))
+    for text in (
+        "x" * 2_000_000,
+        "Step 1: " + "$1$, " * 200_000 + "\nThe final answer is $\\boxed{1}$",
+        "\ud800 lone \udfff surrogates\n$\\boxed{\ud800}$",
+        "",
+        "\n\n\n",
+        "$" * 10_001,
+    ):
+        start = time.perf_counter()
+        out = shape_draft(text, key)
+        assert isinstance(out, str)
+        assert time.perf_counter() - start < 5.0

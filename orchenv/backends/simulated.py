@@ -597,8 +597,15 @@ def draft_parts(text: str) -> DraftParts:
     )
 
 
+_MAX_CUT_CHARS = 4000
+
+
 def _cut_points(text: str) -> list[int]:
-    """Where ``text`` may be cut in two lines: after ", " or ". " outside ``$...$``."""
+    """Where ``text`` may be cut in two lines: after ", " or ". " outside ``$...$`` (none in a
+    unit over ``_MAX_CUT_CHARS``: a hostile file solution is not scanned character by
+    character)."""
+    if len(text) > _MAX_CUT_CHARS:
+        return []
     cuts, inside = [], False
     for i, ch in enumerate(text[:-1]):
         if ch == "$":
