@@ -236,20 +236,6 @@ def make_task_source(spec: str | TaskSource, **kwargs: Any) -> TaskSource:
     return TASK_SOURCES.resolve(spec)(**kwargs)
 
 
-def _takes(factory: Callable[..., Any], name: str) -> str:
-    """``"yes"`` when ``factory`` names the parameter ``name``, ``"maybe"`` when it takes
-    ``**kwargs``, else ``"no"``."""
-    import inspect
-
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return "maybe"
-    if name in params:
-        return "yes"
-    return "maybe" if any(p.kind is p.VAR_KEYWORD for p in params.values()) else "no"
-
-
 #: the most public tasks ``sealed_task_source`` compares sealed prompts with
 MAX_PUBLIC_TASKS = 200_000
 _PUBLIC_PROMPTS: dict[str, frozenset[bytes]] = {}
@@ -261,23 +247,23 @@ def _prompt_digest(prompt: str) -> bytes:
     return hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def public_prompts(source: TaskSource) -> frozenset[bytes]:
+def public_prompts(source: TaskSource, tag: str | None = None) -> frozenset[bytes]:
     """Digests of every prompt of ``source`` (all splits): what a controller can tabulate from
-    public code. Cached per source name and seed/sizes; ``ConfigError`` past
-    ``MAX_PUBLIC_TASKS``."""
+    public code. Cached under ``tag`` (the source's name and arguments) when given;
+    ``ConfigError`` past ``MAX_PUBLIC_TASKS``."""
     total = sum(source.size(s) for s in source.splits)
     if total > MAX_PUBLIC_TASKS:
         raise ConfigError(
             f"task source {source.name!r} has {total:,} public tasks; a sealed env compares its "
             f"tasks with at most {MAX_PUBLIC_TASKS:,}: make the public splits smaller"
         )
-    tag = repr((type(source).__qualname__, source.name, getattr(source, "seed", None), total))
-    found = _PUBLIC_PROMPTS.get(tag)
+    found = _PUBLIC_PROMPTS.get(tag) if tag is not None else None
     if found is None:
         found = frozenset(_prompt_digest(t.prompt) for s in source.splits for t in source.iter(s))
-        if len(_PUBLIC_PROMPTS) > 8:
-            _PUBLIC_PROMPTS.clear()
-        _PUBLIC_PROMPTS[tag] = found
+        if tag is not None:
+            if len(_PUBLIC_PROMPTS) > 8:
+                _PUBLIC_PROMPTS.clear()
+            _PUBLIC_PROMPTS[tag] = found
     return found
 
 
@@ -288,11 +274,11 @@ class SealedTaskSource(TaskSource):
     is drawn again, so looking a prompt up in the public splits finds nothing. Only
     ``sample`` draws (a sealed env refuses reset options that choose a task)."""
 
-    def __init__(self, inner: TaskSource, public: TaskSource) -> None:
+    def __init__(self, inner: TaskSource, public: TaskSource, tag: str | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.default_split = inner.default_split
-        self._public = public_prompts(public)
+        self._public = public_prompts(public, tag)
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -356,7 +342,8 @@ def sealed_task_source(
 
     def sealed() -> TaskSource:
         seed = sealed_int(key, "orchenv-sealed-tasks", spec, repr(given.get("seed", 0)))
-        return SealedTaskSource(factory(**{**given, "seed": seed}), factory(**given))
+        tag = json.dumps([spec, given], sort_keys=True, default=repr)  # the public source
+        return SealedTaskSource(factory(**{**given, "seed": seed}), factory(**given), tag)
 
     takes = _takes(factory, "seed")
     if takes == "yes" or (takes == "maybe" and "seed" in given):

@@ -257,8 +257,8 @@ def _check_sealable(env_id: str, kwargs: Mapping[str, Any], split: str, pool: st
 
     probe = "0" * 64
     args = {**kwargs, "split": split, "pool": pool}
-    public = gym.make(env_id, **args).unwrapped
-    sealed = gym.make(env_id, **args, sealed=probe).unwrapped
+    public: Any = gym.make(env_id, **args).unwrapped
+    sealed: Any = gym.make(env_id, **args, sealed=probe).unwrapped
     try:
         try:
             source = public.task_source
