@@ -107,3 +107,18 @@ def test_a_file_source_without_a_private_file_has_no_sealed_plan(board):
     with pytest.raises(ConfigError, match="takes no seed"):
         make_spec(ENV, pool="system1", split="validation", env_kwargs=board["kwargs"],
                   sealed_episodes=N, key=board["key"])  # fmt: skip
+
+
+def test_the_cli_writes_a_spec_with_a_private_task_file(board, tmp_path):
+    kwargs = board["kwargs"]
+    out = tmp_path / "cli-board.json"
+    assert main(["board", "init", ENV, "--pool", "system1", "--split", "validation",
+                 "-e", "judge=null", "-e", f"role_agents={json.dumps(kwargs['role_agents'])}",
+                 "-e", "task_source=multihop-file",
+                 "-e", f"task_source_kwargs={json.dumps(kwargs['task_source_kwargs'])}",
+                 "--episodes", str(N), "--sealed-episodes", str(N),
+                 "--key", str(tmp_path / "maintainer" / "board.key"),
+                 "--sealed-task-file", str(board["private"]), "--out", str(out)]) == 0  # fmt: skip
+    spec = json.loads(out.read_text())
+    assert spec["sealed_plan"]["task_file"] == board["spec"]["sealed_plan"]["task_file"]
+    assert str(board["private"]) not in out.read_text()
