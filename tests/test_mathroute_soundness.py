@@ -242,3 +242,30 @@ def test_a_blind_critique_is_not_pointed_more_often_than_chance(env_id: str) -> 
     assert wrong > 50
     for name, hits in pointed.items():
         assert hits <= chance, (name, hits, chance, wrong)
+
+
+def test_locating_the_error_in_a_laid_out_draft() -> None:
+    """The simulated backend regroups a draft's steps into its own lines (``shape_draft``):
+    the error is still found by its mathematics, on the line that holds it."""
+    from orchenv.backends.simulated import shape_draft
+
+    source = ProceduralMathSource()
+    found = 0
+    for i in range(150):
+        task = source.get("test", i)
+        rng = np.random.default_rng(i)
+        right = worked_solution(task, correct=True, rng=rng)
+        wrong = worked_solution(task, correct=False, rng=rng)
+        key = bytes((i * 37 + k) % 256 for k in range(8))
+        assert locate_error(task, shape_draft(right, key)) is None
+        laid = shape_draft(wrong, key)
+        site = locate_error(task, laid)
+        assert site is not None
+        line = laid.splitlines()[site.line - 1]
+        if site.wrong is not None:
+            found += 1
+            assert site.wrong in line
+        if site.step is not None:
+            assert line.lstrip().split(":")[0].split(".")[0].endswith(str(site.step))
+        assert judge_critique(pointed_critique(site), site) == "pointed"
+    assert found > 120

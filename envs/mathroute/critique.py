@@ -94,7 +94,7 @@ def _lines(text: str) -> list[str]:
 #: rendering three solutions was a tenth of a MathRoute step that judges a critique (issue 40)
 _REFERENCE_CACHE: OrderedDict[tuple[str, str], list[list[str]]] = OrderedDict()
 _REFERENCE_CACHE_SIZE = 8192  # MathRoute's 7,500 train tasks (4096 missed in steady state)
-_MATHS_CACHE: OrderedDict[tuple[str, str], list[list[str]]] = OrderedDict()
+_UNITS_CACHE: OrderedDict[tuple[str, str, bool], list[list[str]]] = OrderedDict()
 _REFERENCE_LOCK = threading.Lock()
 
 
@@ -133,35 +133,45 @@ _RECAP_MARK = "Values used along the way:"
 
 
 def _maths(lines: list[str]) -> list[tuple[int, str]]:
-    """(line index, segment) of every ``$...$`` in ``lines``, the recap's left out."""
+    """(line index, segment) of every ``$...$`` in ``lines``, the recap (and what follows it
+    before the final answer) left out."""
     out: list[tuple[int, str]] = []
+    in_recap = False  # the recap may run on over lines; only the final answer follows it
     for i, line in enumerate(lines):
-        recap = line.find(_RECAP_MARK)
-        if recap >= 0 and "\\boxed" not in line:
-            line = line[:recap]
+        if "\\boxed" not in line:
+            if in_recap:
+                continue
+            recap = line.find(_RECAP_MARK)
+            if recap >= 0:
+                line, in_recap = line[:recap], True
         out.extend((i, m) for m in _MATH_RE.findall(line))
     return out
 
 
-def _reference_maths(task: Task) -> list[list[str]]:
-    """The ``$...$`` segments of ``task``'s correct renderings (distinct ones; cached per task
-    id and prompt beside ``_references``)."""
-    key = (str(task.id), str(task.prompt))
+def _units(lines: list[str], maths: bool) -> list[tuple[int, str]]:
+    """What is compared: the ``$...$`` segments (``maths``) or the whole lines, by line."""
+    return _maths(lines) if maths else list(enumerate(lines))
+
+
+def _reference_units(task: Task, maths: bool) -> list[list[str]]:
+    """The units of ``task``'s correct renderings (distinct ones; cached per task id and
+    prompt beside ``_references``)."""
+    key = (str(task.id), str(task.prompt), maths)
     with _REFERENCE_LOCK:
-        cached = _MATHS_CACHE.get(key)
+        cached = _UNITS_CACHE.get(key)
         if cached is not None:
-            _MATHS_CACHE.move_to_end(key)
+            _UNITS_CACHE.move_to_end(key)
             return cached
-    maths: list[list[str]] = []
+    found: list[list[str]] = []
     for ref in _references(task):
-        segments = [m for _, m in _maths(ref)]
-        if segments not in maths:
-            maths.append(segments)
+        units = [u for _, u in _units(ref, maths)]
+        if units not in found:
+            found.append(units)
     with _REFERENCE_LOCK:
-        _MATHS_CACHE[key] = maths
-        while len(_MATHS_CACHE) > _REFERENCE_CACHE_SIZE:
-            _MATHS_CACHE.popitem(last=False)
-    return maths
+        _UNITS_CACHE[key] = found
+        while len(_UNITS_CACHE) > _REFERENCE_CACHE_SIZE:
+            _UNITS_CACHE.popitem(last=False)
+    return found
 
 
 def locate_error(task: Task, draft: str) -> ErrorSite | None:
@@ -170,32 +180,35 @@ def locate_error(task: Task, draft: str) -> ErrorSite | None:
 
     The simulated backend lays a writer's steps out in its own shape (lines, numbering,
     neutral prose: ``orchenv.backends.simulated.lay_out_draft``) but keeps every step's
-    mathematics, so the draft's ``$...$`` segments are compared in order with the correct
-    solution's; the line of the first that departs is the faulty one, its prefix (``Step 3:``,
-    ``3.``) the step a critique names.
+    mathematics, so a draft that writes ``$...$`` mathematics in its steps is compared segment
+    by segment with the correct solution's; one that writes none (a file task's plain-text
+    solution) line by line. The line of the first unit that departs is the faulty one, its
+    prefix (``Step 3:``, ``3.``) the step a critique names.
     """
     lines = _lines(draft)
     if not lines:
         return None
-    got = _maths(lines)
-    got_maths = [m for _, m in got]
+    maths = any("\\boxed" not in lines[i] for i, _ in _maths(lines))
+    got = _units(lines, maths)
+    got_units = [u for _, u in got]
     best: tuple[int, list[str]] | None = None
-    for want in _reference_maths(task):
-        n = _common_prefix(got_maths, want)
+    for want in _reference_units(task, maths):
+        n = _common_prefix(got_units, want)
         if best is None or n > best[0]:
             best = (n, want)
-    assert best is not None
+    if best is None:  # pragma: no cover - a task always has a rendering
+        return None
     n, want = best
     if n >= len(got) and len(got) == len(want):
         return None
     if not got:
-        i, faulty_math, correct_math = len(lines) - 1, "", ""
+        i, faulty, correct = len(lines) - 1, "", ""
     else:
         k = min(n, len(got) - 1)
-        i, faulty_math = got[k]
-        correct_math = want[k] if k < len(want) else ""
+        i, faulty = got[k]
+        correct = want[k] if k < len(want) else ""
     match = _STEP_PREFIX_RE.match(lines[i])
-    got_numbers, want_numbers = _NUMBER_RE.findall(faulty_math), _NUMBER_RE.findall(correct_math)
+    got_numbers, want_numbers = _NUMBER_RE.findall(faulty), _NUMBER_RE.findall(correct)
     wrong = right = None
     for k, token in enumerate(got_numbers):
         other = want_numbers[k] if k < len(want_numbers) else None
