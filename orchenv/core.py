@@ -220,8 +220,10 @@ def _replace_text(value: Any, old: str, new: str) -> Any:
         return value.replace(old, new) if old in value else value
     if isinstance(value, dict):
         return {k: _replace_text(v, old, new) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_replace_text(v, old, new) for v in value)
+    if isinstance(value, list):
+        return [_replace_text(v, old, new) for v in value]
+    if type(value) is tuple:  # not a named tuple: its fields stay as they are
+        return tuple(_replace_text(v, old, new) for v in value)
     return value
 
 
