@@ -642,6 +642,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--table", type=Path, metavar="RESULTS",
                    help="print a finished run's table (Markdown) and exit")  # fmt: skip
+    p.add_argument("--versus", type=Path, metavar="RESULTS",
+                   help="with --table: also the paired difference between the two runs' "
+                        "trained models (the same test tasks)")  # fmt: skip
     p.add_argument("--adapter", type=Path,
                    help="a LoRA checkpoint directory for --eval-only or --rescore")  # fmt: skip
     p.add_argument("--rescore", type=Path, metavar="RESULTS",
@@ -682,7 +685,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     if args.table is not None:
-        print(markdown_table(json.loads(args.table.read_text())))
+        results = json.loads(args.table.read_text())
+        print(markdown_table(results))
+        if args.versus is not None:  # run 2 against run 1: the same 200 test tasks
+            other = json.loads(args.versus.read_text())
+            diff = paired(results["trained"]["greedy"], other["trained"]["greedy"])
+            print(f"\ntrained - trained of {args.versus} (paired): {_fmt(diff)}")
         return 0
     if args.gap_only:
         report = gap_report(args.gap_only[0], args.gap_only[1], args.seed, save=args.out)
@@ -990,6 +998,42 @@ def per_level(summary: dict, levels: list[int]) -> dict[str, Any]:
     return out
 
 
+def _fmt(d: dict | None) -> str:
+    if not d or d.get("mean") is None:
+        return "n/a"
+    lo, hi = d["ci95"]
+    return f"{d['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def difficulty_routing(results: dict[str, Any], policy: str = "trained") -> dict[str, Any] | None:
+    """Run 2's second criterion (``benchmarks/llm_learning_prereg_2.md``): the share of level 1-2
+    test tasks ``policy`` sends to another route than the best fixed plan's (on MathRoute: a
+    cheaper model than 30B) minus that share at levels 4-5, with a 95% normal interval of the
+    difference of two proportions. ``None`` where the tasks carry no levels 1-5."""
+    by_level = results.get("comparison", {}).get("per_level", {}).get(policy)
+    best = results.get("best_fixed", {}).get("policy", "")
+    fixed_pick = best[best.find("(") + 1 :].split(",")[0] if "(" in best else None
+    if not by_level or fixed_pick is None or not {"1", "2", "4", "5"} <= set(by_level):
+        return None
+
+    def share(levels: tuple[str, ...]) -> tuple[float, int]:
+        n = sum(sum(by_level[v]["first_turn_picks"].values()) for v in levels)
+        other = sum(
+            c for v in levels for k, c in by_level[v]["first_turn_picks"].items() if k != fixed_pick
+        )
+        return other / max(n, 1), n
+
+    (p1, n1), (p2, n2) = share(("1", "2")), share(("4", "5"))
+    half = 1.96 * math.sqrt(p1 * (1 - p1) / max(n1, 1) + p2 * (1 - p2) / max(n2, 1))
+    diff = p1 - p2
+    return {
+        "share_levels_1_2_off_fixed": p1, "n_levels_1_2": n1,
+        "share_levels_4_5_off_fixed": p2, "n_levels_4_5": n2,
+        "difference": {"mean": diff, "ci95": [diff - half, diff + half], "n": n1 + n2},
+        "differs_by_level": bool(diff - half > 0),
+    }  # fmt: skip
+
+
 def markdown_table(results: dict[str, Any]) -> str:
     """The run's table (greedy returns and the paired differences, 95% intervals) and the
     per-level routes, as Markdown (what docs/grpo.md shows)."""
@@ -1039,6 +1083,15 @@ def markdown_table(results: dict[str, Any]) -> str:
                 )
                 cells.append(f"{cell['return']:.2f} (n={cell['n']}{'; ' + picks if picks else ''})")
             rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    routing = difficulty_routing(results)
+    if routing is not None:
+        rows.append(
+            f"\nshare of levels 1-2 off the best fixed route "
+            f"{routing['share_levels_1_2_off_fixed']:.3f} (n={routing['n_levels_1_2']}) - share "
+            f"of levels 4-5 {routing['share_levels_4_5_off_fixed']:.3f} "
+            f"(n={routing['n_levels_4_5']}): {_fmt(routing['difference'])}; differs by level "
+            f"beyond the interval: {routing['differs_by_level']}"
+        )
     return "\n".join(rows)
 
 

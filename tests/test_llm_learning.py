@@ -201,3 +201,25 @@ def test_choice_enumerate_tries_every_route_once_per_group(tiny_model):
     assert GRPOConfig(model_path="x").choice_enumerate is False
     with pytest.raises(ConfigError, match="choice_enumerate"):
         GRPOConfig(model_path="x", choice_enumerate=True)
+
+
+def test_difficulty_routing_compares_easy_and_hard_levels_off_the_fixed_route():
+    """Run 2's second criterion on hand-made per-level picks (30B = choice 2 is the best fixed
+    plan): levels 1-2 mostly off 30B and 4-5 on it count; the same share everywhere does not."""
+    m = _module()
+
+    def results(easy: dict, hard: dict) -> dict:
+        cell = {"n": 0, "return": 0.0}
+        levels = {"1": {**cell, "first_turn_picks": easy}, "2": {**cell, "first_turn_picks": easy},
+                  "3": {**cell, "first_turn_picks": {"1": 5}},
+                  "4": {**cell, "first_turn_picks": hard}, "5": {**cell, "first_turn_picks": hard}}  # fmt: skip
+        return {"best_fixed": {"policy": "best-fixed(2,)"},
+                "comparison": {"per_level": {"trained": levels}}}  # fmt: skip
+
+    routed = m.difficulty_routing(results({"0": 30, "2": 10}, {"2": 38, "1": 2}))
+    assert routed["share_levels_1_2_off_fixed"] == pytest.approx(0.75)
+    assert routed["share_levels_4_5_off_fixed"] == pytest.approx(0.05)
+    assert routed["n_levels_1_2"] == 80 and routed["differs_by_level"] is True
+    flat = m.difficulty_routing(results({"0": 2, "2": 38}, {"1": 2, "2": 38}))
+    assert flat["difference"]["mean"] == pytest.approx(0.0) and flat["differs_by_level"] is False
+    assert m.difficulty_routing({"comparison": {}}) is None
