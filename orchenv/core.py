@@ -340,9 +340,11 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         backend, backend_kwargs = args["backend"], args["backend_kwargs"]
         max_obs_chars, render_mode = args["max_obs_chars"], args["render_mode"]
         sealed = args["sealed"]
-        if sealed is not None and (not isinstance(sealed, str) or len(sealed) < 32):
+        if sealed is not None and not (
+            isinstance(sealed, str) and re.fullmatch(r"[0-9a-fA-F]{32,1024}", sealed)
+        ):
             raise ConfigError(
-                "sealed must be a board's sealed-plan secret (a hex string of 32+ characters "
+                "sealed must be a board's sealed-plan secret (32 to 1,024 hex digits "
                 f"from orchenv.eval.board.sealed_plan), got {show(sealed)}"
             )
         #: the sealed-plan secret (``sealed``); None on public tasks

@@ -76,7 +76,7 @@ def test_a_sealed_env_refuses_chosen_tasks_and_foreign_pools():
             env.reset(seed=0, options=options)
     with pytest.raises(ConfigError, match="builds its own pool"):
         gym.make("orch/MathRoute-v0", sealed=SECRET, pool=make_pool("system1")).reset(seed=0)
-    for bad in (123, "short", ["x"]):
+    for bad in (123, "short", ["x"], "\ud800" * 40, "z" * 64, "a" * 10_000_000):
         with pytest.raises(ConfigError, match="sealed must be"):
             gym.make("orch/MathRoute-v0", sealed=bad)
 
