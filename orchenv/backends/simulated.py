@@ -442,7 +442,7 @@ class SimulatedBackend(RebuiltOnCopy):
             if text is not None:
                 self._laid.move_to_end(key)
                 return text
-        parts = self._draft_content(spec, task, correct)
+        parts = self._draft_content(spec, task, correct, variant)
         shape_key = hashlib.blake2b(
             repr((self.seed, task.id, task.prompt, spec.name, int(variant))).encode(),
             digest_size=8,
@@ -455,14 +455,23 @@ class SimulatedBackend(RebuiltOnCopy):
                     self._laid.popitem(last=False)
         return text
 
-    def _draft_content(self, spec: AgentSpec, task: Task, correct: bool) -> DraftParts:
+    def _draft_content(
+        self, spec: AgentSpec, task: Task, correct: bool, variant: int = 0
+    ) -> DraftParts:
         """The writer's draft, parsed and cached (LRU of ``text_cache_size``): a right draft's
-        content is the task's (its writer's phrasing drawn once per task), a wrong one's the
-        agent's (which mistake it makes). A MathRoute train set's 7,500 tasks need at most
-        7,500 x (1 + 3 agents) = 30,000 entries, within the default 50,000, so a run longer
-        than an epoch writes nothing again (the whole write-ups of the earlier cache, 8 per
+        content is the task's (its writer's phrasing drawn once per task), a wrong one's one of
+        ``WRONG_CONTENTS`` mistakes of the agent's (``variant`` picks it), so resampling a
+        wrong agent scatters its wrong answers as a real model's do (self-consistency reads
+        that) while it stays wrong. Steady state on MathRoute's 7,500 train tasks: 7,500 right
+        drafts and 4 per (task, agent) the agent gets wrong (a quarter of pairs), about 30,000
+        entries within the default 50,000 (the whole write-ups of the earlier cache, 8 per
         (task, agent, correctness), missed on 72% of calls)."""
-        key = (task.id, task.prompt, None if correct else spec.name, correct)
+        key = (
+            task.id,
+            task.prompt,
+            None if correct else spec.name,
+            correct if correct else int(variant) % WRONG_CONTENTS,
+        )
         with self._lock:
             parts = self._texts.get(key)
             if parts is not None:
@@ -512,6 +521,10 @@ class SimulatedBackend(RebuiltOnCopy):
             self._counter = make_token_counter(self.tokenizer)
         return self._counter.count(text) * expansion(spec)
 
+
+#: how many different mistakes an agent makes on a task it gets wrong (the prompt's hash picks
+#: one): enough that three resamples rarely agree on a wrong answer
+WRONG_CONTENTS = 4
 
 #: the mean length in characters of the worked solutions the simulator writes (the math
 #: writer's drafts over every agent: 309 on the train and 310 on the test split of
