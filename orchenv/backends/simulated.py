@@ -29,8 +29,8 @@ wording: a GRPO group whose rollouts take the same action sees the same outcome.
 surface form and its token count do vary with the prompt (hashed).
 
 Text (issue 38, third pass): the task's solution writer gives the content (which steps, which
-mistake, which answer: once per task for a right draft, once per task and agent for a wrong
-one); ``lay_out_draft`` gives the shape (length, lines, numbering, count of numbers), drawn from
+mistake, which answer: once per task for a right draft, one of ``WRONG_CONTENTS`` mistakes per
+task and agent for a wrong one); ``lay_out_draft`` gives the shape (length, lines, numbering, count of numbers), drawn from
 the prompt's hash without the correctness, so the draft's surface does not read the task's
 difficulty (and through it the correctness) except through its mathematics.
 
@@ -429,8 +429,8 @@ class SimulatedBackend(RebuiltOnCopy):
         """The agent's worked solution of ``task`` (right or wrong), laid into shape ``variant``.
 
         The content (which steps, which mistake, which answer) is written by the task's
-        solution writer once per task for a right draft and once per (task, agent) for a wrong
-        one, and cached parsed (``draft_parts``); its shape (length, lines, numbering, count of
+        solution writer once per task for a right draft and as one of ``WRONG_CONTENTS``
+        mistakes per (task, agent) for a wrong one, and cached parsed (``draft_parts``); its shape (length, lines, numbering, count of
         numbers: ``lay_out_draft``) is one of ``text_variants`` per (task, agent), drawn
         without the correctness and picked by the prompt's hash. So the
         same prompt always gets the same text, and a right and a wrong draft of one request
