@@ -3,7 +3,7 @@
 1. Plays one game of ``orch/ALFWorld-v0`` with alfworld's planner expert and
    prints it step by step.
 2. Compares the expert with random admissible commands on every bundled game
-   (12 train + 6 valid_unseen; or the full set if ``ALFWORLD_DATA`` holds it).
+   (12 train + 20 valid_unseen; or the full set if ``ALFWORLD_DATA`` holds it).
 3. Coordinates the Planner / Navigator / Interactor / Evaluator team of seed 004
    (``orch/ALFWorldRoles-v0``, simulated role agents): a coordinator that calls
    the role whose kind of command is due vs. one that picks roles at random.
