@@ -19,6 +19,15 @@ The rows run interleaved, ``--repeats`` times; the median of each and the overhe
 8 recorded about 375 us of overhead per live env-step; there is no target beyond "less".
 
     python benchmarks/vec_step.py [--envs 64] [--steps 20] [--repeats 5] [--latency 0.02]
+
+Measured 2026-12-07 (2 shared cores, load ~8-10, CPU time so the load matters little):
+``--envs 256 --steps 5 --repeats 3``: envs on their own 451.6 us (448.9-458.0), make_vec
+471.2 us (465.4-561.1): overhead 19.6 us, 1.04x; ``--envs 32 --steps 5 --repeats 2``: 455.4
+vs 436.2 us (0.96x). So the ~375-450 us of CPU per live env-step is the env's own step and
+its HTTP call (py-spy: aiohttp's request and response handling, JSON, then MathRoute's step:
+rendering, parsing, the reward), not ``make_vec``: its own work per env-step is the info
+merge (``_merge_results``, about 27 us at 128 envs with ~32 info keys) and the observation
+batch.
 """
 
 from __future__ import annotations
