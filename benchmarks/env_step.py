@@ -7,7 +7,7 @@ routing action and a verdict, so both kinds of step (with an agent call, and
 an accept without one) are in the mix. Target: a MathRoute step costs at most
 10x a CartPole step in steady state (every task of the split generated once and
 every agent's first draft of each written once, as in any run longer than an epoch:
-the simulated backend caches a draft's content per task and agent, at most 30,000
+the simulated backend caches a draft's content per task and agent, about 30,000
 entries for MathRoute's 7,500 train tasks, within its 50,000); the cold first pass
 is printed too.
 
