@@ -22,7 +22,7 @@ the page with the reason; an id whose board cannot be made gets a page that says
 Writes ``docs/leaderboard/<slug>/`` (``spec.json``, ``board.md``, ``index.html``,
 ``rows.json``, the plots) and ``docs/leaderboard/README.md``. Run from the repository root::
 
-    nice -n 15 python benchmarks/publish_boards.py                 # every id
+    nice -n 15 python benchmarks/publish_boards.py --train-ppo 20000   # every id
     nice -n 15 python benchmarks/publish_boards.py --ids orch/BudgetRoute-v0 --no-llm
 """
 
@@ -499,11 +499,14 @@ def write_index(out: Path, entries: list[dict[str, Any]]) -> Path:
         lines += [f"- `{e['env_id']}`: {e['error']}" for e in missing]
     lines += [
         "",
-        "Regenerate (about 40 minutes on a loaded 2-core machine; the key goes to runs/, "
-        "never committed):",
+        "Regenerate (new specs and sealed runs: about 25 minutes on a 2-core machine shared "
+        "with other jobs, most of it the two PPO trainings and the llm row; the key is made "
+        "once in runs/boards/board.key, never committed; without `--fresh` signed sealed "
+        "runs of the same spec are reused; each page's rows.json names the work folder of "
+        "its runs; `index.json` holds each row's wall time):",
         "",
         "```bash",
-        "nice -n 15 python benchmarks/publish_boards.py",
+        "nice -n 15 python benchmarks/publish_boards.py --train-ppo 20000 --fresh",
         "```",
         "",
     ]
