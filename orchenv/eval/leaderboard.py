@@ -303,7 +303,7 @@ def read_runs(
                 row.seeds = []
                 # the sealed plan's env kwargs carry the key-derived backend seed: shown as
                 # the board's own kwargs, so no page or JSON names the sealed seeds
-                row.env_kwargs = dict(spec.get("env_kwargs") or {})
+                row.env_kwargs = dict((spec or {}).get("env_kwargs") or {})
                 row.sealed = True
                 row.variant += " · sealed plan"  # ranked among sealed runs only
             _attach_primary(row, Path(d), out)
