@@ -203,6 +203,7 @@ def test_an_honest_submission_is_signed_ranks_and_equals_the_sealed_plan(
     ranked, rejected = read_runs([folder], out, key=referee.key, spec=referee.spec)
     assert not rejected and len(ranked) == 1 and ranked[0].sealed
     assert ranked[0].verification == "verified"
+    assert ranked[0].verification_reason == "refereed by the board's server (complete)"
     # without the board's key it does not rank
     _, rejected = read_runs([folder], out, key=b"x" * 32, spec=referee.spec)
     assert rejected and "not signed" in rejected[0].reason
@@ -260,7 +261,7 @@ def test_hostile_submission_names_are_refused(referee: Referee) -> None:
     assert requests.get(referee.url + "/health", timeout=10).ok
 
 
-def test_a_dropped_submission_counts_every_task(referee: Referee) -> None:
+def test_a_dropped_submission_counts_every_task(referee: Referee, tmp_path: Path) -> None:
     """The client leaves mid-episode 2: episode 1 is logged as played, episode 2 with its
     return so far (not correct), episodes 3-4 at 0; the record is still signed."""
     with GenericEnvClient(base_url=referee.url).sync() as client:
@@ -284,6 +285,10 @@ def test_a_dropped_submission_counts_every_task(referee: Referee) -> None:
     assert (run["refereed"]["episodes_played"], run["refereed"]["episodes_abandoned"]) == (1, 3)
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["pooled"]["episodes"] == EPISODES
+    out = tmp_path / "board"
+    out.mkdir()
+    ranked, _ = read_runs([folder], out, key=referee.key, spec=referee.spec)
+    assert ranked[0].verification_reason.startswith("refereed by the board's server (abandoned")
 
 
 def test_an_edited_record_no_longer_ranks(referee: Referee, tmp_path: Path) -> None:

@@ -237,6 +237,25 @@ def _limits(group: Group) -> tuple[dict[str, float], dict[str, float]]:
     return constraints, budgets
 
 
+def _sealed_reason(run_dir: Path) -> str:
+    """How a signed sealed run was made, from its (already verified) ``sealed.json``: played
+    by the board itself (``orchenv board play`` / ``verify --rerun``) or refereed by the
+    board's server (``orchenv serve --referee``), complete or abandoned."""
+    from orchenv.error import OrchEnvError
+    from orchenv.eval.board import SEALED_FILE
+    from orchenv.eval.rundir import read_json_file
+
+    try:
+        data = read_json_file(run_dir / SEALED_FILE)
+    except OrchEnvError:  # checked moments ago; a file swapped since reads as the default
+        data = {}
+    if data.get("how") == "refereed":
+        if data.get("status") == "abandoned":
+            return "refereed by the board's server (abandoned: unplayed tasks count 0)"
+        return "refereed by the board's server (complete)"
+    return "played by the board on its sealed plan"
+
+
 def _check_spec(
     spec: dict[str, Any], summary: dict[str, Any], run_dir: Path, key: bytes | None = None
 ) -> bool:
@@ -299,7 +318,7 @@ def read_runs(
                 row.variant = f"board {spec['spec_sha256'][:12]}"
             if sealed:  # played by the maintainer on the sealed plan: trusted, seeds hidden
                 row.verification = "verified"
-                row.verification_reason = "played by the board on its sealed plan"
+                row.verification_reason = _sealed_reason(Path(d))
                 row.seeds = []
                 # the sealed plan's env kwargs carry the key-derived backend seed: shown as
                 # the board's own kwargs, so no page or JSON names the sealed seeds
