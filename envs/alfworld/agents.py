@@ -19,10 +19,11 @@ in ``CallContext.task.meta["expert_plan"]``) as what a competent agent would do:
   another admissible command of their kind: an actor called when the next step
   is not its kind sends one anyway instead of ``pass`` (the interactor takes or
   opens something where the robot stands, the navigator walks off), which the
-  team then has to undo; one whose step is due either misses it (``pass``, half
-  its mistakes: ``MISSED_STEP_SHARE``) or sends another command of its kind. So
-  what the router shows a role, calling the Planner or Evaluator after a failed
-  or stray step, and calling the actor whose step is due all matter;
+  team then has to undo. A mistake is the due verb on a wrong target where there
+  is one, else a command on some object (``mistakes``: not ``help`` / ``look`` /
+  ``inventory`` while a target is on offer). So what the router shows a role,
+  calling the Planner or Evaluator after a failed or stray step, and calling the
+  actor whose step is due all matter;
 * the **Evaluator** reports whether the task is complete and, if not, the next
   sub-goal (with probability ``accuracy``; else only "not done").
 
@@ -62,11 +63,9 @@ INTERACTION_VERBS = (
 #: default calibration: P(right) when guided, and the navigator/interactor's P(right) unguided
 DEFAULT_ACCURACY = {"planner": 0.9, "navigator": 0.9, "interactor": 0.9, "evaluator": 0.9}
 DEFAULT_UNGUIDED = {"navigator": 0.5, "interactor": 0.5}
-#: of an actor's mistakes when its step is due, the share that reply ``pass`` (the step is
-#: missed) rather than send another command of its kind. Before, a mistake was always a
-#: command, so every ``pass`` was right and the reply's length alone told right from wrong
-#: (the audit's tell meter: AUC 0.700 [0.588, 0.814] on orch/ALFWorldRoles-v0)
-MISSED_STEP_SHARE = 0.5
+#: commands that act on no object: not what a competent agent sends by mistake while a
+#: concrete target is on offer (the planner never plans ``help``; it rarely needs the others)
+META_COMMANDS = ("help", "look", "inventory")
 
 _SUBGOAL_NAMES = {
     "go": "GoTo", "open": "Open", "close": "Close", "take": "PickUp", "move": "Put",
@@ -95,6 +94,25 @@ def subgoal(command: str) -> str:
     for joint in (" from ", " to ", " with "):
         rest = rest.replace(joint, ", ")
     return f"{_SUBGOAL_NAMES.get(verb, verb.title())}({rest})"
+
+
+def mistakes(wanted: str | None, others: Sequence[str]) -> list[str]:
+    """The commands an actor sends by mistake: when its step is due, the same verb on another
+    target where there is one (go to the wrong receptacle, take the wrong object); else, and
+    when its step is not due, a command on some object (``META_COMMANDS`` only when nothing
+    else is on offer).
+
+    Issue 40: a mistake used to be any command of the actor's kind, ``help``, ``look`` and
+    ``inventory`` included, which the planner's steps almost never are: a reply without an
+    object number was then nearly always wrong, and the audit's tell meter read right from
+    wrong off digit counts and lengths (within-author AUC 0.700 [0.588, 0.814])."""
+    if wanted is not None:
+        verb = wanted.split(" ", 1)[0]
+        same = [c for c in others if c.split(" ", 1)[0] == verb]
+        if same:
+            return same
+    targeted = [c for c in others if c.split(" ", 1)[0] not in META_COMMANDS]
+    return targeted or list(others)
 
 
 class ALFWorldRoleBackend:
@@ -175,18 +193,12 @@ class ALFWorldRoleBackend:
         if luck < p_right or not mine:
             text = wanted if wanted is not None else "pass"
             return text, {"guided": guided, "right": True}
-        # the luck above p_right, rescaled to [0, 1), picks the mistake
-        slip = (luck - p_right) / (1.0 - p_right)
         others = [c for c in mine if c != wanted]
-        if wanted is not None and (slip < MISSED_STEP_SHARE or not others):
-            # its step is due and it lets it pass: a real model misses steps as well as
-            # sending wrong ones (without this every "pass" was right, a surface tell)
-            return "pass", {"guided": guided, "right": False}
         if not others:
-            return "pass", {"guided": guided, "right": True}
-        if wanted is not None:  # the rest of the slip range picks the wrong command
-            slip = (slip - MISSED_STEP_SHARE) / (1.0 - MISSED_STEP_SHARE)
-        pick = others[int(slip * len(others)) % len(others)]
+            return "pass", {"guided": guided, "right": wanted is None}
+        # the luck above p_right, rescaled to [0, 1), picks the wrong command among the slips
+        slips = mistakes(wanted, others)
+        pick = slips[int((luck - p_right) / (1.0 - p_right) * len(slips)) % len(slips)]
         return pick, {"guided": guided, "right": False}
 
     def _metered(
