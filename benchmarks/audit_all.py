@@ -53,6 +53,45 @@ HEAD = (
 )
 
 
+def retell(args: argparse.Namespace) -> int:
+    """``--tells-only``: re-run the tell meter (the same episodes and seed as ``audit``) and
+    replace the ``tells`` section of each ``--out`` report; refused for an id whose report
+    has the surface-verifier shortcut (its row comes from the meter's classifier: re-audit)."""
+    import dataclasses
+
+    from orchenv.audit import DEFAULT_TELL_TEST_EPISODES
+    from orchenv.audit_tells import SURFACE_VERIFIER, tell_meter
+
+    if args.out is None:
+        raise SystemExit("--tells-only needs --out DIR (the reports to update)")
+    status = 0
+    for env_id in args.ids:
+        path = args.out / f"{env_id.replace('/', '_')}.json"
+        if not path.is_file():
+            print(f"{env_id}: no report {path}", flush=True)
+            status = 1
+            continue
+        report = AuditReport.from_json(path.read_text(encoding="utf-8"))
+        if any(row.name == SURFACE_VERIFIER for row in report.rows):
+            print(f"{env_id}: has a {SURFACE_VERIFIER} row: re-audit it instead", flush=True)
+            status = 1
+            continue
+        meter, _ = tell_meter(
+            env_id,
+            episodes=args.tell_episodes,
+            test_episodes=max(2, min(DEFAULT_TELL_TEST_EPISODES, args.tell_episodes // 2)),
+            seed=args.seed,
+        )
+        report.tells = dataclasses.asdict(meter)
+        report.notes.append(
+            f"tell meter re-measured alone (`audit_all.py --tells-only`, {_commit()})"
+        )
+        path.write_text(report.to_json() + "\n", encoding="utf-8")
+        path.with_suffix(".md").write_text(report.to_markdown(), encoding="utf-8")
+        print(f"{env_id}: {meter.line()}", flush=True)
+    return status
+
+
 def tell_cell(report: AuditReport) -> str:
     """The tell meter's within-author AUC with its interval (FLAG above the threshold)."""
     tells = report.tells
@@ -64,7 +103,9 @@ def tell_cell(report: AuditReport) -> str:
     if value is None:
         return "– (no author with both outcomes)"
     interval = f" [{_num(ci[0])}, {_num(ci[1])}]" if len(ci) == 2 else ""
-    return f"{_num(value)}{interval}" + (" **FLAG**" if tells.get("flagged") else "")
+    task = tells.get("auc_within_task")
+    task_text = "" if task is None else f"; task alone {_num(task)}"
+    return f"{_num(value)}{interval}{task_text}" + (" **FLAG**" if tells.get("flagged") else "")
 
 
 def observer_cell(report: AuditReport) -> str:
@@ -133,7 +174,7 @@ def _commit() -> str:
         return "unknown"
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", type=int, default=DEFAULT_TASKS)
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET)
@@ -153,7 +194,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--combine", type=Path, nargs="+", help="merge the JSON reports in these --out folders"
     )
+    parser.add_argument(
+        "--tells-only",
+        action="store_true",
+        help="re-measure only the tell meter into the reports already in --out (ids without "
+        "an accept/reject decision, where the meter's classifier plays no shortcut)",
+    )
     args = parser.parse_args(argv)
+    if args.tells_only:
+        return retell(args)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     lines, reports, failed = [HEAD, "|" + "---|" * HEAD.count(" | ") + "---|"], [], []
@@ -236,7 +285,8 @@ def main(argv: list[str] | None = None) -> None:
         args.markdown.write_text("\n".join(text), encoding="utf-8")
     if failed:
         print(f"not audited: {', '.join(failed)}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

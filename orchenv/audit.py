@@ -85,6 +85,7 @@ from orchenv.audit_tells import (
     DEFAULT_TELL_TEST_EPISODES,
     SURFACE_VERIFIER,
     SURFACE_VERIFIER_DOC,
+    TASK_MARGIN,
     surface_verifier,
     tell_meter,
     tune_verifier,
@@ -1491,8 +1492,12 @@ def _tell_lines(report: AuditReport) -> list[str]:
                 f"authors {_fmt(tells['auc_within'])} {_ci_text(tells['auc_within_ci'])}, "
                 f"across authors {_fmt(tells['auc'])} {_ci_text(tells['auc_ci'])}, context alone "
                 f"(author, turn, position) {_fmt(tells['auc_context'])} "
-                f"{_ci_text(tells['auc_context_ci'])}; threshold {tells['threshold']:g} within "
-                f"authors{flag}. Right share {_fmt(tells['right_share'])}, text shown to the "
+                f"{_ci_text(tells['auc_context_ci'])}, what the task's own statement tells "
+                f"within authors {_fmt(tells.get('auc_within_task'))} "
+                f"{_ci_text(tells.get('auc_within_task_ci') or [])} (full minus it "
+                f"{_ci_text(tells.get('beyond_task_ci') or [])}); threshold "
+                f"{tells['threshold']:g} within authors, and {TASK_MARGIN:g} above the task's "
+                f"own{flag}. Right share {_fmt(tells['right_share'])}, text shown to the "
                 f"controller for {_fmt(tells['text_visible'])} of outputs. Largest weights "
                 f"(standardised; + means more often right): {top}.",
             ]

@@ -19,7 +19,13 @@ test episodes (outputs of one episode are resampled together). Three AUCs:
   of ``auc`` is the legitimate prior that a stronger agent is right more often;
 - ``auc_within``: the full classifier's scores ranked within each author (pairs of one author's
   right and wrong outputs; authors weighted by their pairs): what surface features tell beyond
-  who wrote the output. **Flagged** when it is above ``threshold`` (0.65).
+  who wrote the output;
+- ``auc_within_task``: the same within-author ranking by a classifier on what the controller
+  knew before the output existed: the context, the author and the surface of the task's own
+  statement (a harder-looking problem is more often answered wrong by a real model too).
+  ``auc_within`` (whose classifier also sees the task's surface) is **flagged** when it is
+  above ``threshold`` (0.65) *and* more than ``TASK_MARGIN`` (0.05) above ``auc_within_task``:
+  a tell is what the output's surface says about its correctness beyond what the task said.
 
 The threshold is 0.65, or the env's ``real_draft_auc`` when it is higher (a class attribute:
 the same classifier's within-author AUC on real models' drafts, with
@@ -55,6 +61,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_TELL_THRESHOLD",
+    "TASK_MARGIN",
     "LABEL_KEYS",
     "Output",
     "TellClassifier",
@@ -66,6 +73,8 @@ __all__ = [
 
 #: within-author AUC above this is a tell (issue 38)
 DEFAULT_TELL_THRESHOLD = 0.65
+#: ... when it is also this much above what the task's own surface tells (``auc_within_task``)
+TASK_MARGIN = 0.05
 DEFAULT_TELL_EPISODES = 200
 DEFAULT_TELL_TEST_EPISODES = 100
 BOOTSTRAP = 1000
@@ -101,6 +110,8 @@ RECORD_FEATURES = (
     "cached",
 )
 CONTEXT_FEATURES = ("turn", "position", "consult", "text_visible")
+#: the task statement's surface (``text_features`` of the prompt the controller is shown)
+TASK_FEATURES = tuple(f"task_{name}" for name in TEXT_FEATURES)
 
 
 @dataclass
@@ -116,6 +127,8 @@ class Output:
     label: bool
     episode: int
     visible: bool = True
+    #: the task's statement, as the controller is shown it (its surface is a legitimate prior)
+    task_text: str = ""
 
 
 def _answer(text: str) -> str | None:
@@ -181,20 +194,35 @@ def record_features(record: Mapping[str, Any], chars: int) -> list[float]:
     ]
 
 
-def output_features(output: Output, agents: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(all features, context features)`` of one output: text statistics (zero when the text
-    is not shown to the controller), record fields, context, and the author one-hot."""
+def output_features(
+    output: Output, agents: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(all features, context features, task features)`` of one output: text statistics
+    (zero when the text is not shown to the controller), record fields, context, the author
+    one-hot and the task statement's surface; the context alone (with the author); what was
+    known before the output existed (context, author, the task's surface)."""
     text = text_features(output.text) if output.visible else [0.0] * len(TEXT_FEATURES)
     record = record_features(output.record, len(output.text))
     author = [float(output.agent == a) for a in agents]
     context = [float(output.turn), float(output.position), float(output.consult)]
     context += [float(output.visible)]
-    full = np.array([*text, *record, *context, *author], dtype=float)
-    return full, np.array([*context, *author], dtype=float)
+    task = text_features(output.task_text)
+    full = np.array([*text, *record, *context, *author, *task], dtype=float)
+    return (
+        full,
+        np.array([*context, *author], dtype=float),
+        np.array([*context, *author, *task], dtype=float),
+    )
 
 
 def feature_names(agents: Sequence[str]) -> list[str]:
-    return [*TEXT_FEATURES, *RECORD_FEATURES, *CONTEXT_FEATURES, *(f"agent={a}" for a in agents)]
+    return [
+        *TEXT_FEATURES,
+        *RECORD_FEATURES,
+        *CONTEXT_FEATURES,
+        *(f"agent={a}" for a in agents),
+        *TASK_FEATURES,
+    ]
 
 
 # -- the classifier --------------------------------------------------------------------------------
@@ -304,6 +332,11 @@ class TellMeter:
     auc_within_ci: list[float] = field(default_factory=list)
     auc_context: float | None = None
     auc_context_ci: list[float] = field(default_factory=list)
+    #: within-author AUC of what was known before the output (context, author, task surface)
+    auc_within_task: float | None = None
+    auc_within_task_ci: list[float] = field(default_factory=list)
+    #: ``auc_within - auc_within_task``, paired over the same bootstrap resamples
+    beyond_task_ci: list[float] = field(default_factory=list)
     threshold: float = DEFAULT_TELL_THRESHOLD
     flagged: bool = False
     #: the largest standardised weights: feature -> weight (positive: more often right)
@@ -322,8 +355,9 @@ class TellMeter:
         return (
             f"within-author AUC {_fmt(self.auc_within)} {_ci(self.auc_within_ci)}, across "
             f"authors {_fmt(self.auc)} {_ci(self.auc_ci)}, context alone {_fmt(self.auc_context)} "
-            f"{_ci(self.auc_context_ci)}; {self.test_outputs} test outputs"
-            + (" — FLAG (tell)" if self.flagged else "")
+            f"{_ci(self.auc_context_ci)}, the task alone within authors "
+            f"{_fmt(self.auc_within_task)} {_ci(self.auc_within_task_ci)}; "
+            f"{self.test_outputs} test outputs" + (" — FLAG (tell)" if self.flagged else "")
         )
 
 
@@ -441,6 +475,7 @@ def _play_outputs(
             options["task_index"] = indices[number % len(indices)]
         obs, _ = base.reset(seed=int(rng.integers(2**31)), options=options)
         seen = [str(obs)]
+        task_text = _task_text(base)
         player = players[number % len(players)]
         episode_id = first_episode + number
         pending: list[tuple[Any, int, int, int, bool]] = []
@@ -475,31 +510,53 @@ def _play_outputs(
                     label=labelled[1],
                     episode=episode_id,
                     visible=visible,
+                    task_text=task_text,
                 )
             )
         played += 1
     return outputs, played, keys, verify
 
 
+def _task_text(base: OrchestrationEnv) -> str:
+    """The episode's task statement (empty when the env has no task object)."""
+    try:
+        return str(base.task.prompt)
+    except (AttributeError, OrchEnvError):
+        return ""
+
+
 def _bootstrap(
     y: np.ndarray,
     full: np.ndarray,
     context: np.ndarray,
+    task: np.ndarray,
     agents: list[str],
     episodes: np.ndarray,
     rng: np.random.Generator,
     draws: int = BOOTSTRAP,
 ) -> dict[str, list[float]]:
-    """95% percentile intervals of the three AUCs, resampling test episodes."""
+    """95% percentile intervals of the AUCs (and of the paired within-author difference
+    full minus task), resampling test episodes."""
     ids = np.unique(episodes)
     rows = {e: np.flatnonzero(episodes == e) for e in ids}
-    out: dict[str, list[float]] = {"auc": [], "within": [], "context": []}
+    out: dict[str, list[float]] = {
+        "auc": [],
+        "within": [],
+        "context": [],
+        "within_task": [],
+        "beyond_task": [],
+    }
     for _ in range(draws):
         pick = np.concatenate([rows[e] for e in rng.choice(ids, size=len(ids))])
         yb = y[pick]
+        authors = [agents[i] for i in pick]
         out["auc"].append(auc_score(yb, full[pick]))
         out["context"].append(auc_score(yb, context[pick]))
-        out["within"].append(within_auc(yb, full[pick], [agents[i] for i in pick]))
+        within = within_auc(yb, full[pick], authors)
+        within_task = within_auc(yb, task[pick], authors)
+        out["within"].append(within)
+        out["within_task"].append(within_task)
+        out["beyond_task"].append(within - within_task)
     return {
         k: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))]
         if np.isfinite(v).any()
@@ -532,7 +589,7 @@ class FittedTells:
     agents: list[str]
 
     def prob_right(self, output: Output) -> float:
-        full, _ = output_features(output, self.agents)
+        full = output_features(output, self.agents)[0]
         return float(self.classifier.predict_proba(full[None, :])[0])
 
 
@@ -654,11 +711,14 @@ def measure(
     feats = [output_features(o, agents) for o in train]
     x_full = np.array([f[0] for f in feats])
     x_context = np.array([f[1] for f in feats])
+    x_task = np.array([f[2] for f in feats])
     full_clf = TellClassifier().fit(x_full, y_train)
     context_clf = TellClassifier().fit(x_context, y_train)
+    task_clf = TellClassifier().fit(x_task, y_train)
     test_feats = [output_features(o, agents) for o in test]
     s_full = full_clf.predict_proba(np.array([f[0] for f in test_feats]))
     s_context = context_clf.predict_proba(np.array([f[1] for f in test_feats]))
+    s_task = task_clf.predict_proba(np.array([f[2] for f in test_feats]))
     authors = [o.agent for o in test]
     meter.measurable = True
     meter.agents = agents
@@ -668,11 +728,14 @@ def measure(
     meter.auc_context = auc_score(y_test, s_context)
     within = within_auc(y_test, s_full, authors)
     meter.auc_within = None if math.isnan(within) else within
+    within_task = within_auc(y_test, s_task, authors)
+    meter.auc_within_task = None if math.isnan(within_task) else within_task
     if bootstrap:
         cis = _bootstrap(
             y_test,
             s_full,
             s_context,
+            s_task,
             authors,
             np.array([o.episode for o in test]),
             np.random.default_rng([seed, 13]),
@@ -683,9 +746,25 @@ def measure(
             cis["within"],
             cis["context"],
         )
+        meter.auc_within_task_ci, meter.beyond_task_ci = cis["within_task"], cis["beyond_task"]
     if meter.auc_within is None:
         notes.append("no author has both right and wrong test outputs: no within-author AUC")
-    meter.flagged = meter.auc_within is not None and meter.auc_within > threshold
+    meter.flagged = (
+        meter.auc_within is not None
+        and meter.auc_within > threshold
+        and meter.auc_within - (meter.auc_within_task or 0.5) > TASK_MARGIN
+    )
+    if (
+        meter.auc_within is not None
+        and meter.auc_within > threshold
+        and not meter.flagged
+        and meter.auc_within_task is not None
+    ):
+        notes.append(
+            f"within-author AUC {meter.auc_within:.3f} is above {threshold:g}, but the task's "
+            f"own surface already tells {meter.auc_within_task:.3f} (within {TASK_MARGIN:g}): "
+            "difficulty a real model's answers share, not a tell of the simulator"
+        )
     assert full_clf.weights is not None
     names = feature_names(agents)
     order = np.argsort(-np.abs(full_clf.weights[1:]))[:6]
@@ -744,6 +823,7 @@ def latest_output(env: OrchestrationEnv) -> Output | None:
         label=False,
         episode=-1,
         visible=bool(snippet) and snippet in shown,
+        task_text=_task_text(env),
     )
 
 

@@ -214,6 +214,7 @@ def test_observer_steps_must_not_be_negative() -> None:
 
 def test_audit_all_reports_the_tell_meter_and_the_observer(tmp_path) -> None:
     import importlib.util
+    import json
     from pathlib import Path
 
     pytest.importorskip("sb3_contrib")
@@ -257,6 +258,16 @@ def test_audit_all_reports_the_tell_meter_and_the_observer(tmp_path) -> None:
     ]
     assert "not audited: no report in" in rows[2]
     assert "## `orch/MathRoute-v0`" in text and "## `orch/MathRouteSystem2-v0`" in text
+    # --tells-only re-measures the meter into reports already written (no tells before)
+    report = second / "orch_MathRouteSystem2-v0.json"
+    assert json.loads(report.read_text("utf-8"))["tells"] is None
+    assert module.main(["--tells-only", "--tell-episodes", "8", "--out", str(second),
+                        "--ids", "orch/MathRouteSystem2-v0"]) == 0  # fmt: skip
+    tells = json.loads(report.read_text("utf-8"))["tells"]
+    assert tells["train_episodes"] == 8 and "auc_within_task" in tells
+    assert "--tells-only" in report.with_suffix(".md").read_text("utf-8")
+    assert module.main(["--tells-only", "--out", str(tmp_path / "none"), "--ids",
+                        "orch/MathRoute-v0"]) == 1  # fmt: skip
 
 
 def test_classifier_matches_scikit_learn() -> None:
@@ -288,7 +299,9 @@ def test_a_real_draft_figure_raises_the_threshold(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(cls, "real_draft_auc_source", "a test", raising=False)
     meter, _ = tell_meter("orch/MathRoute-v0", episodes=60, test_episodes=40, bootstrap=0)
     assert meter.threshold == 0.99 and meter.auc_within is not None
-    assert meter.flagged is (meter.auc_within > 0.99)
+    assert meter.flagged is (
+        meter.auc_within > 0.99 and meter.auc_within - (meter.auc_within_task or 0.5) > 0.05
+    )
     assert any("real-draft AUC 0.99 (a test)" in note for note in meter.notes)
     monkeypatch.setattr(cls, "real_draft_auc", 0.3)  # below 0.65: the default stays
     meter, _ = tell_meter("orch/MathRoute-v0", episodes=20, test_episodes=10, bootstrap=0)
@@ -340,8 +353,8 @@ def test_features_survive_hostile_text() -> None:
     record = {"completion_tokens": float("inf"), "prompt_tokens": -3, "latency_s": "x"}
     assert all(math.isfinite(v) for v in record_features(record, 0))
     out = Output("a", "\\boxed{" + "9" * 400 + "}", record, 0, 0, False, True, 0)
-    full, context = output_features(out, ["a"])
-    assert np.isfinite(full).all() and np.isfinite(context).all()
+    full, context, task = output_features(out, ["a"])
+    assert np.isfinite(full).all() and np.isfinite(context).all() and np.isfinite(task).all()
 
 
 def test_cli_audit_runs_the_tell_meter(capsys: pytest.CaptureFixture[str]) -> None:
@@ -359,3 +372,35 @@ def test_cli_audit_runs_the_tell_meter(capsys: pytest.CaptureFixture[str]) -> No
     assert report["tells"]["train_episodes"] == 8
     assert main(base) == 0
     assert json.loads(capsys.readouterr().out)["tells"] is None
+
+
+def test_a_tell_is_what_the_output_says_beyond_the_task() -> None:
+    """Outputs whose length follows the task's own length (harder-looking tasks, longer and
+    more often wrong drafts, as with real models) are not flagged: the task alone ranks them as
+    well. Outputs whose length follows their correctness regardless of the task are."""
+    from orchenv.audit_tells import TellMeter, measure
+
+    rng = np.random.default_rng(0)
+
+    def outputs(tell: bool, n: int, first: int) -> list[Output]:
+        made = []
+        for k in range(n):
+            hard = bool(rng.random() < 0.5)
+            right = bool(rng.random() < (0.35 if hard else 0.85))
+            task = "Solve: " + ("x + " * (40 if hard else 5)) + "1"
+            words = (30 if right else 60) if tell else (60 if hard else 30)
+            text = " ".join(["step"] * int(words * rng.uniform(0.8, 1.2))) + " \\boxed{3}"
+            made.append(Output("a", text, {}, 0, 0, False, right, first + k, True, task))
+        return made
+
+    for tell in (False, True):
+        meter = TellMeter(env_id="test", measurable=False)
+        measure(meter, outputs(tell, 600, 0), outputs(tell, 400, 10_000), bootstrap=50)
+        assert meter.auc_within is not None and meter.auc_within > 0.65, meter.line()
+        assert meter.auc_within_task is not None
+        if tell:
+            assert meter.flagged and meter.auc_within_task < 0.9, meter.line()
+        else:
+            assert not meter.flagged, meter.line()
+            assert meter.auc_within - meter.auc_within_task < 0.05
+            assert any("task's own surface" in note for note in meter.notes)
