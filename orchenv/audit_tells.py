@@ -21,8 +21,10 @@ test episodes (outputs of one episode are resampled together). Three AUCs:
   right and wrong outputs; authors weighted by their pairs): what surface features tell beyond
   who wrote the output;
 - ``auc_within_task``: the same within-author ranking by a classifier on what the controller
-  knew before the output existed: the context, the author and the surface of the task's own
-  statement (a harder-looking problem is more often answered wrong by a real model too).
+  knew before the output existed: the context, the author, the surface of the task's own
+  statement (a harder-looking problem is more often answered wrong by a real model too) and
+  the call's prompt tokens (the size of what was sent: an agent given more of the chain is
+  right more often, in a real team too).
   ``auc_within`` (whose classifier also sees the task's surface) is **flagged** when it is
   above ``threshold`` (0.65) *and* more than ``TASK_MARGIN`` (0.05) above ``auc_within_task``:
   a tell is what the output's surface says about its correctness beyond what the task said.
@@ -200,7 +202,8 @@ def output_features(
     """``(all features, context features, task features)`` of one output: text statistics
     (zero when the text is not shown to the controller), record fields, context, the author
     one-hot and the task statement's surface; the context alone (with the author); what was
-    known before the output existed (context, author, the task's surface)."""
+    known before the output existed (context, author, the task's surface, the call's prompt
+    tokens: the size of what was sent)."""
     text = text_features(output.text) if output.visible else [0.0] * len(TEXT_FEATURES)
     record = record_features(output.record, len(output.text))
     author = [float(output.agent == a) for a in agents]
@@ -208,10 +211,12 @@ def output_features(
     context += [float(output.visible)]
     task = text_features(output.task_text)
     full = np.array([*text, *record, *context, *author, *task], dtype=float)
+    # what the controller knew before the output: the size of what it sent is an input too
+    sent = record[RECORD_FEATURES.index("log_prompt_tokens")]
     return (
         full,
         np.array([*context, *author], dtype=float),
-        np.array([*context, *author, *task], dtype=float),
+        np.array([*context, *author, *task, sent], dtype=float),
     )
 
 
@@ -520,9 +525,10 @@ def _play_outputs(
 def _task_text(base: OrchestrationEnv) -> str:
     """The episode's task statement (empty when the env has no task object)."""
     try:
-        return str(base.task.prompt)
+        task = base.task
     except (AttributeError, OrchEnvError):
         return ""
+    return "" if task is None else str(task.prompt)
 
 
 def _bootstrap(
