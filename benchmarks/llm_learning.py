@@ -27,7 +27,10 @@ a run cut short: finished phases kept, training from the last checkpoint), ``--u
 (the untrained model's episodes from a separate ``--eval-only`` process), ``--rescore RESULTS
 --adapter DIR`` (re-play every policy on the run's test tasks and check each per-task return),
 ``--table RESULTS`` (the run's Markdown table). The pre-registered run of issue 39:
-``benchmarks/llm_learning_prereg.md`` and ``benchmarks/llm_learning_result.md``.
+``benchmarks/llm_learning_prereg.md`` and ``benchmarks/llm_learning_result.md``; run 2
+(``--choice-enumerate``: every route once per state): ``benchmarks/llm_learning_prereg_2.md``
+and ``benchmarks/llm_learning_result_2.md``; ``--table RESULTS --versus OTHER`` adds the paired
+difference between two runs' trained models.
 
 Reported per policy, with 95% intervals over test episodes (t interval of the mean; the
 paired differences use the per-task difference): return, accuracy, valid-action rate, agent
