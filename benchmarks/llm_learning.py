@@ -688,11 +688,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     if args.table is not None:
-        results = json.loads(args.table.read_text())
-        print(markdown_table(results))
+        shown = json.loads(args.table.read_text())
+        print(markdown_table(shown))
         if args.versus is not None:  # run 2 against run 1: the same 200 test tasks
             other = json.loads(args.versus.read_text())
-            diff = paired(results["trained"]["greedy"], other["trained"]["greedy"])
+            diff = paired(shown["trained"]["greedy"], other["trained"]["greedy"])
             print(f"\ntrained - trained of {args.versus} (paired): {_fmt(diff)}")
         return 0
     if args.gap_only:
