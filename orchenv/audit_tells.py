@@ -87,6 +87,8 @@ L2 = 1.0
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 _BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
 _TAG_RE = re.compile(r"<[A-Za-z/][^<>]{0,40}>")
+#: episodes played without one labelled output before the meter stops (not measurable)
+NO_LABEL_EPISODES = 10
 #: characters of an output's text looked for in the observations (visibility)
 SNIPPET_CHARS = 60
 
@@ -474,6 +476,8 @@ def _play_outputs(
     for number in range(episodes):
         if deadline is not None and number and time.monotonic() > deadline:
             break
+        if number >= NO_LABEL_EPISODES and not outputs:
+            break  # an env whose agents label nothing (or that makes no calls): not measurable
         rng = np.random.default_rng([seed, 11, first_episode + number])
         options: dict[str, Any] = {}
         if indices:
@@ -677,7 +681,12 @@ def tell_meter(
     )
     meter.verify_decisions = verify + verify2
     meter.label_key = "/".join(sorted(keys | keys2))
-    if n_train < episodes or n_test < test_episodes:
+    if not train and not test and (n_train < episodes or n_test < test_episodes):
+        notes.append(
+            f"stopped after {n_train} train and {n_test} test episodes without one labelled "
+            "agent output"
+        )
+    elif n_train < episodes or n_test < test_episodes:
         notes.append(
             f"time limit: {n_train} of {episodes} train and {n_test} of {test_episodes} test "
             "episodes played"

@@ -117,6 +117,12 @@ def test_tell_meter_without_labels_is_not_measurable() -> None:
     assert not meter.measurable and fitted is None
     assert "privileged label" in meter.reason
     assert meter.line().startswith("not measurable")
+    # it stops after NO_LABEL_EPISODES episodes without one labelled output, not after all
+    from orchenv.audit_tells import NO_LABEL_EPISODES
+
+    meter, _ = tell_meter("orch/WebShop-v0", episodes=40, test_episodes=30, bootstrap=0)
+    assert (meter.train_episodes, meter.test_episodes) == (NO_LABEL_EPISODES, NO_LABEL_EPISODES)
+    assert not meter.measurable and any("without one labelled" in n for n in meter.notes)
 
 
 def test_tell_meter_refuses_bad_arguments() -> None:
