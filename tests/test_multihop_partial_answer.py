@@ -114,11 +114,15 @@ def test_no_constant_choice_comes_near_the_realistic_skill(env_id):
 @pytest.mark.parametrize("env_id", ["orch/MultihopQA-v0", "orch/MultihopQAStatic-v0"])
 def test_the_recommenders_reply_tells_nothing_beyond_its_content(env_id):
     """The audit's tell meter on the Recommender's replies (its record fields: tokens, cost,
-    latency; turn): at or below the 0.65 threshold (before: 0.797 on the RCR id, 0.840 on
-    the static one, with these sizes)."""
+    latency; turn): they tell nothing beyond what the task and the size of what was sent
+    already tell (the meter's rule: not flagged, within 0.05 of ``auc_within_task``; before
+    the kind-matched guess, the next hop's name made the reply's length a tell: 0.797 on the
+    RCR id, 0.840 on the static one, with these sizes, by the earlier reply-only rule)."""
     meter, _ = tell_meter(env_id, episodes=60, test_episodes=40, seed=0, bootstrap=0)
     assert meter.measurable and meter.agents == ["recommender"]
-    assert meter.auc_within is not None and meter.auc_within <= 0.65, meter.line()
+    assert meter.auc_within is not None and meter.auc_within_task is not None
+    assert not meter.flagged, meter.line()
+    assert meter.auc_within - meter.auc_within_task <= 0.05, meter.line()
 
 
 @pytest.mark.parametrize("answer", ["\u00b2", "9" * 5000, "x\ud800y", "", "yes"])

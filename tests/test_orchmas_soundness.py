@@ -108,7 +108,8 @@ def test_orchmas_short_replies_tell_nothing_beyond_chance():
     """The tell meter's classifier on the short replies (answers to questions and
     sub-questions; worked math drafts come from the shared math writer) of 120 train / 60 test
     episodes: within-author AUC 0.705 [0.587, 0.813] before (200 / 100 episodes, seed 0),
-    0.490 [0.386, 0.590] after. Asserted: below 0.62 on a smaller sample."""
+    0.490 [0.386, 0.590] after (both by the earlier reply-only rule). Asserted, by the meter's
+    rule since it also reads the task: not flagged, within 0.05 of what the task alone tells."""
     from orchenv.audit_tells import (
         TellMeter,
         _collect,
@@ -128,7 +129,10 @@ def test_orchmas_short_replies_tell_nothing_beyond_chance():
     meter = TellMeter(env_id=ENV_ID, measurable=False)
     measure(meter, [o for o in train if short(o)], [o for o in test if short(o)], bootstrap=50)
     assert meter.measurable and meter.auc_within is not None
-    assert meter.auc_within < 0.62, meter.line()
+    # the meter's rule: what the replies add beyond the task's own statement (which the
+    # classifier also reads since the rule changed) stays within 0.05
+    assert meter.auc_within_task is not None and not meter.flagged, meter.line()
+    assert meter.auc_within - meter.auc_within_task < 0.05, meter.line()
 
 
 # -- item 3: the pool-agent controller on ids with a call limit ------------------------------------

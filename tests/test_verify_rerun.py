@@ -47,7 +47,9 @@ NEEDS_FILES = {
 
 
 def test_every_registered_controller_is_covered_or_named():
-    registered = set(CONTROLLERS._entries)  # noqa: SLF001 - the registry's names
+    # the registry's names, less the "test-" controllers test modules register for themselves
+    # (tests/test_board_sealed_tasks.py's cheaters)
+    registered = {n for n in CONTROLLERS._entries if not n.startswith("test-")}  # noqa: SLF001
     assert registered == set(HONEST) | set(NEEDS_FILES), registered ^ (
         set(HONEST) | set(NEEDS_FILES)
     )

@@ -33,7 +33,7 @@ import gymnasium as gym
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from orchenv.error import OrchEnvError
+from orchenv.error import ConfigError, OrchEnvError
 from orchenv.serve.environment import (
     InlineOrchServeEnvironment,
     OrchAction,
@@ -59,6 +59,28 @@ def openenv_name(env_id: str) -> str:
     return env_id.split("/", 1)[-1]
 
 
+def _referee(config: ServeConfig) -> Any:
+    """The board's referee for ``--referee`` (None without it), checked against the id."""
+    if config.referee_board is None:
+        return None
+    from orchenv.serve.referee import Referee
+
+    if config.referee_key is None or config.referee_runs is None:
+        raise ConfigError("--referee needs --key FILE and --runs DIR")
+    referee = Referee(
+        config.referee_board,
+        config.referee_key,
+        config.referee_runs,
+        only=config.referee_name,
+        task_file=config.referee_task_file,
+    )
+    if referee.env_id != config.env_id:
+        raise ConfigError(
+            f"the board is of {referee.env_id}, not {config.env_id}: serve the board's env id"
+        )
+    return referee
+
+
 def build_app(config: ServeConfig) -> FastAPI:
     """The OpenEnv app serving ``config.env_id`` (checks the id and its arguments now)."""
     from openenv.core.env_server.http_server import create_app
@@ -67,7 +89,7 @@ def build_app(config: ServeConfig) -> FastAPI:
     import orchenv  # noqa: F401  (registers the ids)
 
     try:  # fail now, loudly, on a bad id or argument
-        runtime = Runtime(config)
+        runtime = Runtime(config, _referee(config))
         runtime.make_env().close()
     except (gym.error.Error, TypeError) as exc:
         raise OrchEnvError(f"cannot serve {config.env_id!r}: {exc}. See `orchenv list`.") from exc

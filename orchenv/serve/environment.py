@@ -196,28 +196,14 @@ class Runtime:
     """Per-process state shared by the sessions of one worker: the config, the shared pool
     (record / replay), the seat groups, the session counter."""
 
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(self, config: ServeConfig, referee: Any = None) -> None:
+        """``referee``: the board's ``orchenv.serve.referee.Referee`` when serving refereed
+        play (built by ``build_app``, so this module does not import the referee's)."""
         self.config = config
         self.spec = gym.spec(config.env_id)
         self.forks: ForkTable | None = None
-        self.referee: Any = None
-        if config.referee_board is not None:
-            from orchenv.serve.referee import Referee
-
-            if config.referee_key is None or config.referee_runs is None:
-                raise ConfigError("--referee needs --key FILE and --runs DIR")
-            self.referee = Referee(
-                config.referee_board,
-                config.referee_key,
-                config.referee_runs,
-                only=config.referee_name,
-                task_file=config.referee_task_file,
-            )
-            if self.referee.env_id != config.env_id:
-                raise ConfigError(
-                    f"the board is of {self.referee.env_id}, not {config.env_id}: serve "
-                    "the board's env id"
-                )
+        self.referee: Any = referee
+        if referee is not None:
             config.sealed = True  # a referee never forks
         if not config.sealed:
             self.forks = ForkTable(
