@@ -25,10 +25,10 @@ TRAIN_STEPS: dict[str, int] = {
     "orch/ALFWorld-v0": 6144,
     # issue 25: MultihopQA's appendix-E routing needs the hops in order (longer to learn)
     "orch/MultihopQA-v0": 4096,
-    "orch/MultihopQAFull-v0": 4096,
+    "orch/MultihopQAFull-v0": 8192,
     # issue 31's role prompts (filled-in examples) re-draw the simulated roles' luck, which
     # hashes the whole prompt: at 1,024 steps PPO then ties random (-0.03 +- 0.05)
-    "orch/MultihopQAStatic-v0": 4096,
+    "orch/MultihopQAStatic-v0": 8192,
 }
 DEFAULT_TRAIN_STEPS = 1024
 #: env kwargs for the training test only: WebShop's original horizon (100 turns) lets a random
@@ -39,7 +39,13 @@ EVAL_SEEDS = range(10_000, 10_064)
 #: ids whose PPO gain over random is small, evaluated on more seeds: MultihopQA's is about
 #: 0.09 (1.4 standard errors on 64 seeds after issue 31's role prompts re-drew the simulated
 #: roles' luck; 8,192 training steps did not raise it)
-MORE_EVAL_SEEDS: dict[str, range] = {"orch/MultihopQA-v0": range(10_000, 10_160)}
+MORE_EVAL_SEEDS: dict[str, range] = {
+    "orch/MultihopQA-v0": range(10_000, 10_160),
+    # issue 38: the Recommender's answer no longer follows the chain for free, so the fixed
+    # plan PPO found there (look it up) is gone and what it learns is a smaller gain
+    "orch/MultihopQAFull-v0": range(10_000, 10_160),
+    "orch/MultihopQAStatic-v0": range(10_000, 10_160),
+}
 #: ids whose PPO policy is evaluated by sampling, with fewer seeds, and why: on ALFWorld (a
 #: random command wins 0-3% of 50-step games) the policy learns to win by about 6,000 steps,
 #: but its argmax loops (take X, put it back; A -> B -> C -> A) where sampling breaks the loop;

@@ -202,7 +202,7 @@ def test_mathroute_episode_tokens_masks_rewards_metrics(tiny):
 
 def test_multihopqa_episode_terminal_reward_from_a_dataset_row(tiny):
     model, tokenizer = tiny
-    task_id = "mhqa-0/train/1440"  # two hops, then finish: answered right at the third turn
+    task_id = "mhqa-0/train/1405"  # two hops, then finish: answered right at the third turn
     actions, rewards, infos = scripted_episode(
         "orch/MultihopQA-v0", {"split": "train", "max_turns": 3}, task_id, [0, 2, -1]
     )
