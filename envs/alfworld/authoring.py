@@ -396,18 +396,20 @@ def solve_handcoded(game_file: str | Path, tries: int = HANDCODED_TRIES) -> list
     Python's global ``random``, so an unseeded check of the same game passed or failed with
     whatever the process had drawn before (``python -m orchenv.envs.alfworld.authoring``
     failed at ``pick_two_obj_and_place-CreditCard-...-111`` once, and passed on a rerun).
-    Try seeds 0, 1, ... and keep the first win; the global ``random`` state is restored."""
-    state = random.getstate()
-    try:
-        for seed in range(tries):
-            random.seed(seed)
+    Try seeds 0, 1, ... and keep the first win. The expert's module gets its own seeded
+    ``random.Random`` for the call (the same draws as seeding the global one), so the global
+    ``random`` is never seeded or drawn from."""
+    from unittest import mock
+
+    from alfworld.agents.expert import handcoded_expert
+
+    for seed in range(tries):
+        with mock.patch.object(handcoded_expert, "random", random.Random(seed)):
             commands = solve(game_file, "handcoded", max_steps=150)
-            if commands is not None:
-                return commands
-            log.info("%s: the hand-coded expert lost with seed %d", game_file, seed)
-        return None
-    finally:
-        random.setstate(state)
+        if commands is not None:
+            return commands
+        log.info("%s: the hand-coded expert lost with seed %d", game_file, seed)
+    return None
 
 
 def write_game(spec: GameSpec, root: Path) -> Path:
