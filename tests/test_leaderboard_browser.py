@@ -70,6 +70,8 @@ def browser(tmp_path_factory):
         f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
     ):
         options.add_argument(flag)
+    # the console log, for tests that assert a page logs no errors (test_published_boards)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
     try:

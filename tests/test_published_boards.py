@@ -10,7 +10,6 @@ Chromium without console errors (same browser setup as test_leaderboard_browser.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -182,43 +181,10 @@ def test_sealed_rows_show_the_boards_kwargs_and_the_notes(tmp_path):
 
 
 # -- the HTML in headless Chromium --------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from test_leaderboard_browser import CHROMEDRIVER, INSTALL, _chromium, _missing
-
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"{missing}; {INSTALL}")
-        pytest.skip(f"{missing}; {INSTALL}")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = _chromium()
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        "--disable-sync",
-        "--window-size=1600,1200",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+from test_leaderboard_browser import browser  # noqa: E402, F401  (the Chromium fixture)
 
 
-def test_every_board_renders_without_console_errors(browser):
+def test_every_board_renders_without_console_errors(browser):  # noqa: F811
     from selenium.webdriver.common.by import By
 
     pages = _published()
