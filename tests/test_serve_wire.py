@@ -24,7 +24,7 @@ from orchenv.error import ConfigError, OrchEnvError  # noqa: E402
 from orchenv.serve.app import build_app  # noqa: E402
 from orchenv.serve.environment import ServeConfig  # noqa: E402
 from orchenv.serve.forks import HANDLE_RE, ForkTable, binding  # noqa: E402
-from orchenv.serve.wire import wire_safe  # noqa: E402
+from orchenv.serve.wire import safe_repr, wire_safe  # noqa: E402
 
 
 def test_wire_safe_is_plain_json_without_privileged() -> None:
@@ -32,7 +32,7 @@ def test_wire_safe_is_plain_json_without_privileged() -> None:
     for _ in range(100):
         deep = [deep]
     info = {
-        "privileged": {"answer": "42"},
+        "privileged": {"answer": "SECRET-ANSWER-7"},
         "nested": [{"privileged": 1, "keep": np.float32(0.5)}],
         "array": np.arange(3),
         "nan": float("nan"),
@@ -46,7 +46,8 @@ def test_wire_safe_is_plain_json_without_privileged() -> None:
     out = wire_safe(info)
     text = json.dumps(out, allow_nan=False)
     text.encode("utf-8")  # no lone surrogate left
-    assert "privileged" not in text and "42" not in text
+    assert "privileged" not in text and "SECRET-ANSWER" not in text
+    assert out["obj"] == "<object object>"  # no memory address reaches the client
     assert out["nested"] == [{"keep": 0.5}] and out["array"] == [0, 1, 2]
     assert out["nan"] is None and out["inf"] is None and out["tuple"] == [1, [2]]
     assert "<truncated: too deep>" in text
@@ -78,7 +79,7 @@ def _reference_wire_safe(value: Any, depth: int = 0) -> Any:
         }
     if isinstance(value, list | tuple | set | frozenset):
         return [_reference_wire_safe(v, depth + 1) for v in value]
-    return _reference_wire_safe(repr(value)[:10_000], 0)
+    return safe_repr(value)
 
 
 class _Str(str):

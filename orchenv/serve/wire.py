@@ -4,7 +4,9 @@ Written by hand because no library does this orchenv-specific thing:
 
 * ``wire_safe`` turns an env's ``info`` into plain JSON (numpy scalars and arrays to
   Python numbers and lists, non-finite floats to ``None``, lone surrogates escaped,
-  tuples and sets to lists, anything else to its ``repr``) and drops every
+  tuples and sets to lists, anything else to its ``repr`` with memory addresses
+  (`` at 0x...``) removed: they leak the server's address layout and make the
+  output differ between runs) and drops every
   ``privileged`` key at any depth: the ground truth the audit and skill probes read
   in process must never reach a remote learner.
 
@@ -15,6 +17,7 @@ Env state never crosses the wire: fork is an opaque handle into the server's tab
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,4 +91,12 @@ def _wire_safe_general(value: Any, depth: int) -> Any:
         }
     if isinstance(value, list | tuple | set | frozenset):
         return [wire_safe(v, depth + 1) for v in value]
-    return safe_text(repr(value)[:10_000])
+    return safe_repr(value)
+
+
+_ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def safe_repr(value: Any) -> str:
+    """``repr(value)``, at most 10,000 characters, without memory addresses, valid UTF-8."""
+    return safe_text(_ADDRESS_RE.sub("", repr(value)[:10_000]))
