@@ -115,14 +115,22 @@ DATASETS = ("mixed", "multihop-synth", *_MULTIHOP_LOADERS, *LOADERS, "countries"
 
 class MixedSource(TaskSource):
     """Several task sources interleaved: index ``i`` is task ``i // k`` of source ``i % k``
-    (``k`` sources; each split as long as ``k`` times its shortest member)."""
+    (``k`` sources; each split as long as ``k`` times its shortest member).
+
+    ``seed`` is the generator seed its members were built with (``None``: not generated).
+    An int marks the source as generated for ``orchenv.tasks.sealed_task_source``, so a
+    sealed env (a board's sealed plan) rebuilds it with its seed mixed with the board's
+    secret; without it the default ``orchmas-qa`` set could not be sealed (its sealed tasks
+    would be the public ones)."""
 
     name = "orchmas-mixed"
 
-    def __init__(self, sources: list[TaskSource]) -> None:
+    def __init__(self, sources: list[TaskSource], seed: int | None = None) -> None:
         if not sources:
             raise DataError("MixedSource needs at least one task source")
         self.sources = list(sources)
+        #: the members' generator seed (``None`` when they are not generated)
+        self.seed = seed
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -163,7 +171,8 @@ def orchmas_qa_source(
         seed = int(kwargs.pop("seed", 0))
         math_tasks = make_task_source("procedural-math", seed=seed)
         return MixedSource(
-            [math_tasks, orchmas_qa_source(dataset="multihop-synth", seed=seed, **kwargs)]
+            [math_tasks, orchmas_qa_source(dataset="multihop-synth", seed=seed, **kwargs)],
+            seed=seed,
         )
     if key == "multihop-synth":
         kwargs.setdefault("hops", (2, 3))

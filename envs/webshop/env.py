@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -27,7 +28,8 @@ from orchenv.envs.webshop.text import page_nodes, render_text, render_text_rich
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.parsing import is_placeholder, strip_reasoning
 from orchenv.pool import Message
-from orchenv.tasks import Task, TaskSource
+from orchenv.seeding import sealed_int
+from orchenv.tasks import SealedTaskSource, Task, TaskSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -138,6 +140,30 @@ def parse_action(text: str) -> tuple[str | None, str | None, str | None]:
     return kind, arg, None
 
 
+def sealed_catalog_spec(public: CatalogSpec, secret: str) -> CatalogSpec:
+    """The catalog of a sealed WebShop env (a board's sealed plan; ``sealed``): ``public``'s
+    recipe with its seed replaced by an HMAC of the board's ``secret`` and the public recipe
+    (``orchenv.seeding.sealed_int``, label ``"webshop-tasks"``), so its products, ASINs,
+    target products and instructions cannot be generated from public code. Only a generated
+    catalog can be sealed: the original's files (``source="files"``) and their instructions
+    are public, so a sealed env over them is a ``ConfigError``."""
+    if public.source != "generated":
+        raise ConfigError(
+            'a sealed WebShop env needs the generated catalog (source="generated"): the '
+            "original's files and their human instructions are public, so their sealed tasks "
+            "would be the public ones"
+        )
+    seed = sealed_int(
+        secret.encode("utf-8"),
+        "webshop-tasks",
+        public.seed,
+        public.num_products,
+        public.num_goals,
+        public.test_fraction,
+    )
+    return replace(public, seed=seed % 2**32)
+
+
 class WebShopEnv(OrchestrationEnv):
     """Shop for a product that fits an instruction: search, browse, choose options, buy.
 
@@ -222,6 +248,15 @@ class WebShopEnv(OrchestrationEnv):
     search index are built on first use and shared across envs, forks and copies in
     the process.
 
+    Sealed tasks (a board's sealed plan, the shared argument ``sealed``): the generated
+    catalog is built with its seed mixed with the board's secret (``sealed_catalog_spec``),
+    so the products, the goals' target products and their instructions differ from every
+    public catalog and cannot be generated from public code; a sealed goal whose
+    instruction a public split also has is never drawn, the task id is opaque, and the
+    options that choose a task (``task_id``, ``task_index``, ``goal``) are refused. The
+    original's files (``source="files"``) are public and cannot be sealed (``ConfigError``).
+    The public catalog (``catalog_seed``) is unchanged.
+
     ## Discrete actions
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``),
     fixed slots read from the page and the instruction, never from the goal: 0
@@ -286,7 +321,8 @@ class WebShopEnv(OrchestrationEnv):
             raise UnknownNameError("WebShop observation_mode", observation_mode, OBSERVATION_MODES)
         if reward == "original":
             original.check_available()  # fail now, not at the first purchase
-        self.spec_catalog = CatalogSpec(
+        #: the public catalog's recipe (``catalog_seed``): what public code can rebuild
+        self.public_catalog = CatalogSpec(
             source=source,
             num_products=num_products,
             num_goals=num_goals,
@@ -295,6 +331,13 @@ class WebShopEnv(OrchestrationEnv):
             data_dir=data_dir,
             goals=goals,
             index_fields=index_fields,
+        )
+        #: the catalog episodes play: the public one, or in a sealed env (``sealed``) the
+        #: same recipe with a seed mixed with the board's secret (``sealed_catalog_spec``)
+        self.spec_catalog = (
+            self.public_catalog
+            if self._sealed is None
+            else sealed_catalog_spec(self.public_catalog, self._sealed)
         )
         self.show_attrs = show_attrs
         self.reward_rule = reward
@@ -331,7 +374,11 @@ class WebShopEnv(OrchestrationEnv):
         return self._site
 
     def _build_task_source(self) -> TaskSource:
-        return self.catalog.tasks
+        if self._sealed is None:
+            return self.catalog.tasks
+        # a sealed catalog's goals, less any whose instruction a public split also has
+        public = get_catalog(self.public_catalog)
+        return SealedTaskSource(self.catalog.tasks, public.tasks, tag=repr(self.public_catalog))
 
     # -- observation --------------------------------------------------------------------
     def available_actions(self) -> dict[str, Any]:
@@ -390,6 +437,11 @@ class WebShopEnv(OrchestrationEnv):
 
     def _reset_episode(self, options: Mapping[str, Any]) -> dict[str, Any]:
         custom = options.get("goal")
+        if custom is not None and self._sealed is not None:
+            raise ConfigError(
+                "a sealed env draws its own tasks: reset option 'goal' is refused (the board "
+                "assigns sealed tasks; nobody chooses them)"
+            )
         self.task = self.pick_task(options) if custom is None else self._custom_task(custom)
         self.goal = self.task.meta["goal"]
         self.state = SiteState()
