@@ -180,7 +180,8 @@ class ChoiceActions(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
 @lru_cache(maxsize=1 << 18)
 def _slot(gram: str, n_features: int) -> tuple[int, float]:
     """Index and sign of ``gram`` (BLAKE2b: the same in every process, unlike ``hash()``)."""
-    value = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little")
+    data = gram.encode("utf-8", "surrogatepass")  # a lone surrogate hashes, never raises
+    value = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
     return (value >> 1) % n_features, (1.0 if value & 1 else -1.0)
 
 
