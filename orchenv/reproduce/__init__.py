@@ -22,7 +22,13 @@ from pathlib import Path
 
 from orchenv.error import ConfigError
 from orchenv.registry import REPRODUCTION_TITLES, REPRODUCTIONS, register_reproduction
-from orchenv.reproduce.context import Reproduction, accuracy, eval_command, metric
+from orchenv.reproduce.context import (
+    Reproduction,
+    accuracy,
+    eval_command,
+    metric,
+    simulator_fingerprint,
+)
 from orchenv.reproduce.report import (
     STATUSES,
     Estimate,
@@ -79,6 +85,9 @@ def reproduce(
     )
     page.parent.mkdir(parents=True, exist_ok=True)
     untimed = not (runs / "timing.json").exists() and runs.is_dir() and any(runs.iterdir())
+    build = REPRODUCTIONS.resolve(sid)
+    module = sys.modules.get(getattr(build, "__module__", ""), None)
+    module_file = getattr(module, "__file__", None)
     rep = Reproduction(
         sid,
         quick=quick,
@@ -87,10 +96,9 @@ def reproduce(
         figures_link="figures",
         progress=progress,
         seeds=seeds,
+        fingerprint=simulator_fingerprint(Path(module_file).parent if module_file else None),
     )
-    build = REPRODUCTIONS.resolve(sid)
     short = REPRODUCTION_TITLES.get(sid, sid)
-    module = sys.modules.get(getattr(build, "__module__", ""), None)
     try:
         sections: list[Section] = build(rep)
     finally:
@@ -276,4 +284,5 @@ __all__ = [
     "reproduce",
     "register_reproduction",
     "resolve_seed",
+    "simulator_fingerprint",
 ]
