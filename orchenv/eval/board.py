@@ -5,7 +5,13 @@ The board file (JSON, ``format: "orchenv-board"``) names:
 
 - ``env_id`` and ``env_kwargs`` (canonical: sorted keys, checked by building the env once);
 - ``pool``: a shipped preset's ``name`` and the ``sha256`` of its canonical document (a preset
-  edited later, or a bundle's ``pool.json`` that differs from it, does not match);
+  edited later, or a bundle's ``pool.json`` that differs from it, does not match); or, for a
+  pool the env builds in code (MultihopQA's ``multihop``, ALFWorldRoles' ``alfworld-roles``,
+  WebShop's ``none``: ``env_pool_spec``), ``built_by: "env"`` with the ``sha256`` of the
+  document of the pool the env builds under the board's kwargs (agents, models, tiers,
+  prices, calibration, backend names: what a bundle's ``pool.json`` holds) and the
+  ``backends_sha256`` of its backends' public settings (class, seed, ...), so a variant pool
+  (another seed, another accuracy, another orchenv's prices) lands in another group;
 - ``split``;
 - ``primary_metric``: what the board ranks (``orchenv.eval.metrics``: the env's objective);
 - ``dev_plan``: the public seeds and episodes per seed every submission plays (reproducible by
@@ -76,6 +82,115 @@ def preset_sha256(name: str) -> str:
     return pool_sha256(load_preset_data(name))
 
 
+#: the spec's ``pool["built_by"]`` of a pool the env builds in code (not a shipped preset)
+ENV_BUILT = "env"
+#: env-built pool hashes, by (env id, canonical kwargs, split, pool): building an env per row
+#: of a board would be slow, and the same orchenv builds the same pool
+_ENV_POOLS: dict[str, dict[str, Any]] = {}
+
+
+def _scalar_settings(obj: Any, depth: int = 0) -> dict[str, Any]:
+    """A backend's public settings: its class, its public scalar attributes (numbers, and
+    strings that are no file paths) and, recursively, its ``inner`` backend's; the names of
+    the types of its other public attributes (a token counter, a tokenizer)."""
+    out: dict[str, Any] = {"class": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+    if depth > 8:
+        return out
+    attrs = getattr(obj, "__dict__", {})
+    for name in sorted(attrs):
+        value = attrs[name]
+        if name.startswith("_") or name == "inner":
+            continue
+        if isinstance(value, bool) or value is None:
+            out[name] = value
+        elif isinstance(value, int):
+            out[name] = str(value)  # any size, exactly
+        elif isinstance(value, float):
+            out[name] = repr(value)
+        elif isinstance(value, str):
+            if "/" not in value and "\\" not in value and len(value) <= 200:
+                out[name] = value
+        elif not callable(value):
+            out[name] = f"<{type(value).__module__}.{type(value).__qualname__}>"
+    inner = attrs.get("inner")
+    if inner is not None:
+        out["inner"] = _scalar_settings(inner, depth + 1)
+    return out
+
+
+def env_pool_spec(
+    env_id: str, env_kwargs: Mapping[str, Any], split: str, pool: str
+) -> dict[str, Any]:
+    """The board spec's ``pool`` for a pool the env ``env_id`` builds in code under
+    ``env_kwargs`` and ``split`` (its ``pool`` argument left to the env; the pool it builds
+    must be named ``pool``): ``{"name", "built_by": "env", "sha256", "backends_sha256"}``.
+    ``sha256`` hashes the pool's document (``orchenv.verify.replay.pool_document``: what
+    ``orchenv submit`` writes as a bundle's ``pool.json``), ``backends_sha256`` its backends'
+    public settings (``_scalar_settings``: class, seed, ...). ``ConfigError`` when the env
+    cannot be built or builds a pool of another name."""
+    import gymnasium as gym
+
+    from orchenv.pool import list_presets
+    from orchenv.verify.replay import pool_document
+
+    kwargs = json.loads(_canon(dict(env_kwargs)))
+    tag = _canon([env_id, kwargs, split, pool])
+    if tag in _ENV_POOLS:
+        return dict(_ENV_POOLS[tag])
+    presets = ", ".join(list_presets())
+    try:
+        env = gym.make(env_id, **{**kwargs, "split": split})
+        built = getattr(env.unwrapped, "pool", None)
+    except Exception as exc:
+        raise ConfigError(
+            f"{env_id} cannot be built with kwargs {_canon(kwargs)[:200]} to read the pool it "
+            f"builds ({type(exc).__name__}: {str(exc)[:300]})"
+        ) from exc
+    name = getattr(built, "name", None)
+    if str(name) != pool or not hasattr(built, "agents"):
+        env.close()
+        raise ConfigError(
+            f"a board's pool is a shipped preset ({presets}) or the pool the env builds "
+            f"itself, by its name; {pool!r} is neither: {env_id} builds the pool {name!r} "
+            f"with kwargs {_canon(kwargs)[:200]} (--pool {name})"
+        )
+    try:
+        document = pool_document(built)
+        backends = {
+            str(label): _scalar_settings(backend)
+            for label, backend in sorted(getattr(built, "_backends", {}).items())
+        }
+    finally:
+        env.close()
+    out = {
+        "name": str(pool),
+        "built_by": ENV_BUILT,
+        "sha256": pool_sha256(document),
+        "backends_sha256": hashlib.sha256(_canon(backends).encode()).hexdigest(),
+    }
+    _ENV_POOLS[tag] = dict(out)
+    return out
+
+
+def pool_spec(env_id: str, env_kwargs: Mapping[str, Any], split: str, pool: str) -> dict[str, Any]:
+    """The spec's ``pool``: a shipped preset by name and content hash, else the pool the env
+    builds (``env_pool_spec``); ``ConfigError`` when ``pool`` is neither (a pool file is
+    refused: submitters rebuild the board's pool by name)."""
+    from orchenv.pool import list_presets
+
+    if not isinstance(pool, str) or not pool:
+        raise ConfigError(f"a board's pool is named by a string, got {str(pool)[:200]!r}")
+    if pool in list_presets():
+        return {"name": pool, "sha256": preset_sha256(pool)}
+    if os.sep in pool or pool.endswith((".json", ".yaml", ".yml")):
+        raise ConfigError(
+            f"a board's pool must be a shipped preset ({', '.join(list_presets())}) or the "
+            f"pool the env builds itself, not the pool file {pool[:200]!r}: submitters rebuild "
+            "the board's pool by name"
+        )
+    return env_pool_spec(env_id, env_kwargs, split, pool)
+
+
 def key_id(key: bytes) -> str:
     """A public id of the maintainer's key (a hash of it; the key cannot be recovered)."""
     return hashlib.sha256(b"orchenv-board-key:" + key).hexdigest()[:16]
@@ -129,7 +244,7 @@ def make_spec(
         "version": VERSION,
         "env_id": env_id,
         "env_kwargs": kwargs,
-        "pool": {"name": pool, "sha256": preset_sha256(pool)},
+        "pool": pool_spec(env_id, kwargs, split, pool),
         "split": split,
         "primary_metric": {"field": metric.field, "label": metric.label},
         "dev_plan": {"seeds": [int(s) for s in dev_seeds], "episodes": int(dev_episodes)},
@@ -172,7 +287,8 @@ def spec_mismatch(
 ) -> list[str]:
     """Why ``run`` (a run.json) is not a run of the board ``spec``: [] when it is. The pool is
     checked by name and content (``pool_doc``: a bundle's pool.json; else the preset of
-    this orchenv)."""
+    this orchenv; for an env-built pool, also the pool this orchenv's env builds for the
+    board: ``env_pool_spec``)."""
     why = []
     if run.get("env_id") != spec["env_id"]:
         why.append(f"env {run.get('env_id')!r}, not {spec['env_id']!r}")
@@ -184,6 +300,8 @@ def spec_mismatch(
     pool = spec["pool"]
     if run.get("pool") != pool["name"]:
         why.append(f"pool {run.get('pool')!r}, not {pool['name']!r}")
+    elif pool.get("built_by") == ENV_BUILT:
+        why += _env_pool_mismatch(spec, run, pool_doc)
     else:
         try:
             have = pool_sha256(pool_doc) if pool_doc is not None else preset_sha256(pool["name"])
@@ -204,6 +322,39 @@ def spec_mismatch(
             f"{plan['seeds']} x {plan['episodes']} (the board chooses the tasks, not the "
             "submitter)"
         )
+    return why
+
+
+def _env_pool_mismatch(
+    spec: Mapping[str, Any], run: Mapping[str, Any], pool_doc: Mapping[str, Any] | None
+) -> list[str]:
+    """Why the env-built pool of ``run`` is not the board's: the pool this orchenv's env
+    builds under the board's kwargs and split (its document and backends; the run's own
+    kwargs are compared with the board's apart, and never built here) and, for a bundle,
+    its ``pool.json``, each compared with the spec's hashes."""
+    pool = spec["pool"]
+    why = []
+    try:
+        built = env_pool_spec(spec["env_id"], spec["env_kwargs"], spec["split"], pool["name"])
+    except ConfigError as exc:
+        return [f"the env's pool {pool['name']!r} cannot be built here: {exc}"]
+    for field, what in (("sha256", "agents and prices"), ("backends_sha256", "backends")):
+        if built[field] != pool.get(field):
+            why.append(
+                f"the pool {pool['name']!r} that {spec['env_id']} builds has {what} "
+                f"{built[field][:16]}, not the board's {str(pool.get(field))[:16]} (other env "
+                "kwargs, or another orchenv's pool)"
+            )
+    if pool_doc is not None:
+        try:
+            have = pool_sha256(pool_doc)
+        except (TypeError, ValueError) as exc:
+            have = f"unreadable ({exc})"
+        if have != pool["sha256"]:
+            why.append(
+                f"pool.json has content {have[:16]}, not the board's {pool['sha256'][:16]} "
+                f"(the pool {spec['env_id']} builds): an edited pool.json"
+            )
     return why
 
 
@@ -462,8 +613,10 @@ def sealed_status(run_dir: Path, spec: Mapping[str, Any], key: bytes | None) -> 
 
 
 __all__ = [
+    "ENV_BUILT",
     "FORMAT",
     "WITHHELD",
+    "env_pool_spec",
     "file_sha256",
     "key_id",
     "open_task_id",
@@ -472,6 +625,7 @@ __all__ = [
     "sealed_task_ids",
     "make_spec",
     "play_sealed",
+    "pool_spec",
     "sealed_plan",
     "sealed_status",
     "pool_sha256",

@@ -30,7 +30,8 @@ def add_subcommands(sub: Any) -> None:
     k.set_defaults(func=cmd_key)
     i = actions.add_parser(
         "init",
-        help="write a board spec: env, kwargs, pool preset and hash, split, metric, seed plans",
+        help="write a board spec: env, kwargs, pool (preset or env-built) and hash, split, "
+        "metric, seed plans",
         description=(
             "Write the board file that `orchenv leaderboard --board FILE` groups runs by: a "
             "run with other env kwargs, another pool (or an edited pool.json), another split or "
@@ -38,7 +39,13 @@ def add_subcommands(sub: Any) -> None:
         ),
     )
     i.add_argument("env_id", help="e.g. orch/MathRoute-v0")
-    i.add_argument("--pool", required=True, help="a shipped pool preset (orchenv list)")
+    i.add_argument(
+        "--pool",
+        required=True,
+        help="a shipped pool preset (orchenv list), or the name of the pool the env builds "
+        "itself (e.g. multihop for MultihopQA, none for WebShop): the spec then holds the "
+        "hashes of the pool the env builds under the board's kwargs",
+    )
     i.add_argument("--split", required=True, help="the split every run plays")
     i.add_argument(
         "-e", "--env-kwarg", action="append", default=[], metavar="K=V", help="env kwargs"
