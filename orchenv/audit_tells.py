@@ -85,7 +85,10 @@ LABEL_KEYS = ("correct", "right")
 #: L2 strength of the logistic regression (on standardised features)
 L2 = 1.0
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
-_BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+#: the tokens the \\boxed{...} scan stops at: an opener, or a run of opening or closing braces
+_BRACE_RE = re.compile(r"\\boxed\{|\{+|\}+")
+#: \\boxed{ openers nested deeper than this inside another one are read as plain braces
+MAX_BOXED_NESTING = 64
 _TAG_RE = re.compile(r"<[A-Za-z/][^<>]{0,40}>")
 #: episodes played without one labelled output before the meter stops (not measurable)
 NO_LABEL_EPISODES = 10
@@ -135,8 +138,43 @@ class Output:
     task_text: str = ""
 
 
-def _answer(text: str) -> str | None:
-    boxed = _BOXED_RE.findall(text)
+def boxed_contents(text: str) -> list[str]:
+    """The contents of every closed top-level ``\\boxed{...}`` in ``text``, in order, with nested
+    braces kept (``\\boxed{\\frac{1}{2}}`` -> ``\\frac{1}{2}``). One pass over the braces
+    from each top-level opener to its closing brace (linear time, bounded memory on hostile
+    text): a stray ``}`` is ignored, a ``\\boxed`` inside another belongs to the outer one, and
+    an unclosed ``\\boxed{`` yields nothing (nor do the openers inside it)."""
+    found: list[str] = []
+    pos = text.find("\\boxed{")
+    while pos >= 0:  # from one top-level opener to where it closes; the braces between are moot
+        depth = 0
+        opened: list[tuple[int, int]] = []  # (depth of a boxed brace, index after it)
+        for match in _BRACE_RE.finditer(text, pos):
+            token = match.group()
+            if token[0] == "}":  # a run of closing braces: the i-th closes depth - i
+                first = match.start()
+                low = max(depth - len(token), 0)
+                while opened and opened[-1][0] > low:
+                    level, start = opened.pop()
+                    if not opened:
+                        found.append(text[start : first + depth - level])
+                depth = low
+                if not opened:
+                    pos = text.find("\\boxed{", first + len(token))
+                    break
+            elif token[0] == "{":
+                depth += len(token)
+            else:
+                depth += 1
+                if len(opened) < MAX_BOXED_NESTING:
+                    opened.append((depth, match.end()))
+        else:  # the text ended inside an unclosed \\boxed{: nothing after it can close it
+            break
+    return found
+
+
+def _answer(text: str, boxed: list[str] | None = None) -> str | None:
+    boxed = boxed_contents(text) if boxed is None else boxed
     if boxed:
         return boxed[-1]
     tagged = re.findall(r"<answer>(.*?)</answer>", text, flags=re.S)
@@ -150,7 +188,8 @@ def text_features(text: str) -> list[float]:
     """Surface statistics of an output's text (``TEXT_FEATURES``); never its meaning."""
     text = text[:200_000]
     chars = len(text)
-    answer = _answer(text)
+    boxed = boxed_contents(text)
+    answer = _answer(text, boxed)
     magnitude = 0.0
     integer = 0.0
     if answer is not None:
@@ -168,7 +207,7 @@ def text_features(text: str) -> list[float]:
         math.log1p(len(text.split())),
         sum(c.isdigit() for c in text) / max(chars, 1),
         float(len(_NUMBER_RE.findall(text))),
-        float(bool(_BOXED_RE.search(text))),
+        float(bool(boxed)),
         integer,
         magnitude,
         float(len(answer)) if answer is not None else 0.0,

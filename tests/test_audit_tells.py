@@ -410,3 +410,51 @@ def test_a_tell_is_what_the_output_says_beyond_the_task() -> None:
             assert not meter.flagged, meter.line()
             assert meter.auc_within - meter.auc_within_task < 0.05
             assert any("task's own surface" in note for note in meter.notes)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("so \\boxed{\\frac{1}{2}}", ["\\frac{1}{2}"]),  # nested braces (the old regex missed it)
+        ("\\boxed{1} then \\boxed{x^{2}}", ["1", "x^{2}"]),
+        ("\\boxed{\\boxed{3}}", ["\\boxed{3}"]),  # an inner one belongs to the outer
+        ("\\boxed{a{b}c}d} \\boxed{7}", ["a{b}c", "7"]),  # a stray closing brace is ignored
+        ("}} \\boxed{} {", [""]),
+        ("\\boxed{1", []),  # unclosed
+        ("\\boxed{ \\boxed{2}", []),  # inside an unclosed one
+        ("no box {1}", []),
+        ("\ud800\\boxed{\udfff}", ["\udfff"]),
+    ],
+)
+def test_boxed_contents_match_braces(text: str, want: list[str]) -> None:
+    from orchenv.audit_tells import boxed_contents
+
+    assert boxed_contents(text) == want
+
+
+def test_a_nested_boxed_answer_is_read_whole() -> None:
+    from orchenv.audit_tells import TEXT_FEATURES, text_features
+
+    values = dict(zip(TEXT_FEATURES, text_features("So \\boxed{\\frac{1}{2}}"), strict=True))
+    assert values["boxed"] == 1.0  # before: 0 (the regex took no nested brace)
+    assert values["answer_chars"] == len("\\frac{1}{2}")  # before: 1, the last number "2"
+    assert values["answer_integer"] == 0.0  # before: 1, a fraction read as the integer 2
+
+
+def test_boxed_scan_is_linear_on_hostile_text() -> None:
+    """10 MB of unclosed openers, lone braces and deep nesting: a rescan from each opener
+    (quadratic) would not finish; the one-pass scan takes seconds (a generous hang guard)."""
+    import time
+
+    from orchenv.audit_tells import MAX_BOXED_NESTING, boxed_contents
+
+    started = time.monotonic()
+    assert boxed_contents("\\boxed{" * 1_400_000) == []  # 9.8 MB, nothing closes
+    assert boxed_contents("\\boxed{" + "{" * 10_000_000) == []
+    assert boxed_contents("}" * 10_000_000 + "{" * 10) == []
+    assert boxed_contents("\\boxed{" + "{}" * 500_000) == []
+    deep = "\\boxed{" * 100_000 + "1" + "}" * 100_000
+    assert boxed_contents(deep) == ["\\boxed{" * 99_999 + "1" + "}" * 99_999]
+    assert boxed_contents("\\boxed{7}" * 100_000) == ["7"] * 100_000
+    assert MAX_BOXED_NESTING < 100_000  # the deep case above kept bounded memory
+    assert time.monotonic() - started < 60
