@@ -191,6 +191,13 @@ def pool_spec(env_id: str, env_kwargs: Mapping[str, Any], split: str, pool: str)
     return env_pool_spec(env_id, env_kwargs, split, pool)
 
 
+def pool_argument(pool: Mapping[str, Any]) -> str | None:
+    """The ``pool`` argument a board's env is built with from the spec's ``pool``: the
+    preset's name, or None for a pool the env builds itself (an env without agents, e.g.
+    WebShop, refuses any ``pool`` argument)."""
+    return None if pool.get("built_by") == ENV_BUILT else str(pool["name"])
+
+
 def key_id(key: bytes) -> str:
     """A public id of the maintainer's key (a hash of it; the key cannot be recovered)."""
     return hashlib.sha256(b"orchenv-board-key:" + key).hexdigest()[:16]
@@ -236,15 +243,16 @@ def make_spec(
         if not sealed_episodes:
             raise ConfigError("a private task file is for the sealed plan: add --sealed-episodes N")
         task_file = {"sha256": file_sha256(sealed_task_file), "kwarg": str(task_file_kwarg)}
-    elif sealed_episodes:
-        _check_sealable(env_id, kwargs, split, pool)
+    pool_entry = pool_spec(env_id, kwargs, split, pool)
+    if task_file is None and sealed_episodes:
+        _check_sealable(env_id, kwargs, split, pool_argument(pool_entry))
     metric = primary_metric(env_id)
     spec: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "env_id": env_id,
         "env_kwargs": kwargs,
-        "pool": pool_spec(env_id, kwargs, split, pool),
+        "pool": pool_entry,
         "split": split,
         "primary_metric": {"field": metric.field, "label": metric.label},
         "dev_plan": {"seeds": [int(s) for s in dev_seeds], "episodes": int(dev_episodes)},
@@ -399,7 +407,7 @@ def sealed_secret(spec: Mapping[str, Any], key: bytes) -> str:
     return hmac.new(key, tag, hashlib.sha256).hexdigest()
 
 
-def _check_sealable(env_id: str, kwargs: Mapping[str, Any], split: str, pool: str) -> None:
+def _check_sealable(env_id: str, kwargs: Mapping[str, Any], split: str, pool: str | None) -> None:
     """``ConfigError`` unless a sealed env of ``env_id`` draws tasks that are not in its public
     task source (a generated source whose seed the secret changes)."""
     import gymnasium as gym
@@ -407,7 +415,7 @@ def _check_sealable(env_id: str, kwargs: Mapping[str, Any], split: str, pool: st
     from orchenv.error import NoTaskSourceError, OrchEnvError
 
     probe = "0" * 64
-    args = {**kwargs, "split": split, "pool": pool}
+    args = {**kwargs, "split": split, **({"pool": pool} if pool is not None else {})}
     public: Any = gym.make(env_id, **args).unwrapped
     sealed: Any = gym.make(env_id, **args, sealed=probe).unwrapped
     try:
@@ -563,7 +571,7 @@ def play_sealed(
         controller=controller[0],
         controller_kwargs=controller[1],
         env_kwargs=env_kwargs,
-        pool=spec["pool"]["name"],
+        pool=pool_argument(spec["pool"]),
         split=spec["split"],
         seeds=seeds,
         episodes=int(spec["sealed_plan"]["episodes"]),
@@ -625,6 +633,7 @@ __all__ = [
     "sealed_task_ids",
     "make_spec",
     "play_sealed",
+    "pool_argument",
     "pool_spec",
     "sealed_plan",
     "sealed_status",
