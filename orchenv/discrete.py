@@ -23,10 +23,11 @@ import hashlib
 import inspect
 import operator
 import re
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import import_module
+from itertools import accumulate, compress
 from pathlib import Path
 from typing import Any, ClassVar, SupportsFloat
 
@@ -192,23 +193,192 @@ _CODES_MAX = 1 << 18
 #: (the raw substring of a char n-gram, a word, a tuple of words): the hot path of the
 #: discrete view, hundreds of grams per observation
 _CODES: dict[tuple[int, str], dict[Any, float]] = {}
+#: token -> its word shape (``#3`` for a three-character number, else the token itself)
+_SHAPES: dict[str, str] = {}
+#: the most tokens kept in :data:`_SHAPES` (then it starts over)
+_SHAPES_MAX = 1 << 16
+#: the separator of the paragraphs whose counts are kept apart (see :func:`hashed_ngrams`)
+_PARAGRAPH = "\n\n"
+#: a text with more paragraphs than this is counted whole (no per-paragraph work)
+_MAX_PARAGRAPHS = 64
+#: the longest paragraph whose counts are kept (longer ones are counted on every call)
+_PARAGRAPH_CACHE_CHARS = 4096
+#: the most paragraphs kept in :data:`_PARAGRAPHS` (then it starts over): at most about
+#: 4096 * (4096 chars + a float64 vector) of memory, whatever the input
+_PARAGRAPH_CACHE_SIZE = 4096
+#: (options, lower-cased paragraph) -> its :class:`_Counted`
+_PARAGRAPHS: dict[tuple[Any, ...], _Counted] = {}
 
 
-def _gram_codes(kind: str, counts: Counter[Any], n_features: int) -> tuple[list[float], Any]:
-    """The codes of ``counts``' keys (grams of ``kind``: ``"c3"``, ``"w1"``, ``"w2"``, ...)
-    and their counts, in the same order."""
-    table = _CODES.setdefault((n_features, kind), {})
-    if len(table) >= _CODES_MAX:
-        table.clear()
-    prefix = "c:" if kind[0] == "c" else f"{kind}:"
+def _gram_codes(kind: str, keys: list[Any], n_features: int) -> list[float]:
+    """The code (``sign * (index + 1)``) of each of ``keys`` (grams of ``kind``: ``"c3"``,
+    ``"w1"``, ``"w2"``, ...; one entry per occurrence), in the same order."""
+    table = _CODES.get((n_features, kind))
+    if table is None:
+        table = _CODES.setdefault((n_features, kind), {})
+    codes = list(map(table.get, keys))
+    if None in codes:  # grams not seen yet in this process: hash them once
+        if len(table) >= _CODES_MAX:
+            table.clear()
+        prefix = "c:" if kind[0] == "c" else f"{kind}:"
+        for i, code in enumerate(codes):
+            if code is None:
+                key = keys[i]
+                code = table.get(key)
+                if code is None:
+                    text = " ".join(key) if isinstance(key, tuple) else key
+                    index, sign = _slot(prefix + text, n_features)
+                    code = table[key] = sign * (index + 1)
+                codes[i] = code
+    return codes
 
-    def miss(key: Any) -> float:
-        index, sign = _slot(prefix + (" ".join(key) if isinstance(key, tuple) else key), n_features)
-        code = table[key] = sign * (index + 1)
-        return code
 
-    get = table.get
-    return [get(key) or miss(key) for key in counts], counts.values()
+def _shapes(words: list[str]) -> list[str]:
+    """Each token's word shape: numbers (a first character ``str.isdigit``) become ``#`` and
+    their length, other tokens stay themselves."""
+    shapes: list[Any] = list(map(_SHAPES.get, words))
+    if None in shapes:
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        for i, shape in enumerate(shapes):
+            if shape is None:
+                w = words[i]
+                shapes[i] = _SHAPES[w] = f"#{len(w)}" if w[0].isdigit() else w
+    return shapes
+
+
+def _char_grams(flat: str, n: int) -> list[str]:
+    """The ``n``-character substrings of ``flat``, in order."""
+    if n == 1:
+        return list(flat)
+    return list(map("".join, zip(*(flat[k:] for k in range(n)), strict=False)))
+
+
+def _char_codes(flat: str, n: int, n_features: int) -> list[float]:
+    """The codes of ``flat``'s ``n``-character grams (``len(flat) >= n``), in order.
+
+    For ``n <= 3`` the grams are looked up by their code points packed in one integer (21
+    bits each: every code point fits), computed with numpy, so no substring is built; a
+    gram not seen yet is hashed from its text by :func:`_gram_codes` (same code)."""
+    if n > 3:
+        return _gram_codes(f"c{n}", _char_grams(flat, n), n_features)
+    points = np.frombuffer(flat.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    points = points.astype(np.int64)
+    if n == 1:
+        keys = points
+    elif n == 2:
+        keys = (points[:-1] << 21) | points[1:]
+    else:
+        keys = (points[:-2] << 42) | (points[1:-1] << 21) | points[2:]
+    packed = keys.tolist()
+    table = _CODES.get((n_features, f"#c{n}"))
+    if table is None:
+        table = _CODES.setdefault((n_features, f"#c{n}"), {})
+    codes = list(map(table.get, packed))
+    if None in codes:
+        if len(table) >= _CODES_MAX:
+            table.clear()
+        for i, code in enumerate(codes):
+            if code is None:
+                code = table.get(packed[i])
+                if code is None:
+                    code = table[packed[i]] = _gram_codes(f"c{n}", [flat[i : i + n]], n_features)[0]
+                codes[i] = code
+    return codes
+
+
+class _Counted:
+    """The gram counts of one paragraph: the raw (signed, undamped) vector, its word shapes
+    and its whitespace-collapsed text (what grams across its borders are made of)."""
+
+    __slots__ = ("flat", "shapes", "vector")
+
+    def __init__(self, vector: np.ndarray, shapes: list[str], flat: str) -> None:
+        self.vector, self.shapes, self.flat = vector, shapes, flat
+
+
+def _bincount(codes: list[float], n_features: int) -> np.ndarray:
+    """The signed sum of ``codes`` per index (float64; exact: integer sums)."""
+    if not codes:
+        return np.zeros(n_features, dtype=np.float64)
+    code = np.array(codes, dtype=np.float64)
+    index = np.abs(code).astype(np.int64) - 1
+    return np.bincount(index, weights=np.sign(code), minlength=n_features)
+
+
+def _count(lower: str, options: tuple[Any, ...]) -> _Counted:
+    """The :class:`_Counted` of lower-cased text ``lower`` (no paragraph split)."""
+    n_features, word_ngrams, char_ngrams, raw_numbers = options
+    words = _TOKEN_RE.findall(lower)
+    shapes = _shapes(words) if words else []
+    codes: list[float] = []
+    for n in word_ngrams:
+        if n == 1:
+            keys: list[Any] = shapes
+        elif n == 2:
+            keys = list(zip(shapes, shapes[1:], strict=False))
+        else:
+            keys = [tuple(shapes[i : i + n]) for i in range(len(shapes) - n + 1)]
+        if keys:
+            codes += _gram_codes(f"w{n}", keys, n_features)
+    if raw_numbers and words:
+        numbers = list(compress(words, map(operator.ne, words, shapes)))
+        if numbers:
+            codes += _gram_codes("w1", numbers, n_features)
+    flat = " ".join(lower.split())
+    for n in char_ngrams:
+        if len(flat) >= n:
+            codes += _char_codes(flat, n, n_features)
+    return _Counted(_bincount(codes, n_features), shapes, flat)
+
+
+def _paragraph(lower: str, options: tuple[Any, ...]) -> _Counted:
+    """:func:`_count` of one paragraph, kept (bounded) when short: the prompt's problem, a
+    draft or a search result recurs across the turns of an episode."""
+    if len(lower) > _PARAGRAPH_CACHE_CHARS:
+        return _count(lower, options)
+    key = (options, lower)
+    hit = _PARAGRAPHS.get(key)
+    if hit is None:
+        if len(_PARAGRAPHS) >= _PARAGRAPH_CACHE_SIZE:
+            _PARAGRAPHS.clear()
+        hit = _PARAGRAPHS[key] = _count(lower, options)
+    return hit
+
+
+def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> list[float]:
+    """The codes of the grams that span a paragraph border: the word n-grams (n > 1) and
+    character n-grams of the whole text that lie in no single paragraph."""
+    n_features, word_ngrams, char_ngrams, _ = options
+    codes: list[float] = []
+    if any(n > 1 for n in word_ngrams):
+        shapes: list[str] = []
+        borders: list[int] = []  # token offsets where a (non-empty) paragraph starts
+        for piece in pieces:
+            if piece.shapes:
+                if shapes:
+                    borders.append(len(shapes))
+                shapes += piece.shapes
+        for n in word_ngrams:
+            last = len(shapes) - n  # the last start of an n-gram
+            if n > 1 and borders and last >= 0:
+                starts = {
+                    j for b in borders for j in range(max(b - n + 1, 0), min(b - 1, last) + 1)
+                }
+                keys: list[Any] = [tuple(shapes[j : j + n]) for j in starts]
+                if keys:
+                    codes += _gram_codes(f"w{n}", keys, n_features)
+    flats = [piece.flat for piece in pieces if piece.flat]
+    if char_ngrams and len(flats) > 1:
+        flat = " ".join(flats)
+        spaces = list(accumulate(len(f) + 1 for f in flats[:-1]))  # one past each joint
+        for n in char_ngrams:
+            last = len(flat) - n
+            starts = {j for s in spaces for j in range(max(s - 1 - n + 1, 0), min(s - 1, last) + 1)}
+            grams = [flat[j : j + n] for j in starts]
+            if grams:
+                codes += _gram_codes(f"c{n}", grams, n_features)
+    return codes
 
 
 def hashed_ngrams(
@@ -229,41 +399,29 @@ def hashed_ngrams(
 
     Each distinct gram ``g`` (``"w{n}:"`` + the n word shapes joined by a space, ``"c:"`` +
     n characters of the whitespace-collapsed text) adds ``sign(g) * count(g)`` at
-    ``index(g)`` (BLAKE2b of ``g``: :func:`_slot`); the sums are exact, so counting each kind
-    of gram apart gives the same vector as counting them together.
+    ``index(g)`` (BLAKE2b of ``g``: :func:`_slot`); the sums are exact, so counting parts of
+    the text apart gives the same vector as counting it whole. That is how it is computed:
+    each paragraph (``"\\n\\n"`` apart; no token and no collapsed-text gram other than those
+    counted by :func:`_across` spans one) is counted once per process (kept while short, in
+    a bounded table) and the grams across paragraph borders are added, so the turns of an
+    episode, which repeat the problem, hash only what is new. ``tests/test_discrete_golden.py``
+    holds the recorded features this must reproduce bit for bit.
     """
-    vec = np.zeros(n_features, dtype=np.float32)
     if not text:
-        return vec
+        return np.zeros(n_features, dtype=np.float32)
     lower = text.lower()
-    words = _TOKEN_RE.findall(lower)
-    shapes = [f"#{len(w)}" if w[0].isdigit() else w for w in words]
-    groups: list[tuple[str, Counter[Any]]] = []
-    for n in word_ngrams:
-        if n == 1:
-            grams: Counter[Any] = Counter(shapes)
-        elif n == 2:
-            grams = Counter(zip(shapes, shapes[1:], strict=False))
-        else:
-            grams = Counter(tuple(shapes[i : i + n]) for i in range(len(shapes) - n + 1))
-        groups.append((f"w{n}", grams))
-    if raw_numbers:
-        groups.append(("w1", Counter(w for w, s in zip(words, shapes, strict=True) if w != s)))
-    flat = " ".join(lower.split())
-    for n in char_ngrams:
-        groups.append((f"c{n}", Counter([flat[i : i + n] for i in range(len(flat) - n + 1)])))
-    codes: list[float] = []
-    counts: list[int] = []
-    for kind, grams in groups:
-        if grams:
-            more, how_many = _gram_codes(kind, grams, n_features)
-            codes += more
-            counts += how_many
-    if codes:
-        code = np.array(codes, dtype=np.float64)
-        weights = np.sign(code) * np.array(counts, dtype=np.float64)
-        index = np.abs(code).astype(np.int64) - 1
-        vec = np.bincount(index, weights=weights, minlength=n_features).astype(np.float32)
+    options = (int(n_features), tuple(word_ngrams), tuple(char_ngrams), bool(raw_numbers))
+    parts = lower.split(_PARAGRAPH) if _PARAGRAPH in lower else [lower]
+    if len(parts) > _MAX_PARAGRAPHS:
+        parts = [lower]
+    pieces = [_paragraph(part, options) for part in parts]
+    if len(pieces) == 1:
+        raw = pieces[0].vector
+    else:
+        raw = _bincount(_across(pieces, options), n_features)
+        for piece in pieces:
+            raw = raw + piece.vector
+    vec = raw.astype(np.float32)
     if damp:
         vec = np.sign(vec) * np.log1p(np.abs(vec))
     norm = float(np.linalg.norm(vec))
@@ -372,17 +530,15 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
                 f"here and {size} before; it must have a fixed size"
             )
         turn = float(info.get("turn", base.turn)) / self.max_turns
-        vec = np.concatenate(
-            [
-                self._ngrams(text),
-                np.array([turn], dtype=np.float32),
-                np.asarray(mask, dtype=np.float32),
-                extra
-                if np.isfinite(extra).all()
-                else np.nan_to_num(extra, nan=0.0, posinf=FEATURE_BOUND, neginf=-FEATURE_BOUND),
-            ]
-        )
-        return np.clip(vec, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32)
+        slices = self.slices
+        vec = np.empty(self.observation_space.shape, dtype=np.float32)
+        vec[slices["ngrams"]] = self._ngrams(text)
+        vec[slices["turn"]] = turn
+        vec[slices["mask"]] = mask
+        if not np.isfinite(extra).all():
+            extra = np.nan_to_num(extra, nan=0.0, posinf=FEATURE_BOUND, neginf=-FEATURE_BOUND)
+        vec[slices["env"]] = extra
+        return np.clip(vec, -FEATURE_BOUND, FEATURE_BOUND, out=vec)
 
     def action_masks(self) -> np.ndarray:
         """Which discrete choices are available now (bool, one per choice): the

@@ -145,6 +145,14 @@ def test_env_observations_keep_their_recorded_features() -> None:
     assert checked >= 175 * len(CONFIGS)
 
 
+def test_mathroute_text_statistics_count_digits_as_before() -> None:
+    from orchenv.envs.mathroute.features import text_statistics
+
+    for text in [*hostile_texts()[:30], "x² + ³ ١٢ 42", "no digits"]:
+        want = np.log1p(sum(c.isdigit() for c in text[:100_000])) / 5.0
+        assert text_statistics(text)[2] == np.float32(want)
+
+
 def test_hostile_texts_keep_their_recorded_features() -> None:
     recorded = golden()["hostile"]
     texts = hostile_texts()
@@ -193,7 +201,17 @@ def test_view_observations_equal_hashing_the_joined_text() -> None:
     for i in range(30):
         text = "\n\n".join(m["content"] for m in info["messages"] if m.get("role") != "system")
         want = reference(text, 256, raw_numbers=True)
-        assert np.array_equal(obs[view.slices["ngrams"]], np.clip(want, -10, 10))
+        base = env.unwrapped
+        # the whole vector, assembled the plain way (concatenate, then clip)
+        whole = np.concatenate(
+            [
+                want,
+                np.array([info["turn"] / base.max_turns], dtype=np.float32),
+                np.asarray(info["action_mask"], dtype=np.float32),
+                np.asarray(base.observation_features(), dtype=np.float32),
+            ]
+        )
+        assert np.array_equal(obs, np.clip(whole, -10, 10).astype(np.float32))
         options = np.flatnonzero(env.action_masks())
         obs, _, term, trunc, info = env.step(int(options[i % len(options)]))
         if term or trunc:
