@@ -29,6 +29,7 @@ import orchenv  # noqa: E402,F401
 from orchenv.eval.board import make_spec, sealed_plan, sealed_status, write_spec  # noqa: E402
 from orchenv.eval.leaderboard import read_runs  # noqa: E402
 from orchenv.eval.rundir import episode_seed, read_episode_log  # noqa: E402
+from orchenv.serve.referee import issue_ticket  # noqa: E402
 from orchenv.verify.keys import read_key, write_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +80,10 @@ class Referee:
                 time.sleep(0.2)
         raise RuntimeError("the referee did not come up in 120 s")
 
+    def ticket(self, name: str) -> str:
+        """What the maintainer hands the submitter of ``name``."""
+        return issue_ticket(self.spec, self.key, name)
+
     def stderr(self) -> str:
         self.log.seek(0)
         return self.log.read().decode("utf-8", "replace")[-4000:]
@@ -112,13 +117,13 @@ def referee(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Referee]:
         server.stop()
 
 
-def _play_all(client: Any, name: str, policy: Any = None) -> list[dict[str, Any]]:
+def _play_all(client: Any, name: str, ticket: str, policy: Any = None) -> list[dict[str, Any]]:
     """Play a whole submission; returns the last observation of each episode."""
     from orchenv.envs.mathroute.baselines import SingleAgent
 
     policy = policy or SingleAgent(agent=0)
     ends = []
-    result = client.reset(submission=name)
+    result = client.reset(submission=name, ticket=ticket)
     for n in range(EPISODES):
         if n:
             result = client.reset()
@@ -152,7 +157,7 @@ def test_an_honest_submission_is_signed_ranks_and_equals_the_sealed_plan(
     from orchenv.eval import EvalConfig, evaluate
 
     with GenericEnvClient(base_url=referee.url).sync() as client:
-        ends = _play_all(client, "honest")
+        ends = _play_all(client, "honest", referee.ticket("honest"))
         assert ends[-1]["info"]["referee"]["finished"] is True
         with pytest.raises(RuntimeError, match="closed"):  # no fifth task
             client.reset()
@@ -225,7 +230,8 @@ def test_a_client_cannot_choose_its_tasks_or_reset_past_an_episode(referee: Refe
         ):
             with pytest.raises(RuntimeError, match="assigns the tasks"):
                 client.reset(submission="chooser", **chosen)
-        first = client.reset(submission="chooser").observation["info"]["task_id"]
+        first = client.reset(submission="chooser", ticket=referee.ticket("chooser"))
+        first = first.observation["info"]["task_id"]
         with pytest.raises(RuntimeError, match="unfinished"):  # no skipping
             client.reset()
         with pytest.raises(RuntimeError, match="assigns the tasks"):
@@ -265,7 +271,7 @@ def test_a_dropped_submission_counts_every_task(referee: Referee, tmp_path: Path
     """The client leaves mid-episode 2: episode 1 is logged as played, episode 2 with its
     return so far (not correct), episodes 3-4 at 0; the record is still signed."""
     with GenericEnvClient(base_url=referee.url).sync() as client:
-        result = client.reset(submission="dropper")
+        result = client.reset(submission="dropper", ticket=referee.ticket("dropper"))
         while not result.done:
             result = client.step({"text": STRONGEST})
         client.reset()
@@ -293,7 +299,7 @@ def test_a_dropped_submission_counts_every_task(referee: Referee, tmp_path: Path
 
 def test_an_edited_record_no_longer_ranks(referee: Referee, tmp_path: Path) -> None:
     with GenericEnvClient(base_url=referee.url).sync() as client:
-        _play_all(client, "edited")
+        _play_all(client, "edited", referee.ticket("edited"))
     folder = referee.record("edited")
     for name, edit in (
         ("summary.json", lambda d: d["pooled"].update(accuracy=1.0)),
@@ -334,12 +340,13 @@ def test_two_clients_submissions_stay_apart(referee: Referee) -> None:
         GenericEnvClient(base_url=referee.url).sync() as a,
         GenericEnvClient(base_url=referee.url).sync() as b,
     ):
-        ra, rb = a.reset(submission="twin-a"), b.reset(submission="twin-b")
+        ra = a.reset(submission="twin-a", ticket=referee.ticket("twin-a"))
+        rb = b.reset(submission="twin-b", ticket=referee.ticket("twin-b"))
         with (
-            pytest.raises(RuntimeError, match="already on file"),
+            pytest.raises(RuntimeError, match="being played in another session"),
             GenericEnvClient(base_url=referee.url).sync() as c,
         ):
-            c.reset(submission="twin-a")
+            c.reset(submission="twin-a", ticket=referee.ticket("twin-a"))
         for n in range(EPISODES):
             if n:
                 ra, rb = a.reset(), b.reset()
@@ -358,6 +365,125 @@ def test_two_clients_submissions_stay_apart(referee: Referee) -> None:
     assert all(STRONGEST in r["actions"][0] for r in rows_b)
     for name in ("twin-a", "twin-b"):
         assert sealed_status(referee.runs / name, referee.spec, referee.key) == "sealed"
+
+
+def _open(client: Any, name: str, ticket: str | None) -> Any:
+    """The attacker's way in: with the ticket it has, else (a referee without tickets)
+    without one. The RuntimeError of the last try when every way is refused."""
+    try:
+        return client.reset(submission=name, ticket=ticket)
+    except RuntimeError as exc:
+        if "takes no" not in str(exc):  # refused for another reason than the ticket argument
+            raise
+    return client.reset(submission=name)
+
+
+def test_two_sessions_cannot_play_the_sealed_tasks_in_lockstep(referee: Referee) -> None:
+    """The lockstep attack over the wire. A submitter holding one ticket opens a probe
+    session and tries to open a second one (same name and ticket, another name with its
+    ticket, another name without a ticket). Had one opened, it would see the probe's sealed
+    task side by side: the probe routes to the weakest agent (a throwaway action) and learns
+    whether it is right, the bench routes to the strongest only where the probe failed (in
+    process, over 100 sealed MathRoute tasks and one probe per agent, that lifted the reward
+    from 0.710 [0.671, 0.749] to 0.891 [0.855, 0.927], docs/board-referee.md). Every second
+    session is refused, and the probe's record counts every task."""
+    from orchenv.envs.mathroute.baselines import SingleAgent
+
+    weakest, strongest = SingleAgent(agent=2), SingleAgent(agent=0)
+    ticket = referee.ticket("lock-probe")
+    seen: list[tuple[Any, Any]] = []  # (probe's prompt, bench's prompt) of shared episodes
+    refusals: list[str] = []
+    with GenericEnvClient(base_url=referee.url).sync() as probe:
+        rp = _open(probe, "lock-probe", ticket)
+        bench_client, rb = None, None
+        for name, tried in (("lock-probe", ticket), ("lock-bench", ticket), ("lock-bench", None)):
+            candidate = GenericEnvClient(base_url=referee.url).sync()
+            candidate.connect()
+            try:
+                rb = _open(candidate, name, tried)
+                bench_client = candidate
+                break
+            except RuntimeError as exc:
+                refusals.append(str(exc))
+                candidate.close()
+        try:
+            for n in range(EPISODES if bench_client is not None else 1):
+                if n:
+                    rp = probe.reset()
+                    rb = bench_client.reset() if bench_client is not None else None
+                first_prompt = rp.observation["prompt"]
+                while not rp.done:
+                    obs = rp.observation
+                    rp = probe.step({"text": weakest.act(obs["prompt"], obs["info"])})
+                if bench_client is not None and rb is not None:
+                    seen.append((first_prompt, rb.observation["prompt"]))
+                    policy = weakest if rp.observation["info"].get("correct") else strongest
+                    while not rb.done:
+                        obs = rb.observation
+                        rb = bench_client.step({"text": policy.act(obs["prompt"], obs["info"])})
+        finally:
+            if bench_client is not None:
+                bench_client.close()
+    # the attack: a second live session saw the probe's sealed tasks
+    assert bench_client is None, (
+        f"a second session opened and saw {sum(a == b for a, b in seen)} of {len(seen)} "
+        "sealed tasks the probe had just played"
+    )
+    assert len(refusals) == 3
+    assert "being played in another session" in refusals[0]
+    assert "does not admit submission 'lock-bench'" in refusals[1]
+    assert "admits a submission with its ticket" in refusals[2]
+    # the probe's own submission still counts every task (abandoned after episode 1)
+    folder = referee.record("lock-probe")
+    assert sealed_status(folder, referee.spec, referee.key) == "sealed"
+    assert len(_rows(folder)) == EPISODES
+    assert not (referee.runs / "lock-bench").exists()
+    # and a finished submission's name stays closed, ticket or not
+    with (
+        GenericEnvClient(base_url=referee.url).sync() as late,
+        pytest.raises(RuntimeError, match="already on file"),
+    ):
+        late.reset(submission="lock-probe", ticket=ticket)
+
+
+def test_tickets_are_checked(referee: Referee, capsys: pytest.CaptureFixture[str]) -> None:
+    """No ticket, another name's, a wrong or hostile one (10 MB, a lone surrogate, an object,
+    a number): refused with the rule, no folder made, the server still up; the CLI issues
+    the same ticket as ``issue_ticket``."""
+    with GenericEnvClient(base_url=referee.url).sync() as client:
+        with pytest.raises(RuntimeError, match="admits a submission with its ticket"):
+            client.reset(submission="tk")
+        for bad in (
+            referee.ticket("other"),
+            "ticket-" + "0" * 32,
+            "x" * 10_000_000,
+            "ticket-\ud800",
+            {"a": [1]},
+            12,
+        ):
+            with pytest.raises(RuntimeError, match="ticket"):
+                client.reset(submission="tk", ticket=bad)
+    assert not (referee.runs / "tk").exists()
+    assert requests.get(referee.url + "/health", timeout=10).ok
+    out = subprocess.run(
+        [sys.executable, "-m", "orchenv.serve.referee", "ticket", "tk", "tk2"]
+        + ["--board", str(referee.board), "--key", str(referee.key_file)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["tk", referee.ticket("tk"), "tk2", referee.ticket("tk2")]
+    from orchenv.serve.referee import main
+
+    other_key = write_key(referee.root / "other.key")
+    for argv, why in ((["../x"], "submission name"), (["tk", "--key", str(other_key)], "key")):
+        assert (
+            main(["ticket", "--board", str(referee.board), "--key", str(referee.key_file), *argv])
+            == 2
+        )
+        assert why in capsys.readouterr().err
 
 
 def test_referee_flags_are_checked(tmp_path: Path) -> None:

@@ -25,13 +25,22 @@ played:
   score 0). Both carry the metric ``referee_abandoned = 1``. ``run.json``'s ``refereed``
   block says which it was (``complete`` / ``abandoned``).
 
-A submission name is used once per runs folder (it is the folder's name): a second
-submission under a name on file is refused, so every submission the server played stays on
-file for the maintainer.
+Admission is by *ticket*: the maintainer issues one per submitter and name
+(``Referee.ticket``; ``python -m orchenv.serve.referee ticket --board B --key K NAME``), an
+HMAC of the name under the board's key, and the client opens its submission with
+``reset(submission="NAME", ticket="...")``. A submission name is used once per runs folder
+(it is the folder's name, created exclusively, also across ``--workers``), and one session
+plays it: a second session of a name on file, live or finished, is refused. So a ticket
+buys one submission played in one session, and a submitter cannot open a second session to
+play the same sealed tasks in lockstep (probe a task with a throwaway action in one, use
+the outcome in the other: without tickets that lifted MathRoute's reward from 0.710 to
+0.891, docs/board-referee.md). The sandboxed re-execution's private referee (``only``)
+takes no ticket: it accepts one name, once.
 
 What refereed play does not stop (say so next to the board): the client sees the sealed
-tasks' prompts, so a submitter who plays twice under two names has seen the tasks once
-before the second; give each submitter one submission per board.
+tasks' prompts, so two submitters who pool their tickets (or one who gets two) can still
+compare the same sealed tasks; give each submitter one ticket per board and rotate the
+sealed plan when it has been played often.
 """
 
 from __future__ import annotations
@@ -74,6 +83,36 @@ ABANDONED = "referee_abandoned"
 RECORD_FILES = ("run.json", "episodes.jsonl", "summary.json")
 #: the format field of the signed file (the one ``orchenv board play`` writes)
 SIGNED_FORMAT = "orchenv-sealed-run"
+
+
+#: what every ticket starts with
+TICKET_PREFIX = "ticket-"
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ConfigError(
+            "a submission name is 1 to 64 characters of letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit (it names the run folder); got "
+            f"{str(name)[:80]!r}"
+        )
+
+
+def issue_ticket(spec: Mapping[str, Any], key: bytes, name: str) -> str:
+    """The ticket that admits submission ``name`` to ``spec``'s referee: an HMAC of the name
+    and the spec hash under the board's ``key`` (128 bits, hex). The maintainer hands it to
+    the one submitter who plays under ``name``. ``ConfigError`` for a name ``NAME_RE``
+    refuses, a board without a sealed plan or a key that is not the board's."""
+    from orchenv.eval.board import sealed_secret
+
+    _check_name(name)
+    sealed_secret(spec, key)  # checks the plan and the key
+    mac = hmac.new(
+        key,
+        b"orchenv-referee-ticket:" + str(spec["spec_sha256"]).encode() + b":" + name.encode(),
+        hashlib.sha256,
+    )
+    return TICKET_PREFIX + mac.hexdigest()[:32]
 
 
 def _now() -> str:
@@ -171,23 +210,57 @@ class Referee:
         )
         return "sealed-" + mac.hexdigest()[:20]
 
-    def open(self, name: Any) -> Submission:
-        """A new submission ``name`` (its run folder is created now, exclusively)."""
-        if not isinstance(name, str) or not NAME_RE.match(name):
+    def ticket(self, name: str) -> str:
+        """The ticket that admits submission ``name`` (``issue_ticket``)."""
+        return issue_ticket(self.spec, self.key, name)
+
+    def _admit(self, name: str, ticket: Any) -> None:
+        """``ConfigError`` unless ``ticket`` is ``name``'s (no ticket needed with ``only``)."""
+        if self.only is not None:
+            if name != self.only:
+                raise ConfigError(
+                    f"this referee plays one submission, {self.only!r}: open that one"
+                )
+            return
+        if ticket is None:
             raise ConfigError(
-                "a submission name is 1 to 64 characters of letters, digits, '.', '_' and '-', "
-                "starting with a letter or digit (it names the run folder); got "
-                f"{str(name)[:80]!r}"
+                "this referee admits a submission with its ticket: "
+                "reset(submission='NAME', ticket='ticket-...'); ask the board's maintainer "
+                "for the ticket of your submission name (one per submitter)"
             )
-        if self.only is not None and name != self.only:
-            raise ConfigError(f"this referee plays one submission, {self.only!r}: open that one")
+        if not isinstance(ticket, str) or len(ticket) > 200:
+            raise ConfigError(
+                f"a ticket is a string of at most 200 characters, got {type(ticket).__name__}"
+            )
+        if not hmac.compare_digest(
+            ticket.encode("utf-8", "backslashreplace"), self.ticket(name).encode()
+        ):
+            raise ConfigError(
+                f"this ticket does not admit submission {name!r}: a ticket admits the one "
+                "name it was issued for (ask the board's maintainer for yours)"
+            )
+
+    def open(self, name: Any, ticket: Any = None) -> Submission:
+        """A new submission ``name`` admitted by ``ticket`` (``ticket``; not needed with
+        ``only``); its run folder is created now, exclusively, so each name is played once,
+        in one session."""
+        _check_name(name)
+        self._admit(name, ticket)
         folder = self.runs / name
         try:
             folder.mkdir()
         except FileExistsError as exc:
+            live = not os.path.lexists(folder / "sealed.json")
             raise ConfigError(
-                f"a submission named {name!r} is already on file on this server: every "
-                "submission is kept (played once); open yours under another name"
+                f"submission {name!r} is "
+                + (
+                    "being played in another session (or was cut off when the server "
+                    "stopped): a submission is played in one session, so that no two "
+                    "sessions see its sealed tasks side by side"
+                    if live
+                    else "already on file on this server: every submission is kept (played once)"
+                )
+                + "; a new submission needs a new name and its ticket"
             ) from exc
         except OSError as exc:
             raise ConfigError(f"cannot create the run folder of {name!r}: {exc}") from exc
@@ -517,6 +590,7 @@ class RefereeEnvironment(OrchServeEnvironment):
         seed: int | None = None,
         episode_id: str | None = None,
         submission: str | None = None,
+        ticket: str | None = None,
         **kwargs: Any,
     ) -> OrchObservation:
         self._check_open()
@@ -536,9 +610,10 @@ class RefereeEnvironment(OrchServeEnvironment):
             if submission is None:
                 raise ConfigError(
                     "this server is a board's referee: open a submission with the first "
-                    "reset of the session, reset(submission='NAME') (docs/board-referee.md)"
+                    "reset of the session, reset(submission='NAME', ticket='...') "
+                    "(docs/board-referee.md)"
                 )
-            self._submission = self._referee.open(submission)
+            self._submission = self._referee.open(submission, ticket)
         elif submission is not None and submission != self._submission.name:
             raise ConfigError(
                 f"this session plays submission {self._submission.name!r}; open another "
@@ -612,8 +687,42 @@ RefereeEnvironment.reset.__signature__ = inspect.signature(  # type: ignore[attr
 )
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m orchenv.serve.referee ticket --board B --key K NAME...``: print each
+    name's ticket (``NAME<TAB>TICKET``), to hand to the one submitter who plays it."""
+    import argparse
+    import sys
+
+    from orchenv.error import OrchEnvError
+
+    parser = argparse.ArgumentParser(
+        prog="python -m orchenv.serve.referee",
+        description="issue the tickets that admit submissions to a refereed board",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    tick = sub.add_parser("ticket", help="print the ticket of each submission name")
+    tick.add_argument("names", nargs="+", metavar="NAME")
+    tick.add_argument("--board", required=True, help="the board file (orchenv board init)")
+    tick.add_argument("--key", required=True, help="the board's key file")
+    args = parser.parse_args(argv)
+    try:
+        from orchenv.eval.board import read_spec
+        from orchenv.verify.keys import read_key
+
+        spec, key = read_spec(args.board), read_key(args.key)
+        lines = [f"{name}\t{issue_ticket(spec, key, name)}" for name in args.names]
+    except OrchEnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
 __all__ = [
     "ABANDONED",
+    "TICKET_PREFIX",
+    "issue_ticket",
+    "main",
     "RefereeEnvironment",
     "NAME_RE",
     "RECORD_FILES",
@@ -622,3 +731,7 @@ __all__ = [
     "read_record",
     "wire_copy",
 ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
