@@ -20,10 +20,19 @@ on disk (``--policy ID=CONTROLLER:PATH``). A row whose commands fail is left off
 the page with the reason; an id whose board cannot be made gets a page that says why.
 
 Writes ``docs/leaderboard/<slug>/`` (``spec.json``, ``board.md``, ``index.html``,
-``rows.json``, the plots) and ``docs/leaderboard/README.md``. Run from the repository root::
+``rows.json``, the plots, and ``entry.json``: the id's line of the index) and the shared
+index, ``docs/leaderboard/README.md`` and ``index.json``. ``--ids`` replaces only the named
+ids' folders and keeps every other id's folder and index entry. ``--index-only`` runs
+nothing: it rebuilds the shared index from the per-id folders already there (their
+``entry.json``; an older folder without one keeps its entry from ``index.json``), so that
+ids published separately (each committing only its own folder) end up in one index. The
+plots and ``leaderboard.*`` at the top of ``docs/leaderboard/`` are the reproduction's
+(``scripts/reproduce.sh``), not this index: neither mode touches them. Run from the
+repository root::
 
     nice -n 15 python benchmarks/publish_boards.py --train-ppo 20000   # every id
     nice -n 15 python benchmarks/publish_boards.py --ids orch/BudgetRoute-v0 --no-llm
+    python benchmarks/publish_boards.py --index-only
 """
 
 from __future__ import annotations
@@ -92,24 +101,21 @@ BOARDS: dict[str, Board] = {
         ),
         Board(
             "orch/OrchMAS-v0",
-            "system1",
+            "orchmas",
             "test",
             100,
             [
                 ("scripted-single-executor", {}),
                 ("scripted-decompose", {}),
                 ("env-random", {}),
-                ("pool-agent", {}),
             ],
-            note="Not OrchMAS's defaults, for two reasons said plainly. Its default pool "
-            "(orchmas: one simulated Qwen2.5-7B executor) is built in code, not a shipped "
-            "preset, and `orchenv board init` takes only presets: this board plays the system1 "
-            "preset, whose strongest agent (Qwen3-30B-A3B-Instruct) is the executor. Its "
-            "default task set (mixed: procedural math and synthetic multihop interleaved) "
-            "cannot be sealed yet (`orchenv board init` finds its sealed tasks in the public "
-            "source): this board plays the multihop half (dataset multihop-synth, whose seed "
-            "the sealed plan mixes with the key). Its numbers are not those of the defaults.",
-            env_kwargs={"task_source_kwargs": {"dataset": "multihop-synth"}},
+            note="OrchMAS's defaults: its own pool (orchmas: one simulated Qwen2.5-7B executor, "
+            "built by the env; the spec pins its document and backend settings) and its default "
+            "tasks (orchmas-qa: procedural math and synthetic multihop interleaved), sealed: the "
+            "sealed plan rebuilds both generators with their seed mixed with the key. pool-agent "
+            "is not on this board: it plays every turn by consulting a pool agent, and OrchMAS "
+            "allows 5 agent calls for its 6 turns (consulted calls count against the limit, "
+            "issue 38), so it refuses before its first call.",
         ),
         Board(
             "orch/Puppeteer-v0",
@@ -199,6 +205,15 @@ def _env_args(kwargs: dict[str, Any]) -> list[str]:
     for k, v in kwargs.items():
         out += ["-e", f"{k}={json.dumps(v)}"]
     return out
+
+
+def _pool_args(pool: str) -> list[str]:
+    """``--pool`` of a row's dev run: a preset by name; none for a pool the env builds
+    itself (the board spec names it and hashes what the env builds; an env without agents,
+    e.g. WebShop, refuses a ``pool`` argument)."""
+    from orchenv.pool import list_presets
+
+    return ["--pool", pool] if pool in list_presets() else []
 
 
 def _kwargs_args(kwargs: dict[str, Any]) -> list[str]:
@@ -320,8 +335,7 @@ def publish(
                 controller,
                 *_kwargs_args(kwargs),
                 *_env_args(board.env_kwargs),
-                "--pool",
-                board.pool,
+                *_pool_args(board.pool),
                 "--split",
                 board.split,
                 "--episodes",
@@ -403,6 +417,18 @@ def publish(
     return entry
 
 
+def _pool_words(spec: dict[str, Any]) -> str:
+    """How the page names the spec's pool: a preset's content hash, or the hashes of the
+    pool the env builds (``orchenv.eval.board.env_pool_spec``)."""
+    pool = spec["pool"]
+    if pool.get("built_by") == "env":
+        return (
+            f"built by the env, not a preset: agents and prices sha256 {pool['sha256'][:12]}, "
+            f"backends sha256 {pool['backends_sha256'][:12]}"
+        )
+    return f"content sha256 {pool['sha256'][:12]}"
+
+
 def _notes(
     board: Board,
     spec: dict[str, Any],
@@ -412,8 +438,8 @@ def _notes(
 ) -> list[str]:
     notes = [
         f"Published by benchmarks/publish_boards.py. Board spec {spec['spec_sha256'][:12]} "
-        f"(spec.json): env {board.env_id}, pool {board.pool} (content sha256 "
-        f"{spec['pool']['sha256'][:12]}), split {board.split}, primary metric "
+        f"(spec.json): env {board.env_id}, pool {board.pool} ({_pool_words(spec)}), split "
+        f"{board.split}, primary metric "
         f"{spec['primary_metric']['label']}; sealed plan of {board.sealed} episodes per row, "
         f"key id {spec['sealed_plan']['key_id']} (the key itself is the maintainer's and is "
         f"not published); dev plan {spec['dev_plan']['seeds']} x {spec['dev_plan']['episodes']} "
@@ -516,6 +542,30 @@ def write_index(out: Path, entries: list[dict[str, Any]]) -> Path:
     return path
 
 
+ENTRY = "entry.json"  # an id folder's line of the index
+
+
+def read_entries(out: Path) -> dict[str, dict[str, Any]]:
+    """The index entries of the id folders under ``out``, by env id, in ``BOARDS`` order:
+    each folder's ``entry.json``; a folder without one (published before it existed) keeps
+    its entry of the old ``index.json`` when that names the folder. Nothing is run."""
+    old: dict[str, dict[str, Any]] = {}
+    index_path = out / "index.json"
+    if index_path.is_file():
+        old = {e["env_id"]: e for e in json.loads(index_path.read_text(encoding="utf-8"))}
+    entries: dict[str, dict[str, Any]] = {}
+    for env_id in BOARDS:
+        page = out / slug(env_id)
+        if (page / ENTRY).is_file():
+            entry = json.loads((page / ENTRY).read_text(encoding="utf-8"))
+            if entry.get("env_id") != env_id or entry.get("slug") != slug(env_id):
+                raise SystemExit(f"{page / ENTRY} is not the entry of {env_id}")
+            entries[env_id] = entry
+        elif (page / "board.md").is_file() and env_id in old:
+            entries[env_id] = old[env_id]
+    return entries
+
+
 def _train_policies(models: Path, steps: int) -> list[str]:
     """Train (or reuse) the two saved policies and return their ``--policy`` items; each
     board says how they were trained."""
@@ -576,8 +626,22 @@ def main(argv: list[str] | None = None) -> int:
         "a MaskablePPO on BudgetRoute (seed 001's training), run seed 0, train split, into "
         "WORK/models/, and add each as a row of its board",
     )
+    p.add_argument(
+        "--index-only",
+        action="store_true",
+        help="run nothing: rebuild the shared index (README.md, index.json) from the id "
+        "folders already under --out (their entry.json)",
+    )
     args = p.parse_args(argv)
     work, out = ROOT / args.work, ROOT / args.out
+    unknown = [i for i in args.ids if i not in BOARDS]
+    if unknown:
+        p.error(f"no board for {', '.join(unknown)}; known ids: {', '.join(BOARDS)}")
+    if args.index_only:
+        entries = read_entries(out)
+        path = write_index(out, [entries[i] for i in BOARDS if i in entries])
+        print(f"index of {len(entries)} ids rebuilt: {path}")
+        return 0
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     key = work / "board.key"
@@ -588,10 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     gguf = None if args.no_llm else _gguf()
     if args.train_ppo:
         args.policy += _train_policies(work / "models", args.train_ppo)
-    index_path = out / "index.json"
-    entries = (
-        {e["env_id"]: e for e in json.loads(index_path.read_text())} if index_path.exists() else {}
-    )
+    entries = read_entries(out)  # every other id keeps its folder and its entry
     for env_id in args.ids:
         board = BOARDS[env_id]
         extra: list[tuple[str, dict[str, Any]]] = []
@@ -607,6 +668,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         entries[env_id] = publish(board, work, out, key, extra, fresh=args.fresh)
+        (out / slug(env_id) / ENTRY).write_text(
+            json.dumps(entries[env_id], indent=2) + "\n", encoding="utf-8"
+        )
         write_index(out, [entries[i] for i in BOARDS if i in entries])
     print(f"index: {out / 'README.md'}")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,85 @@ def test_sealed_rows_show_the_boards_kwargs_and_the_notes(tmp_path):
     assert [r["env_kwargs"] for r in rows] == [spec["env_kwargs"]]
     assert "sizes: 3 <sealed> episodes" in md
     assert "sizes: 3 &lt;sealed&gt; episodes" in html and "<sealed>" not in html
+
+
+# -- benchmarks/publish_boards.py: --ids keeps other ids, --index-only runs nothing ------------
+def _publish_module():
+    import importlib.util
+
+    path = BOARDS.parent.parent / "benchmarks" / "publish_boards.py"
+    spec = importlib.util.spec_from_file_location("publish_boards_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _entry(env_id: str, slug: str, **extra) -> dict:
+    return {"env_id": env_id, "slug": slug, "pool": "p", "metric": "return",
+            "sealed_episodes": 3, "rows": 2, "top": "x", **extra}  # fmt: skip
+
+
+def test_publishing_some_ids_keeps_the_others_and_index_only_rebuilds_the_index(
+    tmp_path, monkeypatch
+):
+    pb = _publish_module()
+    out, work = tmp_path / "leaderboard", tmp_path / "work"
+    ids = list(pb.BOARDS)
+    a, b, c = ids[0], ids[1], ids[2]
+    # a folder published earlier with entry.json, one from before entry.json existed (its
+    # entry is in the old index.json), and the reproduction's own files at the top
+    for env_id in (a, b):
+        (out / pb.slug(env_id)).mkdir(parents=True)
+        (out / pb.slug(env_id) / "board.md").write_text(f"# {env_id}\n", encoding="utf-8")
+    (out / pb.slug(a) / "entry.json").write_text(json.dumps(_entry(a, pb.slug(a))))
+    (out / "index.json").write_text(json.dumps([_entry(b, pb.slug(b), top="old")]))
+    (out / "leaderboard.md").write_text("the reproduction's board\n")
+
+    def fake_publish(board, work_dir, out_dir, key, extra, fresh=False):
+        page = out_dir / pb.slug(board.env_id)
+        page.mkdir(parents=True, exist_ok=True)
+        (page / "board.md").write_text("# new\n", encoding="utf-8")
+        return _entry(board.env_id, pb.slug(board.env_id), top="new")
+
+    def fake_run(cmd, log, timeout):  # only the key is made outside publish()
+        Path(cmd[-1]).write_bytes(b"k" * 32)
+        return True, ""
+
+    monkeypatch.setattr(pb, "publish", fake_publish)
+    monkeypatch.setattr(pb, "_run", fake_run)
+    assert pb.main(["--ids", c, "--no-llm", "--out", str(out), "--work", str(work)]) == 0
+    for env_id in (a, b, c):  # every folder is still there, the new one with its entry
+        assert (out / pb.slug(env_id) / "board.md").is_file(), env_id
+    assert json.loads((out / pb.slug(c) / "entry.json").read_text())["top"] == "new"
+    index = {e["env_id"]: e for e in json.loads((out / "index.json").read_text())}
+    assert set(index) == {a, b, c} and index[b]["top"] == "old"
+    # --index-only: rebuilt from the folders alone, nothing run, the top-level files untouched
+    (out / "README.md").unlink()
+    (out / "index.json").write_text("[]")
+    entry_a = _entry(a, pb.slug(a), top="edited")
+    (out / pb.slug(a) / "entry.json").write_text(json.dumps(entry_a))
+    monkeypatch.setattr(pb, "publish", None)  # would fail if called
+    monkeypatch.setattr(pb, "_run", None)
+    assert pb.main(["--index-only", "--out", str(out), "--work", str(work)]) == 0
+    index = json.loads((out / "index.json").read_text())
+    assert [e["env_id"] for e in index] == [a, c]  # b's entry was only in the old index
+    assert index[0]["top"] == "edited"
+    readme = (out / "README.md").read_text()
+    assert f"`{a}`" in readme and f"`{c}`" in readme and "re-executed" in readme
+    assert (out / "leaderboard.md").read_text() == "the reproduction's board\n"
+    with pytest.raises(SystemExit):
+        pb.main(["--ids", "orch/NoSuch-v0", "--out", str(out)])
+
+
+def test_every_published_folder_has_its_index_entry():
+    """Each id folder written since ``entry.json`` existed matches its line of index.json
+    (``publish_boards.py --index-only`` rebuilds the index from these)."""
+    entries = {e["env_id"]: e for e in _index()}
+    for path in sorted(BOARDS.glob("*/entry.json")):
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        assert entry["slug"] == path.parent.name
+        assert entries.get(entry["env_id"]) == entry, path
 
 
 # -- the HTML in headless Chromium --------------------------------------------------------------

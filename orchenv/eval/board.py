@@ -89,10 +89,21 @@ ENV_BUILT = "env"
 _ENV_POOLS: dict[str, dict[str, Any]] = {}
 
 
+def _small_json(value: Any) -> str | None:
+    """``value``'s canonical JSON when it is small (at most 20,000 characters), plain JSON
+    data and names no file path; else None."""
+    try:
+        text = _canon(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text if len(text) <= 20_000 and "/" not in text and "\\\\" not in text else None
+
+
 def _scalar_settings(obj: Any, depth: int = 0) -> dict[str, Any]:
     """A backend's public settings: its class, its public scalar attributes (numbers, and
-    strings that are no file paths) and, recursively, its ``inner`` backend's; the names of
-    the types of its other public attributes (a token counter, a tokenizer)."""
+    strings that are no file paths), its small plain-data tables (``_small_json``: e.g.
+    per-level accuracies) and, recursively, its ``inner`` backend's; the names of the types
+    of its other public attributes (a token counter, a tokenizer)."""
     out: dict[str, Any] = {"class": f"{type(obj).__module__}.{type(obj).__qualname__}"}
     if depth > 8:
         return out
@@ -110,6 +121,8 @@ def _scalar_settings(obj: Any, depth: int = 0) -> dict[str, Any]:
         elif isinstance(value, str):
             if "/" not in value and "\\" not in value and len(value) <= 200:
                 out[name] = value
+        elif isinstance(value, (dict, list, tuple)) and _small_json(value) is not None:
+            out[name] = _small_json(value)
         elif not callable(value):
             out[name] = f"<{type(value).__module__}.{type(value).__qualname__}>"
     inner = attrs.get("inner")
