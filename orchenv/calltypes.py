@@ -164,6 +164,25 @@ class Completion:
         """Every completion is metered from these figures: token counts must be integers in
         ``[0, orchenv.schema.MAX_CALL_TOKENS]`` (numpy integers are converted), cost and
         latency finite and non-negative; otherwise a ``BackendError`` names the agent."""
+        # fast path (issue 40: every simulated call builds one): plain ints and floats in
+        # range need neither conversion nor an error; anything else takes the full check
+        p, c, cost, latency = (
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.cost_usd,
+            self.latency_s,
+        )
+        if (
+            type(p) is int
+            and type(c) is int
+            and 0 <= p <= MAX_CALL_TOKENS
+            and 0 <= c <= MAX_CALL_TOKENS
+            and type(cost) is float
+            and type(latency) is float
+            and 0.0 <= cost < math.inf
+            and 0.0 <= latency < math.inf
+        ):
+            return
         for label in ("prompt_tokens", "completion_tokens"):
             value = getattr(self, label)
             try:

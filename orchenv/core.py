@@ -143,10 +143,28 @@ def normalize_action(action: Any, max_chars: int = MAX_ACTION_CHARS) -> tuple[st
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+#: the ASCII characters of ``_CONTROL_CHARS`` (C0 controls but tab, newline and carriage
+#: return, and DEL), as bytes for ``bytes.translate``
+_ASCII_CONTROLS = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+
+
+def has_controls(text: str) -> bool:
+    """Whether ``text`` holds a character ``escape_controls`` would escape.
+
+    The same answer as ``_CONTROL_CHARS.search(text) is not None``, about 4x faster on
+    ASCII text (every prompt and draft of the math envs): there the class is
+    ``_ASCII_CONTROLS``, which ``bytes.translate`` deletes in C. Other text goes through
+    the regex (issue 40: the search was a tenth of a MathRoute step)."""
+    if text.isascii():
+        data = text.encode("ascii")
+        return len(data.translate(None, _ASCII_CONTROLS)) != len(data)
+    return _CONTROL_CHARS.search(text) is not None
+
+
 def escape_controls(text: str) -> str:
     """``text`` with control and bidi-override characters written as escapes (``\\x1b``,
     ``\\u202e``), so what a model or a terminal shows is what the text says."""
-    if _CONTROL_CHARS.search(text) is None:
+    if not has_controls(text):
         return text
     return _CONTROL_CHARS.sub(
         lambda m: (
@@ -767,7 +785,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         and the step's info in the schema of ``orchenv.info.StepInfo``."""
         messages = [
             {**m, "content": escape_controls(m["content"])}
-            if isinstance(m.get("content"), str) and _CONTROL_CHARS.search(m["content"])
+            if isinstance(m.get("content"), str) and has_controls(m["content"])
             else m
             for m in self._with_notice(self._messages())
         ]

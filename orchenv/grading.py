@@ -50,6 +50,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import NamedTuple
 
 from orchenv.parsing import counted_finditer
@@ -106,11 +107,30 @@ def last_boxed_span(text: str) -> tuple[int, int, int] | None:
     return best
 
 
+#: texts up to this many characters have their boxed answer cached (``extract_boxed``):
+#: a simulated draft is read by the backend, the env's grader and the episode's summary
+#: (issue 40); the cache holds at most ``_BOXED_CACHE_SIZE`` of them (a few MB)
+BOXED_CACHE_CHARS = 4096
+_BOXED_CACHE_SIZE = 2048
+
+
 def extract_boxed(text: str) -> str | None:
     """Contents of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces balanced.
 
-    Returns None when there is no complete boxed expression.
+    Returns None when there is no complete boxed expression. Cached for texts up to
+    ``BOXED_CACHE_CHARS`` characters (a pure function of the text).
     """
+    if type(text) is str and len(text) <= BOXED_CACHE_CHARS:
+        return _extract_boxed_cached(text)
+    return _extract_boxed(text)
+
+
+@lru_cache(maxsize=_BOXED_CACHE_SIZE)
+def _extract_boxed_cached(text: str) -> str | None:
+    return _extract_boxed(text)
+
+
+def _extract_boxed(text: str) -> str | None:
     span = last_boxed_span(text)
     return None if span is None else text[span[1] : span[2] - 1].strip()
 

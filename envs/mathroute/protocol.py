@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from orchenv.parsing import (
     extract_tag,
@@ -84,10 +85,12 @@ VERIFY_EXAMPLE_NOTES: tuple[tuple[str, str], ...] = (
 N_EXAMPLE_VARIANTS = 2 * len(VERIFY_EXAMPLE_NOTES)
 
 
+@lru_cache(maxsize=4096)
 def example_variant(task_id: str, turn: int) -> int:
     """Which order and wording the verify examples take at ``turn`` of the episode on task
     ``task_id``: a hash of the two (the same in every process), so it is fixed before any
-    draft exists and carries nothing about whether the draft under review is right."""
+    draft exists and carries nothing about whether the draft under review is right.
+    Cached (a pure function of its arguments, read on every observation of a verify turn)."""
     key = f"{task_id}\x00{turn}".encode("utf-8", "surrogatepass")
     digest = hashlib.blake2b(key, digest_size=8).digest()
     return int.from_bytes(digest, "little") % N_EXAMPLE_VARIANTS
@@ -187,8 +190,31 @@ def _agent_error(raw: str | None, text: str, allowed: Sequence[str], what: str) 
     return f"{raw[:80]!r} is not an agent that can be called now; expected one of: {', '.join(allowed)}.{suggest_agent(raw, allowed)}"
 
 
+#: actions up to this many characters have their parse cached (``parse_route`` /
+#: ``parse_verify``): the parse is a pure function of its arguments, and scripted, cycled and
+#: discrete-view controllers repeat a handful of action texts (issue 40)
+PARSE_CACHE_CHARS = 2048
+_PARSE_CACHE_SIZE = 1024
+
+
+def _cacheable(text: object) -> bool:
+    return type(text) is str and len(text) <= PARSE_CACHE_CHARS
+
+
 def parse_route(text: object, allowed: Sequence[str]) -> Decision:
-    """Turn-1 routing: ``<model>NAME</model>`` with NAME in ``allowed``."""
+    """Turn-1 routing: ``<model>NAME</model>`` with NAME in ``allowed``. (The parse of a
+    short action is cached: ``PARSE_CACHE_CHARS``.)"""
+    if _cacheable(text):
+        return _parse_route_cached(text, tuple(allowed))  # type: ignore[arg-type]
+    return _parse_route(text, allowed)
+
+
+@lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _parse_route_cached(text: str, allowed: tuple[str, ...]) -> Decision:
+    return _parse_route(text, allowed)
+
+
+def _parse_route(text: object, allowed: Sequence[str]) -> Decision:
     if not isinstance(text, str):
         return Decision(error=f"the action must be a str, got {type(text).__name__}")
     feedback = extract_tag(text, "thinking", keep_reasoning=True) or ""
@@ -210,8 +236,29 @@ def parse_verify(
     When nobody stronger is left, a bare False verdict is valid and ends the episode; a
     ``<model>`` tag then names nobody that can be called and makes the reply invalid (issue
     31: a copied ``<model>SOLVER NAME</model>`` must not count as an action). A model named
-    after a True verdict is ignored.
+    after a True verdict is ignored. (The parse of a short action is cached:
+    ``PARSE_CACHE_CHARS``.)
     """
+    if _cacheable(text):
+        return _parse_verify_cached(
+            text,  # type: ignore[arg-type]
+            tuple(known),
+            tuple(stronger),
+            require_stronger,
+        )
+    return _parse_verify(text, known, stronger, require_stronger=require_stronger)
+
+
+@lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _parse_verify_cached(
+    text: str, known: tuple[str, ...], stronger: tuple[str, ...], require_stronger: bool
+) -> Decision:
+    return _parse_verify(text, known, stronger, require_stronger=require_stronger)
+
+
+def _parse_verify(
+    text: object, known: Sequence[str], stronger: Sequence[str], *, require_stronger: bool
+) -> Decision:
     if not isinstance(text, str):
         return Decision(error=f"the action must be a str, got {type(text).__name__}")
     text = strip_reasoning(text)

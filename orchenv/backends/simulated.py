@@ -294,7 +294,12 @@ class SimulatedBackend(RebuiltOnCopy):
     """
 
     # caches do not travel
-    _fresh_on_copy = {"_texts": OrderedDict(), "_laid": OrderedDict(), "_counter": None}
+    _fresh_on_copy = {
+        "_texts": OrderedDict(),
+        "_laid": OrderedDict(),
+        "_counter": None,
+        "_lucks": {},
+    }
 
     def __init__(
         self,
@@ -333,6 +338,8 @@ class SimulatedBackend(RebuiltOnCopy):
         self._texts: OrderedDict[tuple, DraftParts] = OrderedDict()
         self._laid: OrderedDict[tuple, str] = OrderedDict()  # the last laid-out drafts
         self._lock = threading.Lock()  # guards _texts and _laid
+        #: (seed, task id, agent) -> ``_luck`` (a hash per call before, issue 40)
+        self._lucks: dict[tuple[int, str, str], float] = {}
 
     def __repr__(self) -> str:
         return (
@@ -367,10 +374,23 @@ class SimulatedBackend(RebuiltOnCopy):
         return self.ability(spec) + self.extra_logit(context) - self.discrimination * _logit(z)
 
     def _luck(self, spec: AgentSpec, task: Task) -> float:
-        """The agent's standard-logistic draw xi for this task (prompt-independent)."""
-        u = stable_uniform("simulated-outcome", self.seed, task.id, spec.name)
+        """The agent's standard-logistic draw xi for this task (prompt-independent; cached
+        per (seed, task id, agent) for string ids and names, at most ``_LUCK_CACHE_SIZE``)."""
+        task_id, name = task.id, spec.name
+        cacheable = type(task_id) is str and type(name) is str
+        if cacheable:
+            key = (self.seed, task_id, name)
+            luck = self._lucks.get(key)
+            if luck is not None:
+                return luck
+        u = stable_uniform("simulated-outcome", self.seed, task_id, name)
         u = min(max(u, 1e-15), 1.0 - 1e-15)
-        return _logit(u)
+        luck = _logit(u)
+        if cacheable:
+            if len(self._lucks) >= _LUCK_CACHE_SIZE:
+                self._lucks.clear()  # a bound, not an LRU: refilled at one hash a call
+            self._lucks[key] = luck
+        return luck
 
     def p_correct(self, spec: AgentSpec, task: Task, context: CallContext | None = None) -> float:
         """The model's probability that ``spec`` answers ``task`` correctly."""
@@ -521,6 +541,9 @@ class SimulatedBackend(RebuiltOnCopy):
             self._counter = make_token_counter(self.tokenizer)
         return self._counter.count(text) * expansion(spec)
 
+
+#: at most this many (task, agent) draws ``xi`` are kept (``SimulatedBackend._luck``)
+_LUCK_CACHE_SIZE = 200_000
 
 #: how many different mistakes an agent makes on a task it gets wrong (the prompt's hash picks
 #: one): enough that three resamples rarely agree on a wrong answer
