@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import import_module
-from itertools import accumulate, compress
+from itertools import accumulate, chain, compress, repeat
 from pathlib import Path
 from typing import Any, ClassVar, SupportsFloat
 
@@ -210,27 +210,31 @@ _PARAGRAPH_CACHE_SIZE = 4096
 _PARAGRAPHS: dict[tuple[Any, ...], _Counted] = {}
 
 
-def _gram_codes(kind: str, keys: list[Any], n_features: int) -> list[float]:
-    """The code (``sign * (index + 1)``) of each of ``keys`` (grams of ``kind``: ``"c3"``,
-    ``"w1"``, ``"w2"``, ...; one entry per occurrence), in the same order."""
+def _gram_codes(kind: str, keys: list[Any], n_features: int) -> np.ndarray:
+    """The code (``sign * (index + 1)``, never 0) of each of ``keys`` (grams of ``kind``:
+    ``"c3"``, ``"w1"``, ``"w2"``, ...; one entry per occurrence), in the same order
+    (float64)."""
     table = _CODES.get((n_features, kind))
     if table is None:
         table = _CODES.setdefault((n_features, kind), {})
-    codes = list(map(table.get, keys))
-    if None in codes:  # grams not seen yet in this process: hash them once
+    codes = np.fromiter(map(table.get, keys, repeat(0.0)), dtype=np.float64, count=len(keys))
+    if not codes.all():  # grams not seen yet in this process (code 0.0): hash them once
+        for i in (codes == 0.0).nonzero()[0].tolist():
+            codes[i] = _code(table, kind, keys[i], n_features)
+    return codes
+
+
+def _code(table: dict[Any, float], kind: str, key: Any, n_features: int) -> float:
+    """The code of gram ``key`` of ``kind``, from ``table`` or hashed (then kept)."""
+    code = table.get(key)
+    if code is None:
         if len(table) >= _CODES_MAX:
             table.clear()
         prefix = "c:" if kind[0] == "c" else f"{kind}:"
-        for i, code in enumerate(codes):
-            if code is None:
-                key = keys[i]
-                code = table.get(key)
-                if code is None:
-                    text = " ".join(key) if isinstance(key, tuple) else key
-                    index, sign = _slot(prefix + text, n_features)
-                    code = table[key] = sign * (index + 1)
-                codes[i] = code
-    return codes
+        text = " ".join(key) if isinstance(key, tuple) else key
+        index, sign = _slot(prefix + text, n_features)
+        code = table[key] = sign * (index + 1)
+    return code
 
 
 def _shapes(words: list[str]) -> list[str]:
@@ -254,7 +258,7 @@ def _char_grams(flat: str, n: int) -> list[str]:
     return list(map("".join, zip(*(flat[k:] for k in range(n)), strict=False)))
 
 
-def _char_codes(flat: str, n: int, n_features: int) -> list[float]:
+def _char_codes(flat: str, n: int, n_features: int) -> np.ndarray:
     """The codes of ``flat``'s ``n``-character grams (``len(flat) >= n``), in order.
 
     For ``n <= 3`` the grams are looked up by their code points packed in one integer (21
@@ -274,16 +278,14 @@ def _char_codes(flat: str, n: int, n_features: int) -> list[float]:
     table = _CODES.get((n_features, f"#c{n}"))
     if table is None:
         table = _CODES.setdefault((n_features, f"#c{n}"), {})
-    codes = list(map(table.get, packed))
-    if None in codes:
+    codes = np.fromiter(map(table.get, packed, repeat(0.0)), dtype=np.float64, count=len(packed))
+    if not codes.all():  # not seen yet under this key: the text's code, kept under it
         if len(table) >= _CODES_MAX:
             table.clear()
-        for i, code in enumerate(codes):
-            if code is None:
-                code = table.get(packed[i])
-                if code is None:
-                    code = table[packed[i]] = _gram_codes(f"c{n}", [flat[i : i + n]], n_features)[0]
-                codes[i] = code
+        strings = _CODES.setdefault((n_features, f"c{n}"), {})
+        for i in (codes == 0.0).nonzero()[0].tolist():
+            code = _code(strings, f"c{n}", flat[i : i + n], n_features)
+            codes[i] = table[packed[i]] = code
     return codes
 
 
@@ -297,11 +299,11 @@ class _Counted:
         self.vector, self.shapes, self.flat = vector, shapes, flat
 
 
-def _bincount(codes: list[float], n_features: int) -> np.ndarray:
-    """The signed sum of ``codes`` per index (float64; exact: integer sums)."""
+def _bincount(codes: list[np.ndarray], n_features: int) -> np.ndarray:
+    """The signed sum of the codes per index (float64; exact: integer sums)."""
     if not codes:
         return np.zeros(n_features, dtype=np.float64)
-    code = np.array(codes, dtype=np.float64)
+    code = codes[0] if len(codes) == 1 else np.concatenate(codes)
     index = np.abs(code).astype(np.int64) - 1
     return np.bincount(index, weights=np.sign(code), minlength=n_features)
 
@@ -311,7 +313,7 @@ def _count(lower: str, options: tuple[Any, ...]) -> _Counted:
     n_features, word_ngrams, char_ngrams, raw_numbers = options
     words = _TOKEN_RE.findall(lower)
     shapes = _shapes(words) if words else []
-    codes: list[float] = []
+    codes: list[np.ndarray] = []
     for n in word_ngrams:
         if n == 1:
             keys: list[Any] = shapes
@@ -320,15 +322,15 @@ def _count(lower: str, options: tuple[Any, ...]) -> _Counted:
         else:
             keys = [tuple(shapes[i : i + n]) for i in range(len(shapes) - n + 1)]
         if keys:
-            codes += _gram_codes(f"w{n}", keys, n_features)
+            codes.append(_gram_codes(f"w{n}", keys, n_features))
     if raw_numbers and words:
         numbers = list(compress(words, map(operator.ne, words, shapes)))
         if numbers:
-            codes += _gram_codes("w1", numbers, n_features)
+            codes.append(_gram_codes("w1", numbers, n_features))
     flat = " ".join(lower.split())
     for n in char_ngrams:
         if len(flat) >= n:
-            codes += _char_codes(flat, n, n_features)
+            codes.append(_char_codes(flat, n, n_features))
     return _Counted(_bincount(codes, n_features), shapes, flat)
 
 
@@ -346,28 +348,26 @@ def _paragraph(lower: str, options: tuple[Any, ...]) -> _Counted:
     return hit
 
 
-def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> list[float]:
+def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> np.ndarray:
     """The codes of the grams that span a paragraph border: the word n-grams (n > 1) and
-    character n-grams of the whole text that lie in no single paragraph."""
+    character n-grams of the whole text that lie in no single paragraph (a few per border,
+    looked up one by one)."""
     n_features, word_ngrams, char_ngrams, _ = options
     codes: list[float] = []
-    if any(n > 1 for n in word_ngrams):
-        shapes: list[str] = []
-        borders: list[int] = []  # token offsets where a (non-empty) paragraph starts
-        for piece in pieces:
-            if piece.shapes:
-                if shapes:
-                    borders.append(len(shapes))
-                shapes += piece.shapes
+    worded = [piece.shapes for piece in pieces if piece.shapes]
+    if len(worded) > 1 and any(n > 1 for n in word_ngrams):
+        shapes = list(chain.from_iterable(worded))
+        borders = list(accumulate(len(s) for s in worded[:-1]))  # where a paragraph starts
         for n in word_ngrams:
             last = len(shapes) - n  # the last start of an n-gram
-            if n > 1 and borders and last >= 0:
+            if n > 1 and last >= 0:
                 starts = {
                     j for b in borders for j in range(max(b - n + 1, 0), min(b - 1, last) + 1)
                 }
-                keys: list[Any] = [tuple(shapes[j : j + n]) for j in starts]
-                if keys:
-                    codes += _gram_codes(f"w{n}", keys, n_features)
+                table = _CODES.setdefault((n_features, f"w{n}"), {})
+                codes += [
+                    _code(table, f"w{n}", tuple(shapes[j : j + n]), n_features) for j in starts
+                ]
     flats = [piece.flat for piece in pieces if piece.flat]
     if char_ngrams and len(flats) > 1:
         flat = " ".join(flats)
@@ -375,10 +375,9 @@ def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> list[float]:
         for n in char_ngrams:
             last = len(flat) - n
             starts = {j for s in spaces for j in range(max(s - 1 - n + 1, 0), min(s - 1, last) + 1)}
-            grams = [flat[j : j + n] for j in starts]
-            if grams:
-                codes += _gram_codes(f"c{n}", grams, n_features)
-    return codes
+            table = _CODES.setdefault((n_features, f"c{n}"), {})
+            codes += [_code(table, f"c{n}", flat[j : j + n], n_features) for j in starts]
+    return np.array(codes, dtype=np.float64)
 
 
 def hashed_ngrams(
@@ -418,7 +417,7 @@ def hashed_ngrams(
     if len(pieces) == 1:
         raw = pieces[0].vector
     else:
-        raw = _bincount(_across(pieces, options), n_features)
+        raw = _bincount([_across(pieces, options)], n_features)
         for piece in pieces:
             raw = raw + piece.vector
     vec = raw.astype(np.float32)
