@@ -73,6 +73,8 @@ def _referee(config: ServeConfig) -> Any:
         config.referee_runs,
         only=config.referee_name,
         task_file=config.referee_task_file,
+        # what a sandboxed re-execution adds to the record (set by orchenv.verify.sandbox)
+        extra=getattr(config, "referee_extra", None),
     )
     if referee.env_id != config.env_id:
         raise ConfigError(

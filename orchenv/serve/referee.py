@@ -54,7 +54,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,19 @@ def issue_ticket(spec: Mapping[str, Any], key: bytes, name: str) -> str:
     return TICKET_PREFIX + mac.hexdigest()[:32]
 
 
+@dataclass
+class RecordExtra:
+    """What a re-execution adds to the referee's signed record (``orchenv.verify.sandbox``):
+    ``note``, the row's words (``sealed.json``'s ``note``, ``run.json``'s ``refereed.rerun``),
+    ``details`` (into ``refereed.rerun``), and ``seal``, called with the record's folder just
+    before it is signed: it writes files there and returns their names, which the signature
+    binds with the record (e.g. the recorded endpoint calls)."""
+
+    note: str
+    details: dict[str, Any] = field(default_factory=dict)
+    seal: Callable[[Path], list[str]] | None = None
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -133,6 +147,7 @@ class Referee:
         runs: str | os.PathLike[str],
         only: str | None = None,
         task_file: str | os.PathLike[str] | None = None,
+        extra: RecordExtra | None = None,
     ) -> None:
         from orchenv.eval.board import key_id, read_spec, sealed_plan
         from orchenv.verify.keys import read_key
@@ -153,6 +168,7 @@ class Referee:
         self.key_id = key_id(self.key)
         self.env_id = str(self.spec["env_id"])
         self.only = only  # the one submission name accepted (sandboxed re-execution)
+        self.extra = extra  # what a re-execution adds to the record
         self.runs = Path(runs)
         try:
             self.runs.mkdir(parents=True, exist_ok=True)
@@ -343,6 +359,11 @@ class Submission:
                 "board": spec["spec_sha256"],
             },
         }
+        if referee.extra is not None:
+            self.run_info["refereed"]["rerun"] = {
+                **referee.extra.details,
+                "note": referee.extra.note,
+            }
         write_json_atomic(folder / "run.json", self.run_info)
         self.log = EpisodeLog(
             folder / "episodes.jsonl", header=line_header(self.identity, self.run_key)
@@ -494,12 +515,12 @@ class Submission:
         else:
             self.run_info["refereed"]["episodes_played"] += 1
 
-    def _check_withheld(self) -> None:
+    def _check_withheld(self, extra_files: list[str]) -> None:
         """The record never holds the board's secret (``DataError`` if it does: a bug)."""
         secret = self.referee.secret
         if secret is None:
             return
-        for name in RECORD_FILES:
+        for name in [*RECORD_FILES, *extra_files]:
             with open(self.folder / name, "rb") as fh:
                 if secret.encode() in fh.read():
                     raise DataError(f"{self.folder / name} holds the board's sealed secret")
@@ -523,7 +544,11 @@ class Submission:
         records = {(seed, i): self.records[i] for i in sorted(self.records)}
         summary, _, _ = build_summary(self.run_info, records, self.agents, False)
         write_json_atomic(self.folder / "summary.json", summary)
-        self._check_withheld()
+        extra_files: list[str] = []
+        extra = self.referee.extra
+        if extra is not None and extra.seal is not None:
+            extra_files = [n for n in extra.seal(self.folder) if n not in RECORD_FILES]
+        self._check_withheld(extra_files)
         body: dict[str, Any] = {
             "format": SIGNED_FORMAT,
             "how": "refereed",
@@ -531,8 +556,10 @@ class Submission:
             "status": status,
             "spec_sha256": self.referee.spec["spec_sha256"],
             "key_id": self.referee.key_id,
-            "files": file_digests(self.folder, list(RECORD_FILES)),
+            "files": file_digests(self.folder, [*RECORD_FILES, *extra_files]),
         }
+        if extra is not None:
+            body["note"] = extra.note
         body[SIGNATURE] = sign(body, self.referee.key)
         write_json_atomic(self.folder / SEALED_FILE, body)
         try:
@@ -720,6 +747,7 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "ABANDONED",
+    "RecordExtra",
     "TICKET_PREFIX",
     "issue_ticket",
     "main",

@@ -91,6 +91,13 @@ def add_subcommands(sub: Any) -> None:
         metavar="S",
         help="--board: seconds the sandboxed entry point may play in all (default 600)",
     )
+    v.add_argument(
+        "--endpoint-key-env",
+        metavar="VAR",
+        help="--board, for a bundle that names an OpenAI-compatible endpoint: the environment "
+        "variable holding its API key (the recording proxy sends it; it never enters the "
+        "sandbox)",
+    )
     v.add_argument("--json", action="store_true", help="print verified.json")
     v.set_defaults(func=cmd_verify)
 
@@ -124,6 +131,7 @@ def cmd_rerun_sandboxed(args: argparse.Namespace) -> int:
         args.out,
         timeout_s=args.timeout,
         task_file=args.task_file,
+        endpoint_key_env=args.endpoint_key_env,
     )
     how = "timed out" if result.exit_code is None else f"exit status {result.exit_code}"
     print(result.stderr_tail.rstrip()[-2000:])
@@ -132,6 +140,8 @@ def cmd_rerun_sandboxed(args: argparse.Namespace) -> int:
         f"{result.seconds:.1f} s; the referee's signed record is {result.out} (rank it with "
         f"`orchenv leaderboard {result.out} --board {args.board} --key {args.key}`)"
     )
+    if result.note:
+        print(f"{result.note}: {result.calls} calls in {result.out}/endpoint_calls.jsonl")
     return 0 if result.status == "complete" else 1
 
 

@@ -27,10 +27,17 @@ The bundle names its entry point in ``entry_point.json``::
 
 ``act`` is a function ``(observation: str) -> str`` or a controller class whose
 ``act(observation, info) -> str`` is called (``orchenv.verify.player``).
+
+A bundle may name an OpenAI-compatible endpoint instead of (or besides) an entry point,
+``{"endpoint": {"base_url": "https://host/v1", "model": "m"}}``: the sandbox then reaches it
+only through the verifier's recording proxy (``orchenv.verify.endpoint``) on a second socket
+in the same private folder; the calls are signed with the record and the row says
+"re-executed against endpoint X (calls recorded, model not verified)".
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -66,6 +73,10 @@ class Rerun:
     exit_code: int | None  # the child's (None: killed at the timeout)
     stderr_tail: str
     seconds: float
+    #: the row's words for a re-execution against an endpoint (None: no endpoint)
+    note: str | None = None
+    #: the endpoint calls recorded (None: no endpoint)
+    calls: int | None = None
 
 
 def bwrap_path() -> str:
@@ -93,10 +104,11 @@ def bwrap_path() -> str:
     return found
 
 
-def read_entry(bundle: Path) -> tuple[str, dict[str, Any]]:
-    """The bundle's entry point (``MODULE:NAME``) and its kwargs; ``DataError`` naming the fix
-    for a missing or malformed ``entry_point.json``, a module outside the bundle, or a saved
-    policy in the bundle."""
+def read_entry(bundle: Path) -> tuple[str | None, dict[str, Any]]:
+    """The bundle's entry point (``MODULE:NAME``; None for an endpoint submission without
+    code of its own, ``read_endpoint``) and its kwargs; ``DataError`` naming the fix for a
+    missing or malformed ``entry_point.json``, a module outside the bundle, or a saved policy
+    in the bundle."""
     from orchenv.eval.rundir import read_json_file
 
     if not bundle.is_dir() or bundle.is_symlink():
@@ -121,6 +133,10 @@ def read_entry(bundle: Path) -> tuple[str, dict[str, Any]]:
     data = read_json_file(path)
     entry = data.get("entry_point")
     kwargs = data.get("kwargs", {})
+    if entry is None and "endpoint" in data:  # the built-in endpoint controller plays
+        if kwargs:
+            raise DataError(f"{path}: kwargs go with an entry_point; this bundle names none")
+        return None, {}
     if not isinstance(entry, str) or not ENTRY_RE.match(entry):
         raise DataError(f"{path}: entry_point must be 'module:name', got {str(entry)[:80]!r}")
     if not isinstance(kwargs, dict):
@@ -129,6 +145,20 @@ def read_entry(bundle: Path) -> tuple[str, dict[str, Any]]:
     if not ((bundle / f"{module}.py").is_file() or (bundle / module / "__init__.py").is_file()):
         raise DataError(f"{path}: module {entry.split(':')[0]!r} is not a .py file of the bundle")
     return entry, kwargs
+
+
+def read_endpoint(bundle: Path) -> dict[str, Any] | None:
+    """The OpenAI-compatible endpoint ``entry_point.json`` names (``endpoint``: base_url,
+    model, optional system prompt and params; ``orchenv.verify.endpoint.check_endpoint``), or
+    None."""
+    from orchenv.eval.rundir import read_json_file
+    from orchenv.verify.endpoint import check_endpoint
+
+    path = bundle / ENTRY_FILE
+    data = read_json_file(path)
+    if "endpoint" not in data:
+        return None
+    return check_endpoint(data["endpoint"], str(path))
 
 
 def _mounts() -> list[Path]:
@@ -211,15 +241,35 @@ def rerun_entry_point(
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     task_file: str | os.PathLike[str] | None = None,
+    endpoint_key_env: str | None = None,
+    endpoint_max_calls: int | None = None,
 ) -> Rerun:
     """Play ``bundle``'s entry point, sandboxed, on ``board``'s sealed plan against a referee
-    (module docstring); the signed record is written to ``out`` (a new folder)."""
+    (module docstring); the signed record is written to ``out`` (a new folder). A bundle that
+    names an OpenAI-compatible endpoint reaches it through the recording proxy
+    (``orchenv.verify.endpoint``; ``endpoint_key_env``: the verifier's environment variable
+    holding the endpoint's API key, never passed into the sandbox); its calls are signed
+    with the record (``endpoint_calls.jsonl``)."""
     from orchenv.serve.app import build_app
     from orchenv.serve.environment import ServeConfig
-    from orchenv.serve.referee import NAME_RE
+    from orchenv.serve.referee import NAME_RE, RecordExtra
+    from orchenv.verify import endpoint as ep
 
     bundle_path, target = Path(bundle), Path(out)
     entry, kwargs = read_entry(bundle_path)
+    endpoint = read_endpoint(bundle_path)
+    api_key = None
+    if endpoint_key_env is not None:
+        api_key = os.environ.get(endpoint_key_env)
+        if not api_key:
+            raise ConfigError(
+                f"--endpoint-key-env {endpoint_key_env}: that environment variable is unset or "
+                "empty; export the endpoint's API key in it (it never enters the sandbox)"
+            )
+        if endpoint is None:
+            raise ConfigError(
+                f"--endpoint-key-env: {bundle} names no endpoint in {ENTRY_FILE}; drop it"
+            )
     bwrap = bwrap_path()
     if not NAME_RE.match(target.name):
         raise ConfigError(f"--out {out}: the folder's name is the submission's ({NAME_RE.pattern})")
@@ -237,8 +287,38 @@ def rerun_entry_point(
                 )
     spec_env = json.loads(Path(board).read_text(encoding="utf-8")).get("env_id")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="orchenv-referee-") as sock_dir:
+    with (
+        tempfile.TemporaryDirectory(prefix="orchenv-referee-") as sock_dir,
+        tempfile.TemporaryDirectory(prefix="orchenv-calls-") as calls_dir,
+        contextlib.ExitStack() as stack,
+    ):
         os.chmod(sock_dir, 0o700)
+        os.chmod(calls_dir, 0o700)
+        extra: RecordExtra | None = None
+        player_extra: list[str] = []
+        proxy: ep.RecordingProxy | None = None
+        if endpoint is not None:
+            proxy = ep.RecordingProxy(
+                endpoint,
+                os.path.join(sock_dir, "endpoint.sock"),
+                Path(calls_dir) / ep.CALLS_FILE,
+                api_key=api_key,
+                max_calls=endpoint_max_calls or ep.DEFAULT_MAX_CALLS,
+            )
+            stack.enter_context(proxy)
+            extra = RecordExtra(
+                note=ep.note(endpoint),
+                details={
+                    "kind": "endpoint" if entry is None else "entry point with an endpoint",
+                    "endpoint": endpoint["base_url"],
+                    "model": endpoint["model"],
+                    "calls": ep.CALLS_FILE,
+                },
+                seal=proxy.seal_into,
+            )
+            public = {k: endpoint[k] for k in ("model", "system", "params") if k in endpoint}
+            player_extra = ["--endpoint-socket", "/referee/endpoint.sock"]
+            player_extra += ["--endpoint", json.dumps(public)]
         config = ServeConfig(
             env_id=str(spec_env),
             max_sessions=1,
@@ -248,6 +328,7 @@ def rerun_entry_point(
             referee_name=target.name,
             referee_task_file=str(task_file) if task_file is not None else None,
         )
+        config.referee_extra = extra  # type: ignore[attr-defined]  (read by serve.app._referee)
         app = build_app(config)
         uds = os.path.join(sock_dir, "referee.sock")
         with _Server(app, uds):
@@ -260,12 +341,12 @@ def rerun_entry_point(
                     "/referee/referee.sock",
                     "--bundle",
                     "/submission",
-                    "--entry",
-                    entry,
+                    *(["--entry", entry] if entry is not None else []),
                     "--kwargs",
                     json.dumps(kwargs),
                     "--name",
                     target.name,
+                    *player_extra,
                 ],
             )
             logger.info("sandboxed player: %s", " ".join(cmd))
@@ -282,9 +363,14 @@ def rerun_entry_point(
             if not os.path.lexists(target):  # it never opened its submission: all count 0
                 from orchenv.serve.referee import Referee
 
-                Referee(board, key_file, target.parent, task_file=task_file).open(
-                    target.name
-                ).close()
+                Referee(
+                    board,
+                    key_file,
+                    target.parent,
+                    only=target.name,
+                    task_file=task_file,
+                    extra=extra,
+                ).open(target.name).close()
             # the child's session closes when it exits: wait for the referee to sign
             deadline = time.monotonic() + 120
             while not (target / "sealed.json").exists():
@@ -303,6 +389,8 @@ def rerun_entry_point(
         exit_code=code,
         stderr_tail=tail,
         seconds=time.monotonic() - started,
+        note=extra.note if extra is not None else None,
+        calls=(proxy.calls if proxy is not None else None),
     )
 
 
@@ -311,6 +399,7 @@ __all__ = [
     "ENTRY_FILE",
     "Rerun",
     "bwrap_path",
+    "read_endpoint",
     "read_entry",
     "rerun_entry_point",
     "sandbox_command",
