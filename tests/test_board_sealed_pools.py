@@ -244,3 +244,28 @@ def test_public_source_cheater_wins_on_the_dev_plan_and_not_on_the_sealed_plan(k
             assert low > best_high, scores
         else:  # sealed: no better than the best blind policy, within its interval
             assert mean <= best_high, scores
+
+
+def test_alfworldroles_board_init_refuses_public_games_in_the_sealed_plan(key):
+    """ALFWorldRoles' games are files (the source's tasks have no prompt; the env reads it
+    from the game): a sealed plan is accepted only when a sealed env draws games that are not
+    the public ones (helper seal-alfworld's work); while it draws public games, board init
+    refuses, naming why (it used to accept them: the source's empty prompt never matched)."""
+    env_id = "orch/ALFWorldRoles-v0"
+    public = gym.make(env_id, split="test").unwrapped
+    public_ids = {t.id for t in public.task_source.iter(public.split)}
+    sealed = gym.make(env_id, split="test", sealed="0" * 64).unwrapped
+    drawn = []
+    for seed in range(3):
+        sealed.reset(seed=seed)
+        drawn.append(sealed.task.id)
+    public.close()
+    sealed.close()
+    if all(i in public_ids for i in drawn):
+        with pytest.raises(ConfigError, match="cannot seal"):
+            make_spec(env_id, pool="alfworld-roles", split="test", dev_episodes=10,
+                      sealed_episodes=10, key=key)  # fmt: skip
+    else:
+        spec = make_spec(env_id, pool="alfworld-roles", split="test", dev_episodes=10,
+                         sealed_episodes=10, key=key)  # fmt: skip
+        assert spec["pool"]["built_by"] == "env"

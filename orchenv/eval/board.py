@@ -439,14 +439,32 @@ def _check_sealable(env_id: str, kwargs: Mapping[str, Any], split: str, pool: st
                 f"{env_id} brings its own tasks (no task source): the board cannot seal them "
                 "(the env would have to take the sealed secret into its own generator)"
             ) from None
+        drawn: dict[str, str] | None = None  # the public split's tasks, read when needed
+
+        def public_prompt(task_id: str) -> str | None:
+            nonlocal drawn
+            try:
+                return str(source.by_id(task_id).prompt)
+            except (OrchEnvError, LookupError):
+                pass  # an unknown id, or a source that cannot look ids up: read the split
+            if drawn is None:
+                drawn = {}
+                try:
+                    for i, task in enumerate(source.iter(public.split)):
+                        if i >= 100_000:
+                            break
+                        drawn[task.id] = task.prompt
+                except (OrchEnvError, LookupError):
+                    pass
+            return drawn.get(task_id)
+
         for seed in range(3):
             sealed.reset(seed=seed)
             real = sealed.task
-            try:
-                found = source.by_id(real.id) if real is not None else None
-            except (OrchEnvError, LookupError):
-                found = None
-            if found is not None and found.prompt == real.prompt:
+            have = public_prompt(real.id) if real is not None else None
+            # the public task of that id, with its prompt (or with none: a source whose tasks
+            # are files, e.g. ALFWorld's games, the env reads the prompt from later)
+            if real is not None and have is not None and have in ("", real.prompt):
                 if public._task_source_arg is None:
                     raise ConfigError(
                         f"{env_id} brings its own tasks (no named task source): the board "
