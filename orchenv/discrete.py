@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
+import itertools
 import operator
 import re
 from collections import OrderedDict
@@ -355,7 +356,19 @@ def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> np.ndarray:
     n_features, word_ngrams, char_ngrams, _ = options
     codes: list[float] = []
     worded = [piece.shapes for piece in pieces if piece.shapes]
-    if len(worded) > 1 and any(n > 1 for n in word_ngrams):
+    longest = max(word_ngrams, default=1)
+    if len(worded) > 1 and longest > 1 and min(map(len, worded)) >= longest - 1:
+        # every gram across a border lies in the two paragraphs beside it
+        for n in word_ngrams:
+            if n > 1:
+                table = _CODES.setdefault((n_features, f"w{n}"), {})
+                for before, after in itertools.pairwise(worded):
+                    joint = before[len(before) - n + 1 :] + after[: n - 1]
+                    codes += [
+                        _code(table, f"w{n}", tuple(joint[j : j + n]), n_features)
+                        for j in range(n - 1)
+                    ]
+    elif len(worded) > 1 and longest > 1:
         shapes = list(chain.from_iterable(worded))
         borders = list(accumulate(len(s) for s in worded[:-1]))  # where a paragraph starts
         for n in word_ngrams:
@@ -369,7 +382,14 @@ def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> np.ndarray:
                     _code(table, f"w{n}", tuple(shapes[j : j + n]), n_features) for j in starts
                 ]
     flats = [piece.flat for piece in pieces if piece.flat]
-    if char_ngrams and len(flats) > 1:
+    longest = max(char_ngrams, default=1)
+    if len(flats) > 1 and char_ngrams and min(map(len, flats)) >= longest - 1:
+        for n in char_ngrams:
+            table = _CODES.setdefault((n_features, f"c{n}"), {})
+            for before, after in itertools.pairwise(flats):
+                joint = before[len(before) - n + 1 :] + " " + after[: n - 1]
+                codes += [_code(table, f"c{n}", joint[j : j + n], n_features) for j in range(n)]
+    elif char_ngrams and len(flats) > 1:
         flat = " ".join(flats)
         spaces = list(accumulate(len(f) + 1 for f in flats[:-1]))  # one past each joint
         for n in char_ngrams:
