@@ -80,7 +80,8 @@ def text_statistics(text: str) -> np.ndarray:
     (the length itself is counted in full)."""
     head = text[:MAX_STAT_CHARS]
     numbers = _NUMBER_RE.findall(head)
-    logs = [_log10p(x) for x in numbers]
+    log10 = math.log10
+    logs = [log10(1.0 + float(x)) for x in numbers]  # _log10p, inlined (same floats)
     out = np.array(
         [
             math.log1p(len(text)) / 8.0,
