@@ -276,7 +276,13 @@ class PatternBackend:
         u = stable_uniform("tool", *key)
         if tool == "run_python":
             skill = float(spec.calibration.get("code_skill", 0.5))
-            right = u < skill * revision.PROGRAM_FIT.get(family, 0.5)
+            p_right = skill * revision.PROGRAM_FIT.get(family, 0.5)
+            right = revision.program_hit(
+                p_right,
+                stable_uniform("program", self.seed, task.id),
+                stable_uniform("program", self.seed, task.id, spec.name),
+                u,
+            )
             code = outputs.reference_program(task) if right else outputs.flawed_program(task, *key)
             return tool_call_text(tool, code)
         capability = self.capability(spec)

@@ -65,6 +65,7 @@ from orchenv.envs.puppeteer.tools import (
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.pool import AgentPool, CallContext, Completion, Message
 from orchenv.seeding import stable_uniform
+from orchenv.tasks import TaskSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -85,6 +86,10 @@ REALISTIC_SKILL_SOURCE = (
 #: the task's family is at least this (the answer is more likely right than wrong), and else
 #: has the same model critique and revise it (issue 38; docs/puppeteer.md "Skill reference")
 UNSKILLED_STOP_PRIOR = 0.5
+#: Puppeteer's simulated pools by the name they carry (``agents.puppeteer_pool``): ``pool=``
+#: takes these names too (a leaderboard names the env-built pool: ``orchenv board init
+#: orch/Puppeteer-v0 --pool puppeteer-mimas``); the pool argument replaces ``preset``
+POOL_NAMES: dict[str, str] = {f"puppeteer-{p}": p for p in PRESETS}
 #: the most program runs / grades remembered per env (and its forks)
 CACHE_SIZE = 4096
 #: the most characters of a team answer that are kept
@@ -202,7 +207,12 @@ class PuppeteerEnv(OrchestrationEnv):
     ## Shared arguments
     - ``pool``: an ``AgentPool``, preset name or pool file to use instead of ``preset`` (its
       agents are the models; a live model receives the pattern's prompts and writes its own tool
-      calls, parsed by ``agents.parse_tool_call``).
+      calls, parsed by ``agents.parse_tool_call``); or the name of one of Puppeteer's own
+      simulated pools (``puppeteer-mimas``, ``puppeteer-titan``, ``puppeteer-mimas-mono``,
+      ``puppeteer-titan-mono``: ``POOL_NAMES``), which a leaderboard names.
+    - ``sealed`` (a board's sealed plan): the task generator's seed is mixed with the secret
+      (``tasks.PuppeteerTaskSource.sealed``) and no sealed task has a public prompt; the
+      simulated agents' seed is sealed by the base env.
 
     ## Version history
     - v0: initial version; later ``tasks`` kinds, ``width``, the one-shape refactor
@@ -258,8 +268,15 @@ class PuppeteerEnv(OrchestrationEnv):
             raise ConfigError(f"n_tasks must be >= 1, got {n_tasks}")
         if self._pool_arg is None and preset not in PRESETS:
             raise UnknownNameError("puppeteer preset", preset, PRESETS)
-        if self._pool_arg is None and (self._backend is not None or self._backend_kwargs):
-            raise ConfigError("backend / backend_kwargs need a pool given by name or file")
+        own = self._pool_arg is None or (
+            isinstance(self._pool_arg, str) and self._pool_arg in POOL_NAMES
+        )
+        if own and (self._backend is not None or self._backend_kwargs):
+            raise ConfigError(
+                "backend / backend_kwargs need a pool given by name or file, not one of "
+                "Puppeteer's own simulated pools (preset / pool "
+                f"{', '.join(sorted(POOL_NAMES))})"
+            )
         if self.split not in SPLITS:
             raise UnknownNameError("split", self.split, SPLITS)
         if sandbox not in SANDBOX_MODES:
@@ -283,9 +300,20 @@ class PuppeteerEnv(OrchestrationEnv):
     def _build_pool(self) -> AgentPool:
         if self._pool_arg is None:
             return puppeteer_pool(self.preset)
+        if isinstance(self._pool_arg, str) and self._pool_arg in POOL_NAMES:
+            # the pool's own name (``puppeteer-mimas``, ...): what a board names it by
+            return puppeteer_pool(POOL_NAMES[self._pool_arg])
         return super()._build_pool()
 
-    def _build_task_source(self) -> PuppeteerTaskSource:
+    def _build_task_source(self) -> TaskSource:
+        """The generated tasks (``tasks.PuppeteerTaskSource``); in a sealed env (a board's
+        sealed plan, the shared argument ``sealed``) the same generator with its seed mixed
+        with the secret (``PuppeteerTaskSource.sealed``): tasks nobody can generate from
+        public code, none with a public prompt (issue 37)."""
+        if self._sealed is not None:
+            return PuppeteerTaskSource.sealed(
+                self.tasks, self._sealed, seed=self.task_seed, n_tasks=self.n_tasks
+            )
         return PuppeteerTaskSource(self.tasks, seed=self.task_seed, n_tasks=self.n_tasks)
 
     def _index(self) -> SearchIndex:
@@ -408,10 +436,21 @@ class PuppeteerEnv(OrchestrationEnv):
         family = outputs.family_of(self.task)
         branch = self.branches[0]
         guidance = branch.guidance()
-        backend = PatternBackend()
+        backend = PatternBackend(self._pattern_seed())
         task_u = stable_uniform("task", backend.seed, self.task.id)
+        program_u = stable_uniform("program", backend.seed, self.task.id)
         reference = outputs.right_output(self.task) if family == "srdd" else ""
         best: tuple[float, str] = (-1.0, agent_text(self.pool.strongest(), "reasoning"))
+        # a program is worth running when none ran on this branch, or when the last one was
+        # wrong or failed (its evidence is not positive: the puppeteer read its output); a new
+        # run replaces the old one's evidence, so it is valued with the other evidence only
+        last_run = branch.evidence.get("run_python")
+        rerun_worth = last_run is None or last_run <= 0.0
+        low, high = revision.GUIDANCE_RANGE
+        other = min(
+            high,
+            max(low, sum(v for k, v in branch.evidence.items() if k != "run_python")),
+        )
         for name in self.pool.names:
             spec = self.pool.spec(name)
             capability = backend.capability(spec)
@@ -440,18 +479,31 @@ class PuppeteerEnv(OrchestrationEnv):
                     )
                     options.append((fix(family, capability, judged, guidance), "modify"))
             left = self.max_turns - self.turn
-            if "run_python" not in branch.evidence and left >= 2:
+            if rerun_worth and left >= 2:
                 skill = float(spec.calibration.get("code_skill", 0.0))
-                p_right = skill * revision.PROGRAM_FIT.get(family, 0.5)
+                p_right = revision.program_conditional(
+                    skill * revision.PROGRAM_FIT.get(family, 0.5),
+                    program_u,
+                    stable_uniform("program", backend.seed, self.task.id, name),
+                )
                 right_run, wrong_run = revision.EVIDENCE[family][:2]
-                two_steps = p_right * fresh(guidance + right_run) + (1 - p_right) * fresh(
-                    guidance + wrong_run
+                two_steps = p_right * fresh(other + right_run) + (1 - p_right) * fresh(
+                    other + wrong_run
                 )
                 options.append((two_steps, "run_python"))
             for p, what in options:
                 if p > best[0]:
                     best = (p, agent_text(name, what))
         return best[1]
+
+    def _pattern_seed(self) -> int:
+        """The seed of the pool's simulated agents (``PatternBackend``; a board's secret
+        reseeds it in a sealed env), so the skill reference reads the latents the agents
+        draw from; 0 for a pool without one."""
+        for backend in getattr(self.pool, "_backends", {}).values():
+            if isinstance(backend, PatternBackend):
+                return int(backend.seed)
+        return 0
 
     def observation_features(self) -> np.ndarray:
         """Whether the team has an answer, and whether the last step was a reasoning agent's."""

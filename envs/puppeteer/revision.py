@@ -175,6 +175,45 @@ def revision_conditional(p: float, task_u: float) -> float:
     return _latent_conditional(p, task_u, REVISION_CORRELATION)
 
 
+#: a program draw's latent (issue 38): ``PROGRAM_SHARED`` of its variance is the task's (shared
+#: by every model: a hard task is hard to program for all), ``PROGRAM_MODEL`` the model's own
+#: on the task (which coder happens to get this task right), the rest the call's. Repeats of
+#: one model on one task are correlated by the sum, 0.8: the answering draw's value, and what
+#: sampled programs' pass@k shows (Codex-12B on HumanEval, Chen et al. 2021: pass@1 0.288,
+#: pass@100 0.723; a probit latent of 0.8 gives pass@100 0.730 from pass@1 0.288). Two
+#: models' programs are correlated by ``PROGRAM_SHARED`` alone (0.4, chosen, not fitted):
+#: seed 003's heterogeneity claim (Puppeteer over Puppeteer-Mono, "complementary interactions
+#: among heterogeneous agents") needs models that fail on different tasks. Before issue 38's
+#: third pass every run was an independent draw.
+PROGRAM_SHARED = 0.4
+PROGRAM_MODEL = 0.4
+PROGRAM_CORRELATION = PROGRAM_SHARED + PROGRAM_MODEL
+
+
+def _z(u: float) -> float:
+    return _NORMAL.inv_cdf(min(max(u, 1e-12), 1 - 1e-12))
+
+
+def program_hit(p: float, task_u: float, model_u: float, call_u: float) -> bool:
+    """Whether a ``run_python`` agent writes the task's right program: true with probability
+    exactly ``p`` over the three uniforms; ``task_u`` is the task's program latent (every
+    model), ``model_u`` this model's on the task, ``call_u`` the call's."""
+    if p <= 0.0 or p >= 1.0:
+        return p >= 1.0
+    z = math.sqrt(PROGRAM_SHARED) * _z(task_u) + math.sqrt(PROGRAM_MODEL) * _z(model_u)
+    z += math.sqrt(1 - PROGRAM_CORRELATION) * _z(call_u)
+    return z < _NORMAL.inv_cdf(p)
+
+
+def program_conditional(p: float, task_u: float, model_u: float) -> float:
+    """The chance ``program_hit(p, task_u, model_u, u)`` is true over ``u`` alone
+    (privileged: both latents known; the skill reference's estimate)."""
+    if p <= 0.0 or p >= 1.0:
+        return float(p >= 1.0)
+    z = math.sqrt(PROGRAM_SHARED) * _z(task_u) + math.sqrt(PROGRAM_MODEL) * _z(model_u)
+    return _NORMAL.cdf((_NORMAL.inv_cdf(p) - z) / math.sqrt(1 - PROGRAM_CORRELATION))
+
+
 def _latent_hit(p: float, task_u: float, call_u: float, r: float) -> bool:
     if p <= 0.0:
         return False

@@ -54,7 +54,8 @@ from orchenv.envs.puppeteer.corpus import (
 from orchenv.envs.puppeteer.tools import run_python
 from orchenv.error import UnknownNameError
 from orchenv.grading import extract_boxed, math_verdict
-from orchenv.tasks import GeneratedTaskSource, Task
+from orchenv.seeding import sealed_int
+from orchenv.tasks import GeneratedTaskSource, SealedTaskSource, Task
 
 TASK_KINDS: tuple[str, ...] = ("gsm-hard", "multiple-choice", "commongen", "srdd")
 SPLITS: tuple[str, ...] = ("train", "test")
@@ -82,12 +83,17 @@ _NAMES = ("Ann", "Bob", "Cara", "Dan", "Eve", "Finn", "Gus", "Hana", "Ivo", "Jun
 def _task_rng(
     seed: int, index: int, split: str, *, train_tag: int | None, test_tag: int
 ) -> np.random.Generator:
-    """The random stream of one task; train and test streams differ by their tag."""
+    """The random stream of one task; train and test streams differ by their tag. A seed
+    of 2**32 or more (a board's sealed seed, ``PuppeteerTaskSource.sealed``) enters whole:
+    its high bits are a further word, so a sealed stream cannot be found by trying the
+    2**32 low words (seeds below 2**32, the public ones, are read as they always were)."""
     if split not in SPLITS:
         raise UnknownNameError("split", split, SPLITS)
     tag = train_tag if split == "train" else test_tag
     tags = [] if tag is None else [tag]
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, *tags, int(index)])
+    seed = int(seed)
+    high = [seed >> 32] if seed >= 2**32 else []
+    return np.random.default_rng([seed & 0xFFFFFFFF, *high, *tags, int(index)])
 
 
 def _task_id(kind: str, seed: int, split: str, index: int) -> str:
@@ -1652,6 +1658,21 @@ class PuppeteerTaskSource(GeneratedTaskSource):
         self.kind, self.seed = kind, int(seed)
         self.name = f"puppeteer-{kind}"
         self._sizes = {split: int(n_tasks) for split in SPLITS}
+
+    @classmethod
+    def sealed(
+        cls, kind: str, secret: str, *, seed: int = 0, n_tasks: int = 10_000
+    ) -> SealedTaskSource:
+        """The tasks of a board's sealed plan (issue 37): the same generator with its seed
+        mixed with the board's ``secret`` (``orchenv.seeding.sealed_int``, HMAC-SHA256; 63
+        bits, all of which enter the task streams, ``_task_rng``), wrapped in
+        ``orchenv.tasks.SealedTaskSource`` so that no sealed draw repeats a prompt of the
+        public source (``seed``); without the secret the sealed tasks cannot be generated."""
+        sealed_seed = sealed_int(secret.encode("utf-8"), "orchenv-puppeteer-tasks", kind, int(seed))
+        sealed_seed |= 1 << 62  # always >= 2**32: never a public seed's stream
+        public = cls(kind, seed=seed, n_tasks=n_tasks)
+        tag = json.dumps(["puppeteer", kind, int(seed), int(n_tasks)])
+        return SealedTaskSource(cls(kind, seed=sealed_seed, n_tasks=n_tasks), public, tag)
 
     def _generate(self, split: str, index: int) -> Task:
         return make_task(self.kind, self.seed, index, split)
