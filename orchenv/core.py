@@ -678,7 +678,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
     @staticmethod
     def render_messages(messages: Sequence[Message]) -> str:
         """Chat messages as the one-string observation (contents joined by blank lines)."""
-        return "\n\n".join(m["content"] for m in messages)
+        return "\n\n".join([m["content"] for m in messages])
 
     # -- one price for every call (issue 38) ----------------------------------------------------
     def call_charge(self, completion: Completion) -> float:
@@ -737,8 +737,15 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
 
     def constraint_costs(self) -> np.ndarray:
         """Per-agent call indicator (counts) for this step, in pool order (weakest first)."""
+        names = self.pool.names
+        costs = np.zeros(len(names), dtype=np.float32)
         calls = self._step_meter.calls
-        return np.array([calls.get(n, 0) for n in self.pool.names], dtype=np.float32)
+        if calls:  # most steps call nobody (issue 40: zeros, then the agents called)
+            for i, name in enumerate(names):
+                count = calls.get(name, 0)
+                if count:
+                    costs[i] = count
+        return costs
 
     # -- internals ------------------------------------------------------------------------------
     @staticmethod
@@ -806,7 +813,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             "invalid_action": invalid,
             "parse_error": parse_error,
         }
-        out: dict[str, Any] = dict(info)
+        out: dict[str, Any] = info  # type: ignore[assignment]  (a TypedDict is a dict)
         out.update(self._observation_info())
         out.update(extra)
         if self._sealed is not None and self.task is not None:  # no public field names it

@@ -208,9 +208,12 @@ def estimate_tokens(text: str) -> int:
 
 def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
     """Prompt token estimate: each message's text estimate plus chat-template framing."""
-    return (
-        sum(estimate_tokens(m.get("content", "")) + _MESSAGE_OVERHEAD_TOKENS for m in messages) or 1
-    )
+    total = 0
+    for m in messages:
+        total += (
+            max(1, -(-len(m.get("content", "")) // _CHARS_PER_TOKEN)) + _MESSAGE_OVERHEAD_TOKENS
+        )
+    return total or 1
 
 
 #: ``task.meta["solution_writer"]`` (default ``"math"``) -> ``writer(task, *, correct, rng) -> str``
@@ -299,6 +302,7 @@ class SimulatedBackend(RebuiltOnCopy):
         "_laid": OrderedDict(),
         "_counter": None,
         "_lucks": {},
+        "_digest_starts": {},
     }
 
     def __init__(
@@ -340,6 +344,8 @@ class SimulatedBackend(RebuiltOnCopy):
         self._lock = threading.Lock()  # guards _texts and _laid
         #: (seed, task id, agent) -> ``_luck`` (a hash per call before, issue 40)
         self._lucks: dict[tuple[int, str, str], float] = {}
+        #: (seed, task id, agent) -> the prompt hash's state after them (``_prompt_digest``)
+        self._digest_starts: dict[tuple[int, str, str], Any] = {}
 
     def __repr__(self) -> str:
         return (
@@ -508,13 +514,23 @@ class SimulatedBackend(RebuiltOnCopy):
         return parts
 
     def _prompt_digest(self, spec: AgentSpec, task: Task, messages: Sequence[Message]) -> bytes:
-        """A stable 32-byte hash of (seed, task, agent, messages)."""
-        h = hashlib.blake2b(repr((self.seed, task.id, spec.name)).encode(), digest_size=32)
+        """A stable 32-byte hash of (seed, task, agent, messages). (The hash state after
+        (seed, task, agent) is kept per key, at most ``_LUCK_CACHE_SIZE``, and the messages
+        are fed in one update: the same bytes, so the same digest.)"""
+        key = (self.seed, task.id, spec.name)
+        cacheable = type(key[1]) is str and type(key[2]) is str
+        start = self._digest_starts.get(key) if cacheable else None
+        if start is None:
+            start = hashlib.blake2b(repr(key).encode(), digest_size=32)
+            if cacheable:
+                if len(self._digest_starts) >= _LUCK_CACHE_SIZE:
+                    self._digest_starts.clear()
+                self._digest_starts[key] = start
+        h = start.copy()
+        parts: list[bytes] = []
         for m in messages:
-            h.update(b"\x1e")
-            h.update(m.get("role", "").encode())
-            h.update(b"\x1f")
-            h.update(m.get("content", "").encode())
+            parts += (b"\x1e", m.get("role", "").encode(), b"\x1f", m.get("content", "").encode())
+        h.update(b"".join(parts))
         return h.digest()
 
     def _completion_tokens(self, spec: AgentSpec, task: Task, text: str, digest: bytes) -> int:
