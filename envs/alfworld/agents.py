@@ -15,13 +15,14 @@ in ``CallContext.task.meta["expert_plan"]``) as what a competent agent would do:
   guidance is still fresh: no command has strayed from alfworld's plan or failed
   since it was written (``meta["guidance_fresh"]``, kept by the role game; a stale
   plan no longer says where the robot is). Guided they get it right with
-  probability ``accuracy``, else only with ``accuracy_unguided``. A mistake is
-  another admissible command of their kind: an actor called when the next step
-  is not its kind sends one anyway instead of ``pass`` (the interactor takes or
-  opens something where the robot stands, the navigator walks off), which the
-  team then has to undo. A mistake is the due verb on a wrong target where there
-  is one, else a command on some object (``mistakes``: not ``help`` / ``look`` /
-  ``inventory`` while a target is on offer). So what the router shows a role,
+  probability ``accuracy``, else only with ``accuracy_unguided``. A slip on a due
+  step is a missed turn (``pass``) with probability ``MISS_SHARE`` (0.5), else the
+  due verb on a wrong target (both actors alike). An actor called when the next
+  step is not its kind sends a command anyway instead of ``pass``, which the team
+  then has to undo: it jumps ahead to the verb of its next step in the plan on
+  what is at hand (the interactor takes something where the robot stands, the
+  navigator walks off), else a command on some object (``mistakes``: not ``help``
+  / ``look`` / ``inventory`` while a target is on offer). So what the router shows a role,
   calling the Planner or Evaluator after a failed or stray step, and calling the
   actor whose step is due all matter;
 * the **Evaluator** reports whether the task is complete and, if not, the next
@@ -66,6 +67,11 @@ DEFAULT_UNGUIDED = {"navigator": 0.5, "interactor": 0.5}
 #: commands that act on no object: not what a competent agent sends by mistake while a
 #: concrete target is on offer (the planner never plans ``help``; it rarely needs the others)
 META_COMMANDS = ("help", "look", "inventory")
+#: the share of an actor's slips on a due step that are a missed turn (``pass``); the others
+#: act on a wrong target. Both actors slip alike (issue 38: the navigator never missed its
+#: turn, since it always had another place to go, the interactor whenever it had no other
+#: target, so ``pass`` and with it the reply's length and latency told right from wrong)
+MISS_SHARE = 0.5
 
 _SUBGOAL_NAMES = {
     "go": "GoTo", "open": "Open", "close": "Close", "take": "PickUp", "move": "Put",
@@ -96,18 +102,23 @@ def subgoal(command: str) -> str:
     return f"{_SUBGOAL_NAMES.get(verb, verb.title())}({rest})"
 
 
-def mistakes(wanted: str | None, others: Sequence[str]) -> list[str]:
+def mistakes(wanted: str | None, others: Sequence[str], plan: Sequence[str] = ()) -> list[str]:
     """The commands an actor sends by mistake: when its step is due, the same verb on another
-    target where there is one (go to the wrong receptacle, take the wrong object); else, and
-    when its step is not due, a command on some object (``META_COMMANDS`` only when nothing
-    else is on offer).
+    target where there is one (go to the wrong receptacle, take the wrong object); else the
+    verb of a later step of the plan on what is on offer (an actor called out of turn jumps
+    ahead: it opens or takes something where the robot stands); else a command on some
+    object (``META_COMMANDS`` only when nothing else is on offer).
 
     Issue 40: a mistake used to be any command of the actor's kind, ``help``, ``look`` and
     ``inventory`` included, which the planner's steps almost never are: a reply without an
     object number was then nearly always wrong, and the audit's tell meter read right from
-    wrong off digit counts and lengths (within-author AUC 0.700 [0.588, 0.814])."""
-    if wanted is not None:
-        verb = wanted.split(" ", 1)[0]
+    wrong off digit counts and lengths (within-author AUC 0.700 [0.588, 0.814]). Issue 38:
+    without the jump ahead, an out-of-turn interactor sent ``close ...`` (a verb alfworld's
+    plans never use, one object number) as often as a planned verb."""
+    for model in (wanted, *plan):
+        if model is None:
+            continue
+        verb = model.split(" ", 1)[0]
         same = [c for c in others if c.split(" ", 1)[0] == verb]
         if same:
             return same
@@ -194,11 +205,15 @@ class ALFWorldRoleBackend:
             text = wanted if wanted is not None else "pass"
             return text, {"guided": guided, "right": True}
         others = [c for c in mine if c != wanted]
-        if not others:
+        # the luck above p_right, rescaled to [0, 1): the slip
+        slip = (luck - p_right) / (1.0 - p_right)
+        if not others or (wanted is not None and slip < MISS_SHARE):
+            # a slip when the step is due: the actor misses its turn (``pass``) ...
             return "pass", {"guided": guided, "right": wanted is None}
-        # the luck above p_right, rescaled to [0, 1), picks the wrong command among the slips
-        slips = mistakes(wanted, others)
-        pick = slips[int((luck - p_right) / (1.0 - p_right) * len(slips)) % len(slips)]
+        if wanted is not None:  # ... or acts on a wrong target
+            slip = (slip - MISS_SHARE) / (1.0 - MISS_SHARE)
+        slips = mistakes(wanted, others, plan)
+        pick = slips[int(slip * len(slips)) % len(slips)]
         return pick, {"guided": guided, "right": False}
 
     def _metered(
