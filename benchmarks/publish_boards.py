@@ -535,6 +535,15 @@ def write_index(out: Path, entries: list[dict[str, Any]]) -> Path:
         "nice -n 15 python benchmarks/publish_boards.py --train-ppo 20000 --fresh",
         "```",
         "",
+        "Some ids only (their folders are rewritten, every other id's folder and index entry "
+        "kept), then this index rebuilt from the folders, running nothing:",
+        "",
+        "```bash",
+        "nice -n 15 python benchmarks/publish_boards.py --ids orch/MultihopQA-v0 --no-llm "
+        "--fresh --work runs/boards_mine",
+        "python benchmarks/publish_boards.py --index-only",
+        "```",
+        "",
     ]
     path = out / "README.md"
     path.write_text("\n".join(lines), encoding="utf-8")
