@@ -28,6 +28,7 @@ requests = pytest.importorskip("requests")
 import orchenv  # noqa: E402,F401
 from orchenv.error import DataError  # noqa: E402
 from orchenv.eval.board import make_spec, sealed_status, write_spec  # noqa: E402
+from orchenv.eval.leaderboard import read_runs  # noqa: E402
 from orchenv.eval.rundir import read_episode_log  # noqa: E402
 from orchenv.verify.endpoint import (  # noqa: E402
     CALLS_FILE,
@@ -183,6 +184,10 @@ def test_an_endpoint_controller_is_re_executed_through_the_recording_proxy(
     assert run["refereed"]["rerun"]["model"] == MODEL
     assert run["refereed"]["rerun"]["note"] == result.note
     assert sealed_status(out, board["spec"], board["key"]) == "sealed"
+    site = tmp_path / "board"
+    site.mkdir()
+    ranked, rejected = read_runs([out], site, key=board["key"], spec=board["spec"])
+    assert not rejected and ranked[0].sealed and ranked[0].verification == "verified"
     copy = tmp_path / "edited"
     shutil.copytree(out, copy)
     lines = (copy / CALLS_FILE).read_text().splitlines()

@@ -98,6 +98,18 @@ def add_subcommands(sub: Any) -> None:
         "variable holding its API key (the recording proxy sends it; it never enters the "
         "sandbox)",
     )
+    v.add_argument(
+        "--wheelhouse",
+        metavar="DIR",
+        help="--board, for a bundle with pinned requirements: install them from this folder "
+        "of wheels (pip --no-index --find-links DIR --require-hashes --only-binary=:all:)",
+    )
+    v.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="--board, for a bundle with pinned requirements: install them from this index "
+        "instead (the maintainer's; hashes still required)",
+    )
     v.add_argument("--json", action="store_true", help="print verified.json")
     v.set_defaults(func=cmd_verify)
 
@@ -132,6 +144,8 @@ def cmd_rerun_sandboxed(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         task_file=args.task_file,
         endpoint_key_env=args.endpoint_key_env,
+        wheelhouse=args.wheelhouse,
+        index_url=args.index_url,
     )
     how = "timed out" if result.exit_code is None else f"exit status {result.exit_code}"
     print(result.stderr_tail.rstrip()[-2000:])
@@ -140,8 +154,10 @@ def cmd_rerun_sandboxed(args: argparse.Namespace) -> int:
         f"{result.seconds:.1f} s; the referee's signed record is {result.out} (rank it with "
         f"`orchenv leaderboard {result.out} --board {args.board} --key {args.key}`)"
     )
-    if result.note:
+    if result.calls is not None:
         print(f"{result.note}: {result.calls} calls in {result.out}/endpoint_calls.jsonl")
+    elif result.note:
+        print(result.note)
     return 0 if result.status == "complete" else 1
 
 

@@ -147,6 +147,24 @@ def read_entry(bundle: Path) -> tuple[str | None, dict[str, Any]]:
     return entry, kwargs
 
 
+def read_pins(bundle: Path) -> list[Any] | None:
+    """The pinned requirements ``entry_point.json`` names (``"requirements":
+    "requirements.txt"``, a file of the bundle; ``orchenv.verify.requirements``), or None."""
+    from orchenv.eval.rundir import read_json_file
+    from orchenv.verify.requirements import read_requirements
+
+    path = bundle / ENTRY_FILE
+    name = read_json_file(path).get("requirements")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,200}", name):
+        raise DataError(f"{path}: requirements must name a file of the bundle, got {name!r}")
+    file = bundle / name
+    if ".." in Path(name).parts or not _inside(file, bundle):
+        raise DataError(f"{path}: requirements {name!r} is outside the bundle")
+    return read_requirements(file)
+
+
 def read_endpoint(bundle: Path) -> dict[str, Any] | None:
     """The OpenAI-compatible endpoint ``entry_point.json`` names (``endpoint``: base_url,
     model, optional system prompt and params; ``orchenv.verify.endpoint.check_endpoint``), or
@@ -182,9 +200,15 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def sandbox_command(
-    bwrap: str, bundle: Path, socket_dir: Path, player_args: list[str]
+    bwrap: str,
+    bundle: Path,
+    socket_dir: Path,
+    player_args: list[str],
+    venv_dir: Path | None = None,
 ) -> list[str]:
-    """The bwrap command line that runs ``python -m orchenv.verify.player`` (module doc)."""
+    """The bwrap command line that runs ``python -m orchenv.verify.player`` (module doc);
+    with ``venv_dir`` (the bundle's pinned requirements, ``orchenv.verify.requirements``),
+    that venv's Python, the venv mounted read-only at its own path."""
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
     for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         if os.path.lexists(system):
@@ -201,10 +225,15 @@ def sandbox_command(
     cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/submission"]
     cmd += ["--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/bin:/bin"]
     cmd += ["--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "PYTHONNOUSERSITE", "1"]
+    python = sys.executable
+    if venv_dir is not None:  # after the /tmp tmpfs: the venv may live under /tmp
+        where = str(venv_dir.resolve())
+        cmd += ["--ro-bind", where, where]
+        python = os.path.join(where, "bin", "python")
     # the player runs as a script (-I: no script folder, no PYTHON* variables, no user site),
     # so it needs no orchenv import; the entry point may still import orchenv
     player = str(Path(__file__).resolve().parent / "player.py")
-    return [*cmd, sys.executable, "-I", player, *player_args]
+    return [*cmd, python, "-I", player, *player_args]
 
 
 class _Server:
@@ -243,13 +272,17 @@ def rerun_entry_point(
     task_file: str | os.PathLike[str] | None = None,
     endpoint_key_env: str | None = None,
     endpoint_max_calls: int | None = None,
+    wheelhouse: str | os.PathLike[str] | None = None,
+    index_url: str | None = None,
 ) -> Rerun:
     """Play ``bundle``'s entry point, sandboxed, on ``board``'s sealed plan against a referee
     (module docstring); the signed record is written to ``out`` (a new folder). A bundle that
     names an OpenAI-compatible endpoint reaches it through the recording proxy
     (``orchenv.verify.endpoint``; ``endpoint_key_env``: the verifier's environment variable
     holding the endpoint's API key, never passed into the sandbox); its calls are signed
-    with the record (``endpoint_calls.jsonl``)."""
+    with the record (``endpoint_calls.jsonl``). A bundle with pinned requirements gets them
+    installed first into a fresh venv from the maintainer's ``wheelhouse`` or ``index_url``
+    (``orchenv.verify.requirements``; hashes required, wheels only, outside the sandbox)."""
     from orchenv.serve.app import build_app
     from orchenv.serve.environment import ServeConfig
     from orchenv.serve.referee import NAME_RE, RecordExtra
@@ -258,6 +291,16 @@ def rerun_entry_point(
     bundle_path, target = Path(bundle), Path(out)
     entry, kwargs = read_entry(bundle_path)
     endpoint = read_endpoint(bundle_path)
+    pins = read_pins(bundle_path)
+    if pins is None and (wheelhouse is not None or index_url is not None):
+        raise ConfigError(
+            f"--wheelhouse / --index-url: {bundle} names no requirements in {ENTRY_FILE}; drop them"
+        )
+    if pins is not None and (wheelhouse is None) == (index_url is None):
+        raise ConfigError(
+            f"{bundle} pins {len(pins)} requirements: give the wheelhouse (--wheelhouse DIR) "
+            "or the index (--index-url URL) to install them from (exactly one)"
+        )
     api_key = None
     if endpoint_key_env is not None:
         api_key = os.environ.get(endpoint_key_env)
@@ -295,8 +338,22 @@ def rerun_entry_point(
         os.chmod(sock_dir, 0o700)
         os.chmod(calls_dir, 0o700)
         extra: RecordExtra | None = None
+        notes: list[str] = []
+        details: dict[str, Any] = {}
         player_extra: list[str] = []
         proxy: ep.RecordingProxy | None = None
+        venv_dir: Path | None = None
+        if pins is not None:
+            from orchenv.verify.requirements import install, requirements_sha256
+
+            venv_dir = Path(calls_dir) / "venv"
+            install(pins, venv_dir, wheelhouse=wheelhouse, index_url=index_url)
+            notes.append(
+                f"with {len(pins)} pinned requirements installed (sha256 hashes checked, "
+                "wheels only)"
+            )
+            details["requirements"] = [f"{p.name}=={p.version}" for p in pins]
+            details["requirements_sha256"] = requirements_sha256(pins)
         if endpoint is not None:
             proxy = ep.RecordingProxy(
                 endpoint,
@@ -306,19 +363,24 @@ def rerun_entry_point(
                 max_calls=endpoint_max_calls or ep.DEFAULT_MAX_CALLS,
             )
             stack.enter_context(proxy)
-            extra = RecordExtra(
-                note=ep.note(endpoint),
-                details={
-                    "kind": "endpoint" if entry is None else "entry point with an endpoint",
-                    "endpoint": endpoint["base_url"],
-                    "model": endpoint["model"],
-                    "calls": ep.CALLS_FILE,
-                },
-                seal=proxy.seal_into,
+            notes.insert(0, ep.note(endpoint))
+            details.update(
+                kind="endpoint" if entry is None else "entry point with an endpoint",
+                endpoint=endpoint["base_url"],
+                model=endpoint["model"],
+                calls=ep.CALLS_FILE,
             )
             public = {k: endpoint[k] for k in ("model", "system", "params") if k in endpoint}
             player_extra = ["--endpoint-socket", "/referee/endpoint.sock"]
             player_extra += ["--endpoint", json.dumps(public)]
+        if notes:
+            note = notes[0] if endpoint is not None else "re-executed " + notes[0]
+            note = " ".join([note, *notes[1:]])
+            extra = RecordExtra(
+                note=note,
+                details=details,
+                seal=proxy.seal_into if proxy is not None else None,
+            )
         config = ServeConfig(
             env_id=str(spec_env),
             max_sessions=1,
@@ -348,6 +410,7 @@ def rerun_entry_point(
                     target.name,
                     *player_extra,
                 ],
+                venv_dir=venv_dir,
             )
             logger.info("sandboxed player: %s", " ".join(cmd))
             with tempfile.TemporaryFile() as err:
@@ -400,6 +463,7 @@ __all__ = [
     "Rerun",
     "bwrap_path",
     "read_endpoint",
+    "read_pins",
     "read_entry",
     "rerun_entry_point",
     "sandbox_command",
