@@ -155,11 +155,15 @@ def test_a_pool_variant_has_another_hash_and_is_kept_out(key, monkeypatch):
         ("system9", "neither"),  # not a preset, not the env's pool
         ("pools/mine.json", "pool file"),
         ("none", "neither"),  # the env builds 'multihop', not 'none'
+        ("x" * 10_000_000, "neither"),  # hostile: a short message all the same
+        ("\ud800", "neither"),
     ],
+    ids=["not-a-pool", "pool-file", "another-envs-pool", "10MB", "lone-surrogate"],
 )
 def test_a_pool_that_is_neither_a_preset_nor_the_envs_is_refused(pool, reason):
-    with pytest.raises(ConfigError, match=reason):
+    with pytest.raises(ConfigError, match=reason) as refused:
         make_spec(IDS[0], pool=pool, split="test", dev_episodes=10)
+    assert len(str(refused.value)) < 1_000
 
 
 # -- the public-source cheater --------------------------------------------------------------------

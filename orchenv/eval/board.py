@@ -164,7 +164,7 @@ def env_pool_spec(
         env.close()
         raise ConfigError(
             f"a board's pool is a shipped preset ({presets}) or the pool the env builds "
-            f"itself, by its name; {pool!r} is neither: {env_id} builds the pool {name!r} "
+            f"itself, by its name; {pool[:200]!r} is neither: {env_id} builds the pool {name!r} "
             f"with kwargs {_canon(kwargs)[:200]} (--pool {name})"
         )
     try:
