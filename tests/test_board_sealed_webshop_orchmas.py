@@ -3,7 +3,8 @@ looked up from public code.
 
 - WebShop generates its own catalog: a sealed env (shared argument ``sealed``) builds it from
   a seed mixed with the board's secret (``orchenv.envs.webshop.env.sealed_catalog_spec``), so
-  products, target products and instructions differ from the public catalog's.
+  products, target products and instructions differ from the public catalog's. It takes no
+  pool but its empty pool's name (``pool="none"``), so ``orchenv board init`` accepts it.
 - OrchMAS's default task set (``orchmas-qa``, math and multi-hop interleaved) carries its seed,
   so the base env's ``sealed_task_source`` rebuilds it with the seed mixed with the secret;
   ``orchenv board init --sealed-episodes`` now accepts the id with its default tasks.
@@ -38,7 +39,7 @@ from orchenv.eval.board import make_spec, play_sealed, sealed_secret
 from orchenv.eval.harness import EvalConfig, evaluate
 from orchenv.verify.keys import read_key, write_key
 
-SECRET = "5e" * 32
+SECRET = "5e" * 32  # a board's sealed-plan secret (hex)
 
 
 def _digest(source: Any, n: int = 40) -> str:
@@ -107,16 +108,14 @@ def test_orchmas_board_init_accepts_the_default_tasks(tmp_path):
     sealed.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ConfigError,
-    reason="orchenv/eval/board.py (not this helper's file) builds every board env with a pool "
-    "preset; WebShop takes no pool (see the report of helper seal-web)",
-)
 def test_webshop_board_init_accepts_the_id(tmp_path):
     key = read_key(write_key(tmp_path / "board.key"))
-    make_spec("orch/WebShop-v0", pool="none", split="test", dev_episodes=10,
-              sealed_episodes=10, key=key)  # fmt: skip
+    spec = make_spec("orch/WebShop-v0", pool="none", split="test", dev_episodes=10,
+                     sealed_episodes=10, key=key)  # fmt: skip
+    assert spec["pool"]["name"] == "none" and spec["pool"]["built_by"] == "env"
+    # WebShop takes no pool but its empty pool's name (what the spec and run.json say)
+    with pytest.raises(ConfigError, match="does not use pool"):
+        gym.make("orch/WebShop-v0", pool="system1")
 
 
 # -- the public-source cheaters ------------------------------------------------------------------
@@ -187,7 +186,7 @@ CASES = {
     },
     "webshop": {
         "env_id": "orch/WebShop-v0",
-        "pool": None,
+        "pool": "none",
         "env_kwargs": {"num_products": 300, "num_goals": 200},
         "blind": [("test-webshop-first-hit", {}), ("env-random", {})],
         "cheater": "test-webshop-public-source",
@@ -196,15 +195,12 @@ CASES = {
 
 
 def _play(case: dict[str, Any], tmp: Path) -> dict[str, Any]:
-    """Dev (public) and sealed scores of every controller. OrchMAS goes through the board
-    (``make_spec`` + ``play_sealed``, the maintainer's re-execution); WebShop, which the board
-    cannot take yet (no pool), plays the sealed env directly with a board-style secret."""
+    """Dev (public) and sealed scores of every controller: the dev run is the submission, the
+    sealed run the maintainer's re-execution on the board's sealed plan (``play_sealed``)."""
     env_id, pool, kwargs = case["env_id"], case["pool"], case["env_kwargs"]
-    spec = key = None
-    if pool is not None:
-        key = read_key(write_key(tmp / "board.key"))
-        spec = make_spec(env_id, pool=pool, split="test", env_kwargs=kwargs, dev_episodes=N,
-                         sealed_episodes=N, key=key)  # fmt: skip
+    key = read_key(write_key(tmp / "board.key"))
+    spec = make_spec(env_id, pool=pool, split="test", env_kwargs=kwargs, dev_episodes=N,
+                     sealed_episodes=N, key=key)  # fmt: skip
     out: dict[str, Any] = {"dev": {}, "sealed": {}}
     rows = [*case["blind"], (case["cheater"], {"env_id": env_id, "env_kwargs": kwargs})]
     for i, (controller, ckwargs) in enumerate(rows):
@@ -212,14 +208,9 @@ def _play(case: dict[str, Any], tmp: Path) -> dict[str, Any]:
                             split="test", episodes=N, seeds=[0], env_kwargs=kwargs)  # fmt: skip
         dev = tmp / f"dev-{i}"
         evaluate(config, dev, progress=False)
+        sealed = play_sealed(dev, spec, key, tmp / f"sealed-{i}")
         out["dev"][controller] = _scores(dev, env_id)
-        if spec is not None:
-            sealed = play_sealed(dev, spec, key, tmp / f"sealed-{i}")
-            out["sealed"][controller] = _scores(sealed, env_id)
-        else:
-            config.env_kwargs = {**kwargs, "sealed": SECRET}
-            evaluate(config, tmp / f"sealed-{i}", progress=False)
-            out["sealed"][controller] = _scores(tmp / f"sealed-{i}", env_id)
+        out["sealed"][controller] = _scores(sealed, env_id)
     return out
 
 

@@ -27,7 +27,7 @@ from orchenv.envs.webshop.site import DONE, SEARCH_BUTTON, Site, SiteState
 from orchenv.envs.webshop.text import page_nodes, render_text, render_text_rich
 from orchenv.error import ConfigError, UnknownNameError
 from orchenv.parsing import is_placeholder, strip_reasoning
-from orchenv.pool import Message
+from orchenv.pool import NO_AGENTS, Message
 from orchenv.seeding import sealed_int
 from orchenv.tasks import SealedTaskSource, Task, TaskSource
 
@@ -248,15 +248,6 @@ class WebShopEnv(OrchestrationEnv):
     search index are built on first use and shared across envs, forks and copies in
     the process.
 
-    Sealed tasks (a board's sealed plan, the shared argument ``sealed``): the generated
-    catalog is built with its seed mixed with the board's secret (``sealed_catalog_spec``),
-    so the products, the goals' target products and their instructions differ from every
-    public catalog and cannot be generated from public code; a sealed goal whose
-    instruction a public split also has is never drawn, the task id is opaque, and the
-    options that choose a task (``task_id``, ``task_index``, ``goal``) are refused. The
-    original's files (``source="files"``) are public and cannot be sealed (``ConfigError``).
-    The public catalog (``catalog_seed``) is unchanged.
-
     ## Discrete actions
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``),
     fixed slots read from the page and the instruction, never from the goal: 0
@@ -269,7 +260,17 @@ class WebShopEnv(OrchestrationEnv):
     the instruction names, and the share of option groups chosen.
 
     ## Shared arguments
+    - ``pool``: none (``None``, or ``"none"``: the name of its empty pool, which board specs
+      and run records use); any other pool is a ``ConfigError``.
     - ``split``: ``"train"`` or ``"test"`` (files: also ``"eval"``).
+    - ``sealed`` (a board's sealed plan): the generated catalog is built with its seed mixed
+      with the board's secret (``sealed_catalog_spec``), so the products, the goals' target
+      products and their instructions differ from every public catalog and cannot be
+      generated from public code; a sealed goal whose instruction a public split also has is
+      never drawn, the task id is opaque, and the options that choose a task (``task_id``,
+      ``task_index``, ``goal``) are refused. The original's files (``source="files"``) are
+      public and cannot be sealed (``ConfigError``). The public catalog (``catalog_seed``) is
+      unchanged.
     - ``max_turns``: 100 by default (the original has no limit; its RL baselines stop at 100).
     - ``format_penalty``: must be <= 0 (default 0.0).
 
@@ -289,8 +290,9 @@ class WebShopEnv(OrchestrationEnv):
         "max_turns": 100,
     }
 
-    #: the learner acts alone on tasks of its own (passing one of these is an error)
-    unused_shared_arguments = NO_POOL_OWN_TASKS
+    #: the learner acts alone on tasks of its own (passing one of these is an error); ``pool``
+    #: is taken only as ``None`` or ``"none"`` (see "Shared arguments")
+    unused_shared_arguments = tuple(a for a in NO_POOL_OWN_TASKS if a != "pool")
 
     def __init__(
         self,
@@ -309,6 +311,13 @@ class WebShopEnv(OrchestrationEnv):
         index_fields: str = "original",
         **shared: Unpack[SharedArguments],
     ) -> None:
+        pool = shared.pop("pool", None)
+        if pool is not None and pool != NO_AGENTS.name:
+            raise ConfigError(
+                f"WebShopEnv does not use pool (the policy is the shopper: there is no agent "
+                f"to call), got {str(pool)[:200]!r}; pass none, or pool={NO_AGENTS.name!r}, the "
+                "name of its empty pool (what a board spec and run.json name)"
+            )
         super().__init__(**shared)
         if self.format_penalty > 0:
             raise ConfigError(
