@@ -234,3 +234,19 @@ def test_public_source_cheater_gains_nothing_on_the_sealed_plan(tmp_path: Path):
             assert low > best_high, (plan, played[plan])
         else:  # sealed: no better than the best blind policy, within its interval
             assert mean <= best_high, (plan, played[plan])
+
+
+def test_scripted_puppeteer_default_is_the_single_call():
+    """The board's baseline row (``scripted-puppeteer`` with no kwargs) plays the calibrated
+    single call: the family's best model's reasoning, then terminate; unbound, it says why."""
+    from orchenv.envs.puppeteer.topology import ScriptedPuppeteer
+
+    env = gym.make(ENV_ID, pool=POOL, split="test").unwrapped
+    obs, info = env.reset(seed=0)
+    player = ScriptedPuppeteer()
+    player.bind(env)
+    assert player.act(obs, info) == f"<agent>{env.single_call_model()}:reasoning</agent>"
+    assert player.act(obs, info) == "<agent>terminate</agent>"
+    with pytest.raises(ConfigError, match="script"):
+        ScriptedPuppeteer().act(obs, info)
+    env.close()

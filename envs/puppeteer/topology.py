@@ -16,6 +16,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from orchenv.error import ConfigError
+
 #: one episode: for each branch, the agents it called in order (``MODEL:PATTERN``/``MODEL:TOOL``)
 Sequences = list[list[str]]
 
@@ -114,18 +116,36 @@ def topology(sequences: Sequences) -> dict[str, float]:
 class ScriptedPuppeteer:
     """Names the agents of ``script`` in order (one per step; ``terminate`` may be one of
     them), then terminates: a fixed workflow such as one ``MODEL:reasoning`` call (the
-    paper's pure-model rows) or reasoning, critique, modify (Self-Refine)."""
+    paper's pure-model rows) or reasoning, critique, modify (Self-Refine). Without a
+    ``script``: the calibrated single call, the reasoning agent of the pool's model best at
+    the task's family by its public single-call quality (``PuppeteerEnv.single_call_model``;
+    per family, never per task), then terminate (a board's baseline row)."""
 
     privileged = False
 
-    def __init__(self, script: Sequence[str]) -> None:
-        self.script = list(script)
+    def __init__(self, script: Sequence[str] | None = None) -> None:
+        self.script = None if script is None else list(script)
         self.steps = 0
+        self._env: Any = None
+
+    def bind(self, env: Any) -> None:
+        """Keep the env, for the default script's public single-call model."""
+        self._env = getattr(env, "unwrapped", env)
 
     def reset(self, seed: int | None = None) -> None:
         self.steps = 0
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
-        agent = self.script[self.steps] if self.steps < len(self.script) else "terminate"
+        script = self.script
+        if script is None:
+            single = getattr(self._env, "single_call_model", None)
+            if single is None:
+                raise ConfigError(
+                    "scripted-puppeteer without a script plays the env's single-call model, "
+                    "but it was not bound to a Puppeteer env (bind(env)); pass script=[...] "
+                    "(agent names) instead"
+                )
+            script = [f"{single()}:reasoning"]
+        agent = script[self.steps] if self.steps < len(script) else "terminate"
         self.steps += 1
         return f"<agent>{agent}</agent>"
