@@ -24,6 +24,7 @@ import inspect
 import itertools
 import operator
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
@@ -259,12 +260,50 @@ def _char_grams(flat: str, n: int) -> list[str]:
     return list(map("".join, zip(*(flat[k:] for k in range(n)), strict=False)))
 
 
+class _Packed:
+    """The codes of one kind of short char gram under packed keys: sorted keys and their
+    codes (numpy, replaced together in one tuple) and the grams met since the arrays were
+    last rebuilt (a dict, merged into the arrays in batches)."""
+
+    __slots__ = ("arrays", "pending")
+
+    def __init__(self) -> None:
+        self.arrays = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
+        self.pending: dict[int, float] = {}
+
+    def merge(self) -> None:
+        """Move the pending grams into the sorted arrays (or start over past the bound)."""
+        with _MERGE_LOCK:
+            items = list(self.pending.items())
+            keys, codes = self.arrays
+            if keys.size + len(items) > _CODES_MAX:
+                self.arrays = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
+                self.pending.clear()
+                return
+            if not items:
+                return
+            new_keys = np.fromiter((k for k, _ in items), dtype=np.int64, count=len(items))
+            new_codes = np.fromiter((c for _, c in items), dtype=np.float64, count=len(items))
+            keys = np.concatenate([keys, new_keys])
+            codes = np.concatenate([codes, new_codes])
+            order = keys.argsort(kind="stable")
+            self.arrays = (keys[order], codes[order])
+            for k, _ in items:
+                self.pending.pop(k, None)
+
+
+_MERGE_LOCK = threading.Lock()
+#: (n_features, n) -> the :class:`_Packed` codes of char n-grams (n <= 3)
+_PACKED: dict[tuple[int, int], _Packed] = {}
+
+
 def _char_codes(flat: str, n: int, n_features: int) -> np.ndarray:
     """The codes of ``flat``'s ``n``-character grams (``len(flat) >= n``), in order.
 
-    For ``n <= 3`` the grams are looked up by their code points packed in one integer (21
-    bits each: every code point fits), computed with numpy, so no substring is built; a
-    gram not seen yet is hashed from its text by :func:`_gram_codes` (same code)."""
+    For ``n <= 3`` each gram is its code points packed in one integer (21 bits each: every
+    code point fits), computed with numpy and looked up in a sorted array
+    (``searchsorted``): no substring is built and no Python runs per gram. A gram not seen
+    yet is hashed from its text (:func:`_code`, same code) and kept."""
     if n > 3:
         return _gram_codes(f"c{n}", _char_grams(flat, n), n_features)
     points = np.frombuffer(flat.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
@@ -275,18 +314,33 @@ def _char_codes(flat: str, n: int, n_features: int) -> np.ndarray:
         keys = (points[:-1] << 21) | points[1:]
     else:
         keys = (points[:-2] << 42) | (points[1:-1] << 21) | points[2:]
-    packed = keys.tolist()
-    table = _CODES.get((n_features, f"#c{n}"))
-    if table is None:
-        table = _CODES.setdefault((n_features, f"#c{n}"), {})
-    codes = np.fromiter(map(table.get, packed, repeat(0.0)), dtype=np.float64, count=len(packed))
-    if not codes.all():  # not seen yet under this key: the text's code, kept under it
-        if len(table) >= _CODES_MAX:
-            table.clear()
-        strings = _CODES.setdefault((n_features, f"c{n}"), {})
-        for i in (codes == 0.0).nonzero()[0].tolist():
-            code = _code(strings, f"c{n}", flat[i : i + n], n_features)
-            codes[i] = table[packed[i]] = code
+    packed = _PACKED.get((n_features, n))
+    if packed is None:
+        packed = _PACKED.setdefault((n_features, n), _Packed())
+    known, known_codes = packed.arrays
+    if known.size:
+        pos = known.searchsorted(keys)
+        pos[pos == known.size] = 0
+        codes = known_codes[pos]
+        found = known[pos] == keys
+        if found.all():
+            return codes
+        missing = (~found).nonzero()[0].tolist()
+    else:
+        codes = np.zeros(keys.size, dtype=np.float64)
+        missing = list(range(keys.size))
+    pending = packed.pending
+    strings = _CODES.setdefault((n_features, f"c{n}"), {})
+    for i in missing:
+        key = int(keys[i])
+        code = pending.get(key)
+        if code is None:
+            if len(pending) >= _CODES_MAX:
+                pending.clear()
+            code = pending[key] = _code(strings, f"c{n}", flat[i : i + n], n_features)
+        codes[i] = code
+    if len(pending) >= max(64, known.size >> 4):  # merged in batches: amortised
+        packed.merge()
     return codes
 
 

@@ -216,3 +216,36 @@ def test_view_observations_equal_hashing_the_joined_text() -> None:
         obs, _, term, trunc, info = env.step(int(options[i % len(options)]))
         if term or trunc:
             obs, info = env.reset()
+
+
+def test_tables_past_their_bounds_start_over_and_keep_the_features(monkeypatch) -> None:
+    # tiny bounds: every table (gram codes, packed char grams, shapes, paragraphs) fills and
+    # starts over many times; values must not change
+    import orchenv.discrete as discrete
+
+    for name, size in [
+        ("_CODES_MAX", 40),
+        ("_SHAPES_MAX", 10),
+        ("_PARAGRAPH_CACHE_SIZE", 3),
+        ("_PARAGRAPH_CACHE_CHARS", 60),
+    ]:
+        monkeypatch.setattr(discrete, name, size)
+    monkeypatch.setattr(discrete, "_CODES", {})
+    monkeypatch.setattr(discrete, "_PACKED", {})
+    monkeypatch.setattr(discrete, "_SHAPES", {})
+    monkeypatch.setattr(discrete, "_PARAGRAPHS", {})
+    texts = [x["text"] for e in golden()["envs"].values() for x in e[:8]] + hostile_texts()[30:70]
+    for _ in range(2):
+        for text in texts:
+            for options in (CONFIGS["mathroute"], CONFIGS["odd"]):
+                assert np.array_equal(hashed_ngrams(text, **options), reference(text, **options))
+
+
+def test_threads_hashing_at_once_get_the_plain_features() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [x["text"] for e in golden()["envs"].values() for x in e[:12]] * 2
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda t: hashed_ngrams(t, 48, char_ngrams=(1, 2, 3)), texts))
+    for text, vec in zip(texts, got, strict=True):
+        assert np.array_equal(vec, reference(text, 48, char_ngrams=(1, 2, 3)))
