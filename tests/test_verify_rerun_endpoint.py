@@ -70,6 +70,11 @@ class Stub:
             body = await request.json()
             self.seen.append({"body": body, "auth": request.headers.get("Authorization")})
             prompt = body["messages"][-1]["content"]
+            if prompt in ("deep answer", "nan answer"):  # JSON the record cannot hold as is
+                return web.Response(
+                    text='{"a": NaN}' if prompt == "nan answer" else "[" * 5000 + "]" * 5000,
+                    content_type="application/json",
+                )
             text = (
                 "<verdict>True</verdict>"
                 if "Proposed solution from" in prompt
@@ -282,8 +287,10 @@ def test_the_recording_proxy_refuses_and_records(tmp_path: Path, stub: Stub) -> 
         ):
             reply = getattr(requests, method)(url + path, timeout=30, **kw)
             assert reply.status_code == status, (path, kw.keys(), reply.text[:200])
-        assert requests.post(url + "/chat/completions", json=good, timeout=30).status_code == 200
-        assert requests.post(url + "/chat/completions", json=good, timeout=30).status_code == 200
+        for prompt in ("nan answer", "deep answer"):
+            hostile = {**good, "messages": [{"role": "user", "content": prompt}]}
+            reply = requests.post(url + "/chat/completions", json=hostile, timeout=30)
+            assert reply.status_code == 200 and reply.text[:2] in ('{"', "[[")
         assert requests.post(url + "/chat/completions", json=good, timeout=30).status_code == 429
         folder = tmp_path / "record"
         folder.mkdir()
@@ -291,6 +298,7 @@ def test_the_recording_proxy_refuses_and_records(tmp_path: Path, stub: Stub) -> 
         assert requests.post(url + "/chat/completions", json=good, timeout=30).status_code == 409
     calls = read_calls(folder / CALLS_FILE)
     assert [c["n"] for c in calls] == [1, 2, 3] and all(c["status"] == 200 for c in calls)
+    assert calls[1]["response"] == '{"a": NaN}' and calls[2]["response"].startswith("[[[")
     # an endpoint that is down: 502, recorded with the error
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

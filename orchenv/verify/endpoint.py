@@ -46,6 +46,8 @@ CALLS_FILE = "endpoint_calls.jsonl"
 ROUTES = (("POST", "/chat/completions"), ("POST", "/completions"), ("GET", "/models"))
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+#: the largest recording (then every call is refused, 507)
+MAX_RECORD_BYTES = 512 * 1024 * 1024
 #: calls one re-execution may make (default)
 DEFAULT_MAX_CALLS = 20_000
 #: sampling parameters a built-in endpoint controller may set
@@ -127,6 +129,7 @@ class RecordingProxy:
         self.timeout_s = timeout_s
         self.lock = threading.Lock()
         self.calls = 0
+        self.recorded_bytes = 0
         self.closed = False
         self._file = open(calls_path, "w", encoding="utf-8")  # noqa: SIM115 (closed in close)
         self._loop = asyncio.new_event_loop()
@@ -191,12 +194,25 @@ class RecordingProxy:
 
     # -- the record ---------------------------------------------------------------------------
     def _record(self, row: dict[str, Any]) -> bool:
-        """Append ``row`` (False when the recording is closed: the call is refused)."""
+        """Append ``row`` (False when the recording is closed: the call is refused). A
+        request or response JSON cannot hold (NaN, nesting past the recursion limit) is
+        recorded as its text."""
+        try:
+            line = json.dumps(row, ensure_ascii=True, allow_nan=False)
+        except (ValueError, RecursionError):
+            for k in ("request", "response"):
+                if k in row and not isinstance(row[k], str):
+                    try:
+                        row[k] = json.dumps(row[k], ensure_ascii=True)
+                    except (ValueError, RecursionError):
+                        row[k] = repr(row[k])[:MAX_RESPONSE_BYTES]
+            line = json.dumps(row, ensure_ascii=True, allow_nan=False)
         with self.lock:
             if self.closed:
                 return False
-            self._file.write(json.dumps(row, ensure_ascii=True, allow_nan=False) + "\n")
+            self._file.write(line + "\n")
             self._file.flush()
+            self.recorded_bytes += len(line) + 1
             return True
 
     def seal_into(self, folder: Path) -> list[str]:
@@ -245,6 +261,8 @@ class RecordingProxy:
                 return refuse(409, "the record is signed: no more calls are recorded")
             if self.calls >= self.max_calls:
                 return refuse(429, f"this re-execution may make {self.max_calls} calls")
+            if self.recorded_bytes >= MAX_RECORD_BYTES:
+                return refuse(507, f"the recording reached {MAX_RECORD_BYTES} bytes")
             self.calls += 1
             n = self.calls
         row: dict[str, Any] = {"n": n, "time": time.time(), "method": request.method, "path": route}

@@ -390,7 +390,7 @@ def rerun_entry_point(
             referee_name=target.name,
             referee_task_file=str(task_file) if task_file is not None else None,
         )
-        config.referee_extra = extra  # type: ignore[attr-defined]  (read by serve.app._referee)
+        config.referee_extra = extra  # type: ignore[attr-defined]  # read by serve.app._referee
         app = build_app(config)
         uds = os.path.join(sock_dir, "referee.sock")
         with _Server(app, uds):
