@@ -33,7 +33,9 @@ from orchenv.envs.alfworld.games import (
     GameTasks,
     game_file_list,
     normalize_task_types,
+    scan_split,
 )
+from orchenv.envs.alfworld.sealed import SEALED_GAMES, real_split, sealed_game_root
 from orchenv.error import ConfigError, EnvStateError, UnknownNameError
 from orchenv.parsing import strip_reasoning
 from orchenv.pool import Message
@@ -167,6 +169,10 @@ class ALFWorldEnv(OrchestrationEnv):
       ``observation_mode="chat"``).
     - ``max_command_chars``: longer commands never reach the engine (default 1,000).
     - ``choice_slots``: the size of the discrete action set (default 16; see below).
+    - ``sealed_games``: how many games a sealed env (the shared argument ``sealed``, a
+      board's secret) generates for its split (default 20; ``sealed.py``). A sealed env plays
+      games drawn under the secret, not the bundled ones, so ``data_dir`` and ``game_files``
+      are refused with it; ``info["extra.gamefile"]`` shows the opaque task id.
 
     ## Discrete actions
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``; ``choices.py``):
@@ -235,9 +241,21 @@ class ALFWorldEnv(OrchestrationEnv):
         history: int = 0,
         max_command_chars: int = 1000,
         choice_slots: int = DEFAULT_SLOTS,
+        sealed_games: int = SEALED_GAMES,
         **shared: Unpack[SharedArguments],
     ) -> None:
         super().__init__(**shared)
+        if isinstance(sealed_games, bool) or not isinstance(sealed_games, int) or sealed_games < 1:
+            raise ConfigError(
+                f"sealed_games must be an int >= 1 (an empty game list hangs alfworld), "
+                f"got {sealed_games!r}"
+            )
+        if self._sealed is not None and (data_dir is not None or game_files is not None):
+            raise ConfigError(
+                "a sealed ALFWorld env plays games generated under the board's secret "
+                "(envs/alfworld/sealed.py): drop data_dir / game_files (they would be public)"
+            )
+        self.sealed_games = sealed_games
         if choice_slots < 1:
             raise ConfigError(f"choice_slots must be >= 1, got {choice_slots}")
         self.choice_slots = int(choice_slots)
@@ -283,7 +301,15 @@ class ALFWorldEnv(OrchestrationEnv):
     def catalog(self) -> GameCatalog:
         """Every game the env can find (built on first use; shared by copies and forks)."""
         if self._catalog is None:
-            self._catalog = GameCatalog.build(data_dir=self.data_dir, game_files=self.game_files)
+            if self._sealed is not None:
+                # issue 37: games drawn under the board's secret, in a private cache folder
+                split = real_split(self.split)
+                root = sealed_game_root(self._sealed, split, self.sealed_games)
+                self._catalog = GameCatalog({split: scan_split(root, split)}, "sealed", None)
+            else:
+                self._catalog = GameCatalog.build(
+                    data_dir=self.data_dir, game_files=self.game_files
+                )
         return self._catalog
 
     def _build_task_source(self) -> GameTasks:
@@ -335,7 +361,10 @@ class ALFWorldEnv(OrchestrationEnv):
             "feedback": self.state.feedback,
             "admissible_commands": list(self.state.admissible_commands),
             "won": self.state.won,
-            "extra.gamefile": self.state.gamefile,
+            # a sealed game's path names the private cache: the opaque id stands for it
+            "extra.gamefile": self.state.gamefile
+            if self._sealed is None
+            else self.public_task_id(),
             "goal": self.goal,
             "task_type": self.game.task_type,
         }

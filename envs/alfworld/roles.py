@@ -44,6 +44,7 @@ from orchenv.core import OrchestrationEnv, Outcome, SharedArguments, arguments_f
 from orchenv.envs.alfworld.agents import ROLES, alfworld_role_pool, command_role, subgoal
 from orchenv.envs.alfworld.choices import role_choices, role_shortcuts
 from orchenv.envs.alfworld.env import NOTHING_HAPPENS, ALFWorldEnv, normalize_command
+from orchenv.envs.alfworld.sealed import SEALED_GAMES
 from orchenv.error import ConfigError
 from orchenv.memory import AgentOutput, RoutingSettings, TokenCounter, render_context
 from orchenv.parsing import extract_tag, is_placeholder, strip_reasoning
@@ -428,6 +429,9 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     - ``token_counter``: how memory items are measured (default: 4 chars/token).
     - ``cost_weight``: dollars-to-reward weight of the call cost (default 0, >= 0).
     - ``data_dir``, ``game_files``, ``task_types``: the games, as for ``ALFWorldEnv``.
+    - ``sealed_games``: games a sealed env generates for its split, as for ``ALFWorldEnv``
+      (issue 37: with the shared argument ``sealed`` the team plays games drawn under the
+      board's secret, ``sealed.py``).
 
     ## Discrete actions
     ``action_choices()`` (for ``orchenv.discrete`` and ``orchenv audit``): one
@@ -483,12 +487,15 @@ class ALFWorldControllerEnv(OrchestrationEnv):
         data_dir: str | os.PathLike[str] | None = None,
         game_files: Sequence[str | os.PathLike[str]] | None = None,
         task_types: Sequence[str | int] | None = None,
+        sealed_games: int = SEALED_GAMES,
         **shared: Unpack[SharedArguments],
     ) -> None:
         super().__init__(**shared)
         if cost_weight < 0:
             raise ConfigError(f"cost_weight must be >= 0 (it subtracts dollars), got {cost_weight}")
         house = {"split": self.split, "data_dir": data_dir, "game_files": game_files}
+        # issue 37: a sealed team plays games drawn under the board's secret (sealed.py)
+        house.update(sealed=self._sealed, sealed_games=sealed_games)
         self.game = ALFWorldRoleGame(
             **arguments_for(ALFWorldRoleGame, {**locals(), "max_turns": self.max_turns}),
             expert="planner",
