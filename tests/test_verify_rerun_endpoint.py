@@ -328,3 +328,39 @@ def test_endpoint_declarations_are_checked() -> None:
     ):
         with pytest.raises(DataError, match=why):
             check_endpoint(bad, "e")
+
+
+OPENAI_CLIENT = '''
+import os
+
+from openai import OpenAI
+
+
+class Router:
+    """What a submitter writes: the OpenAI client, configured by the environment."""
+
+    def __init__(self):
+        self.client = OpenAI(max_retries=0, timeout=60)  # OPENAI_BASE_URL, OPENAI_API_KEY
+        self.model = os.environ["ORCHENV_ENDPOINT_MODEL"]
+
+    def act(self, observation, info):
+        reply = self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": observation}]
+        )
+        return reply.choices[0].message.content
+'''
+
+
+@needs_bwrap
+def test_the_openai_client_works_unchanged_in_the_sandbox(board: dict, stub: Stub) -> None:
+    pytest.importorskip("openai")
+    bundle = _bundle(
+        board["root"], "openai-client", {"base_url": stub.base_url, "model": MODEL}, OPENAI_CLIENT
+    )
+    out = board["root"] / "runs" / "endpoint-openai"
+    result = rerun_entry_point(bundle, board["board"], board["key_file"], out, timeout_s=300)
+    assert result.status == "complete", result.stderr_tail
+    calls = read_calls(out / CALLS_FILE)
+    actions = [a for r in read_episode_log(out / "episodes.jsonl") for a in r["actions"]]
+    assert len(calls) == len(actions) == result.calls and all(c["status"] == 200 for c in calls)
+    assert [c["response"]["choices"][0]["message"]["content"] for c in calls] == actions
