@@ -145,12 +145,48 @@ def test_env_observations_keep_their_recorded_features() -> None:
     assert checked >= 175 * len(CONFIGS)
 
 
-def test_mathroute_text_statistics_count_digits_as_before() -> None:
+def reference_text_statistics(text: str) -> np.ndarray:
+    """MathRoute's ``text_statistics`` as commit df61962 wrote it (before issue 40's speed
+    work): the oracle for the faster one."""
+    import math
+
+    from orchenv.envs.mathroute.features import (
+        _LATEX_RE,
+        _NUMBER_RE,
+        _OPERATOR_RE,
+        MAX_STAT_CHARS,
+    )
+
+    head = text[:MAX_STAT_CHARS]
+    numbers = _NUMBER_RE.findall(head)
+    logs = [math.log10(1.0 + float(x)) for x in numbers]
+    return np.array(
+        [
+            math.log1p(len(text)) / 8.0,
+            math.log1p(len(head.split())) / 6.0,
+            math.log1p(sum(c.isdigit() for c in head)) / 5.0,
+            math.log1p(len(numbers)) / 4.0,
+            math.log1p(len(set(numbers))) / 4.0,
+            max(logs, default=0.0) / 6.0,
+            (sum(logs) / len(logs) if logs else 0.0) / 4.0,
+            math.log1p(len(_OPERATOR_RE.findall(head))) / 4.0,
+            math.log1p(len(_LATEX_RE.findall(head))) / 4.0,
+            math.log1p(head.count("\n")) / 4.0,
+            float("." in "".join(numbers)),
+            float("%" in head),
+        ],
+        dtype=np.float32,
+    )
+
+
+def test_mathroute_text_statistics_are_the_recorded_ones() -> None:
     from orchenv.envs.mathroute.features import text_statistics
 
-    for text in [*hostile_texts()[:30], "x² + ³ ١٢ 42", "no digits"]:
-        want = np.log1p(sum(c.isdigit() for c in text[:100_000])) / 5.0
-        assert text_statistics(text)[2] == np.float32(want)
+    texts = [x["text"] for e in golden()["envs"].values() for x in e]
+    texts += [*hostile_texts(), "x² + ³ ١٢ 42", "no digits", "½ ⅓ 12.5%"]
+    for text in texts:
+        for part in {text, *text.split("\n\n")}:
+            assert np.array_equal(text_statistics(part), reference_text_statistics(part)), part[:80]
 
 
 def test_hostile_texts_keep_their_recorded_features() -> None:

@@ -72,6 +72,13 @@ def _log10p(number: str) -> float:
     return math.log10(1.0 + float(number))
 
 
+def _digit_count(text: str) -> int:
+    """How many characters of ``text`` are ``str.isdigit`` (ASCII text: ten C-level counts)."""
+    if text.isascii():
+        return sum(map(text.count, "0123456789"))
+    return sum(map(str.isdigit, text))
+
+
 @lru_cache(maxsize=4096)
 def text_statistics(text: str) -> np.ndarray:
     """Scaled counts that carry difficulty: length, digits, how many and how large the numbers
@@ -86,7 +93,7 @@ def text_statistics(text: str) -> np.ndarray:
         [
             math.log1p(len(text)) / 8.0,
             math.log1p(len(head.split())) / 6.0,
-            math.log1p(sum(map(str.isdigit, head))) / 5.0,  # C-level: same count
+            math.log1p(_digit_count(head)) / 5.0,
             math.log1p(len(numbers)) / 4.0,
             math.log1p(len(set(numbers))) / 4.0,
             max(logs, default=0.0) / 6.0,
