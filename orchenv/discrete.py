@@ -403,7 +403,7 @@ def _paragraph(lower: str, options: tuple[Any, ...]) -> _Counted:
     return hit
 
 
-def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> np.ndarray:
+def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> list[float]:
     """The codes of the grams that span a paragraph border: the word n-grams (n > 1) and
     character n-grams of the whole text that lie in no single paragraph (a few per border,
     looked up one by one)."""
@@ -451,7 +451,7 @@ def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> np.ndarray:
             starts = {j for s in spaces for j in range(max(s - 1 - n + 1, 0), min(s - 1, last) + 1)}
             table = _CODES.setdefault((n_features, f"c{n}"), {})
             codes += [_code(table, f"c{n}", flat[j : j + n], n_features) for j in starts]
-    return np.array(codes, dtype=np.float64)
+    return codes
 
 
 def hashed_ngrams(
@@ -491,9 +491,11 @@ def hashed_ngrams(
     if len(pieces) == 1:
         raw = pieces[0].vector
     else:
-        raw = _bincount([_across(pieces, options)], n_features)
-        for piece in pieces:
-            raw = raw + piece.vector
+        raw = pieces[0].vector + pieces[1].vector
+        for piece in pieces[2:]:
+            raw += piece.vector
+        for code in _across(pieces, options):  # a few per border: added one by one
+            raw[int(abs(code)) - 1] += 1.0 if code > 0 else -1.0
     vec = raw.astype(np.float32)
     if damp:
         vec = np.sign(vec) * np.log1p(np.abs(vec))
