@@ -161,6 +161,26 @@ def has_controls(text: str) -> bool:
     return _CONTROL_CHARS.search(text) is not None
 
 
+#: ``has_controls`` answers kept for texts seen again (a cached system prompt is in every
+#: observation): at most ``_SEEN_SIZE`` texts of at most ``_SEEN_CHARS`` characters
+_SEEN: dict[str, bool] = {}
+_SEEN_SIZE = 256
+_SEEN_CHARS = 16_384
+
+
+def _has_controls_seen(text: str) -> bool:
+    """``has_controls``, remembered for plain ``str`` texts up to ``_SEEN_CHARS``."""
+    if type(text) is not str or len(text) > _SEEN_CHARS:
+        return has_controls(text)
+    found = _SEEN.get(text)
+    if found is None:
+        found = has_controls(text)
+        if len(_SEEN) >= _SEEN_SIZE:
+            _SEEN.clear()
+        _SEEN[text] = found
+    return found
+
+
 def escape_controls(text: str) -> str:
     """``text`` with control and bidi-override characters written as escapes (``\\x1b``,
     ``\\u202e``), so what a model or a terminal shows is what the text says."""
@@ -792,7 +812,7 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
         and the step's info in the schema of ``orchenv.info.StepInfo``."""
         messages = [
             {**m, "content": escape_controls(m["content"])}
-            if isinstance(m.get("content"), str) and has_controls(m["content"])
+            if isinstance(m.get("content"), str) and _has_controls_seen(m["content"])
             else m
             for m in self._with_notice(self._messages())
         ]

@@ -15,6 +15,7 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -135,9 +136,7 @@ class AgentPool:
         self.max_concurrency = max_concurrency
         # one slot pool per backend: concurrent callers (vector envs, call_many) share it
         self._slots = {
-            name: threading.BoundedSemaphore(
-                int(getattr(backend, "max_concurrency", None) or max_concurrency)
-            )
+            name: CallSlots(int(getattr(backend, "max_concurrency", None) or max_concurrency))
             for name, backend in self._backends.items()
         }
 
@@ -148,13 +147,16 @@ class AgentPool:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_slots"] = {name: sem._initial_value for name, sem in self._slots.items()}  # type: ignore[attr-defined]
+        state["_slots"] = {  # a slot object set by hand (a threading semaphore) copies too
+            name: getattr(sem, "size", None) or sem._initial_value  # type: ignore[attr-defined]
+            for name, sem in self._slots.items()
+        }
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         slots = state.pop("_slots")
         self.__dict__.update(state)
-        self._slots = {name: threading.BoundedSemaphore(n) for name, n in slots.items()}
+        self._slots = {name: CallSlots(n) for name, n in slots.items()}
 
     # -- lookup -------------------------------------------------------------
     @property
@@ -328,6 +330,55 @@ def resolve_agent(name: str, pool: AgentPool) -> str:
     raise UnknownNameError("agent", name, [*pool.names, "strongest", "middle", "weakest"])
 
 
+class CallSlots:
+    """A backend's concurrency slots: at most ``size`` holders at once (``with slots:``).
+
+    ``threading.BoundedSemaphore``'s use here, with a lock-only path when a slot is free
+    (issue 40: the semaphore's condition variable was a twentieth of a simulated call); a
+    caller that finds none waits on its own lock and is handed the next slot released, in
+    arrival order."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ConfigError(f"a backend needs at least 1 concurrency slot, got {size}")
+        self.size = size
+        self._free = size
+        self._lock = threading.Lock()
+        self._waiting: deque[threading.Lock] = deque()
+
+    def __enter__(self) -> CallSlots:
+        with self._lock:
+            if self._free:
+                self._free -= 1
+                return self
+            handoff = threading.Lock()
+            handoff.acquire()
+            self._waiting.append(handoff)
+        try:
+            handoff.acquire()  # released by the holder that hands this caller its slot
+        except BaseException:  # interrupted while waiting: leave the queue, or pass the slot on
+            with self._lock:
+                still_waiting = handoff in self._waiting
+                if still_waiting:
+                    self._waiting.remove(handoff)
+            if not still_waiting:
+                self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().release()  # the slot passes on, never freed
+            else:
+                self._free += 1
+
+    @property
+    def free(self) -> int:
+        """Slots nobody holds now."""
+        return self._free
+
+
 @dataclass
 class UsageMeter:
     """Running totals of calls, tokens and dollars per agent."""
@@ -345,13 +396,15 @@ class UsageMeter:
     metering_disagreements: int = 0
 
     def record(self, completion: Completion) -> None:
-        self.calls[completion.agent] = self.calls.get(completion.agent, 0) + 1
+        calls, agent = self.calls, completion.agent
+        calls[agent] = calls.get(agent, 0) + 1
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
         self.cost_usd += completion.cost_usd
         self.latency_s += completion.latency_s
         self.cached_calls += int(completion.cached)
-        self.estimated_calls += int(completion.tokens_estimated)
+        # Completion.tokens_estimated, inline (issue 40: two meters record every call)
+        self.estimated_calls += int(completion.token_source not in ("server", "tokenizer"))
         metering = completion.meta.get("metering") if completion.meta else None
         if isinstance(metering, Mapping):
             self.metering_checked += 1

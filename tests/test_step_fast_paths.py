@@ -146,3 +146,46 @@ def test_simulated_luck_cache_is_the_hash() -> None:
         task = Task(id=f"t{i}", prompt="p", answers=("1",))
         u = min(max(stable_uniform("simulated-outcome", 3, task.id, "a"), 1e-15), 1 - 1e-15)
         assert backend._luck(spec, task) == _logit(u) == backend._luck(spec, task)
+
+
+def test_call_slots_bound_concurrency_and_hand_slots_on() -> None:
+    import threading
+    import time
+
+    from orchenv.pool import CallSlots
+
+    slots = CallSlots(2)
+    active, peak, done = [0], [0], []
+    guard = threading.Lock()
+
+    def work(i: int) -> None:
+        with slots:
+            with guard:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            time.sleep(0.005)
+            with guard:
+                active[0] -= 1
+        done.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(done) == list(range(12)) and peak[0] == 2
+    assert slots.free == 2
+    with pytest.raises(ValueError):
+        CallSlots(0)
+
+
+def test_a_copied_pool_keeps_its_slot_sizes() -> None:
+    import pickle
+
+    import gymnasium as gym
+
+    pool = gym.make("orch/MathRoute-v0").unwrapped.pool
+    copy = pickle.loads(pickle.dumps(pool))
+    assert {k: s.size for k, s in copy._slots.items()} == {
+        k: s.size for k, s in pool._slots.items()
+    }
