@@ -92,6 +92,17 @@ def test_webshop_sealed_catalog_is_another_catalog():
     goal = public.task_source.get("test", 0).meta["goal"]
     with pytest.raises(ConfigError, match="'goal' is refused"):
         sealed.reset(seed=0, options={"goal": goal})
+    # a purchase's info says correct (what boards count as accuracy) exactly when it succeeds
+    results = []
+    for shopper in (GoalShopper(goal), WebShopFirstHit()):
+        obs, info = public.reset(seed=0, options={"goal": goal})
+        done = False
+        while not done:
+            obs, _, term, trunc, info = public.step(shopper.act(obs, info))
+            done = term or trunc
+        assert info["correct"] is info["success"] is (info["score"] >= 1.0)
+        results.append(info["correct"])
+    assert results[0] is True  # the goal's own product and options
     # the original's files are public: a sealed env over them is refused, saying why
     with pytest.raises(ConfigError, match="generated catalog"):
         gym.make("orch/WebShop-v0", source="files", sealed=SECRET)

@@ -217,6 +217,7 @@ class WebShopEnv(OrchestrationEnv):
     ``truncated`` when ``max_turns`` actions (default 100) pass without a purchase
     (score 0). The last ``info`` carries ``score`` (the reward, a float in [0, 1]),
     ``success`` (score == 1, WebShop's success rate), both also in ``metrics``,
+    ``correct`` (equal to ``success``: what run records and boards count as accuracy),
     ``task_id``, ``final_answer`` (``{"asin", "title", "options", "price"}`` of the
     bought item, or None) and ``turns``; ``info["privileged"]["goal"]`` holds the
     goal for analysis (policies must not read it).
@@ -506,6 +507,7 @@ class WebShopEnv(OrchestrationEnv):
             "final_answer": final,
             "score": score,
             "success": success,
+            "correct": success,  # what run records and boards count as accuracy
             "metrics": {"score": score, "success": float(success)},
             "privileged": {"goal": self.goal.as_dict()},
         }
