@@ -132,6 +132,11 @@ BOARDS: dict[str, Board] = {
             "test",
             30,
             [("env-random", {}), ("pool-agent", {})],
+            note="pool-agent sends the controller's prompt to the env's planner agent (a "
+            "simulated role agent) and plays its reply; the planner answers with a plan "
+            "(<plan>1. GoTo(...) ...</plan>), not with the role that acts next, so every move "
+            "of that row is invalid (invalid rate 1.000, the env's format penalty each turn): "
+            "it is on the board as the registered controller it is, not as a baseline.",
         ),
         *(
             Board(
