@@ -75,12 +75,12 @@ if TYPE_CHECKING:
 REALISTIC_SKILL = 0.6
 REALISTIC_SKILL_SOURCE = (
     "calibration to seed 003 Table 1: the evolved Puppeteer (Titan) scores 0.83 on MMLU-Pro; "
-    "orchenv's skill reference reaches 0.832 +- 0.030 there at s = 0.6 (600 test tasks, "
-    "after issue 38; 0.838 +- 0.019 before it). On GSM-Hard the reference at s = 0.6 is "
-    "above the paper's Puppeteer since issue 38 (its no-skill default revises while the "
-    "single call is more likely wrong): Titan 0.752 +- 0.035 (paper 0.70), Mimas, the "
-    "default id, 0.673 +- 0.038 (paper 0.54, reached at s = 0.15: 0.532 +- 0.040); the "
-    "Mono row (0.76, no better than the single call) would give s = 0 (docs/puppeteer.md)."
+    "orchenv's skill reference reaches 0.838 +- 0.029 there at s = 0.6 (600 test tasks, "
+    "after issue 38's third pass; 0.832 +- 0.030 before it). On GSM-Hard the reference at "
+    "s = 0.6 is above the paper's Puppeteer (it may have a program rewritten by the coder "
+    "most likely to get the task right): Titan 0.918 +- 0.022 (paper 0.70), Mimas, the "
+    "default id, 0.765 +- 0.034 (paper 0.54; s = 0.15 gives 0.572 +- 0.040); the Mono row "
+    "(0.76, no better than the single call) would give s = 0 (docs/puppeteer.md)."
 )
 #: the no-skill default stops after an answer when its model's public single-call quality on
 #: the task's family is at least this (the answer is more likely right than wrong), and else
@@ -431,7 +431,10 @@ class PuppeteerEnv(OrchestrationEnv):
         latent difficulty and whether the draft is right; simulated presets' calibration).
         Compares a fresh answer by each model (``revision.conditional_right``), a critique
         and, after a critique, a ``modify`` by each model (``revision.fix_probability``), and
-        a ``run_python`` first where a right program's evidence is worth the extra step."""
+        a ``run_python`` where a right program's evidence is worth the extra step: when no
+        program ran on the branch or the last one was wrong (issue 38: the puppeteer reads the
+        program's output), each model's chance given the task's program latent and the
+        model's own (``revision.program_conditional``)."""
         assert self.task is not None
         family = outputs.family_of(self.task)
         branch = self.branches[0]
