@@ -161,6 +161,7 @@ def test_an_endpoint_controller_is_re_executed_through_the_recording_proxy(
         out,
         timeout_s=300,
         endpoint_key_env="STUB_KEY",
+        endpoint_allow_private=True,  # the stub listens on 127.0.0.1
     )
     assert result.status == "complete", result.stderr_tail
     assert result.note == (
@@ -250,7 +251,9 @@ def test_an_entry_point_reaches_its_endpoint_only_through_the_proxy(
     entry["kwargs"] = {"direct": ["127.0.0.1", stub.port]}
     (bundle / "entry_point.json").write_text(json.dumps(entry))
     out = board["root"] / "runs" / "endpoint-probing"
-    result = rerun_entry_point(bundle, board["board"], board["key_file"], out, timeout_s=300)
+    result = rerun_entry_point(
+        bundle, board["board"], board["key_file"], out, timeout_s=300, endpoint_allow_private=True
+    )
     assert result.status == "complete", result.stderr_tail
     calls = read_calls(out / CALLS_FILE)
     found = json.loads(calls[-1]["request"]["user"])
@@ -269,7 +272,11 @@ def test_the_recording_proxy_refuses_and_records(tmp_path: Path, stub: Stub) -> 
     endpoint is answered 502 and recorded; after the record is sealed every call is 409."""
     uds = str(tmp_path / "p.sock")
     proxy = RecordingProxy(
-        {"base_url": stub.base_url, "model": MODEL}, uds, tmp_path / "calls.jsonl", max_calls=3
+        {"base_url": stub.base_url, "model": MODEL},
+        uds,
+        tmp_path / "calls.jsonl",
+        max_calls=3,
+        allow_private=True,
     )
     with proxy:
         url = f"http://127.0.0.1:{forward_loopback(uds)}/v1"
@@ -305,12 +312,25 @@ def test_the_recording_proxy_refuses_and_records(tmp_path: Path, stub: Stub) -> 
         dead = s.getsockname()[1]
     uds2 = str(tmp_path / "q.sock")
     with RecordingProxy(
-        {"base_url": f"http://127.0.0.1:{dead}/v1", "model": MODEL}, uds2, tmp_path / "c2.jsonl"
+        {"base_url": f"http://127.0.0.1:{dead}/v1", "model": MODEL},
+        uds2,
+        tmp_path / "c2.jsonl",
+        allow_private=True,
     ):
         url = f"http://127.0.0.1:{forward_loopback(uds2)}/v1"
         assert requests.post(url + "/chat/completions", json=good, timeout=30).status_code == 502
     (row,) = read_calls(tmp_path / "c2.jsonl")
     assert "error" in row and row["request"] == good
+    # by default the proxy connects to public addresses only: a submission cannot point it
+    # at the verifier's loopback, private network or the cloud metadata address
+    for base in (stub.base_url, "http://169.254.169.254/latest", "http://[::1]:9/v1"):
+        uds3 = str(tmp_path / "r.sock")
+        with RecordingProxy({"base_url": base, "model": MODEL}, uds3, tmp_path / "c3.jsonl"):
+            url = f"http://127.0.0.1:{forward_loopback(uds3)}/v1"
+            reply = requests.post(url + "/chat/completions", json=good, timeout=30)
+            assert reply.status_code == 502 and "not a public address" in reply.text, reply.text
+        (row,) = read_calls(tmp_path / "c3.jsonl")
+        assert "not a public address" in row["error"]
 
 
 def test_endpoint_declarations_are_checked() -> None:
@@ -358,7 +378,9 @@ def test_the_openai_client_works_unchanged_in_the_sandbox(board: dict, stub: Stu
         board["root"], "openai-client", {"base_url": stub.base_url, "model": MODEL}, OPENAI_CLIENT
     )
     out = board["root"] / "runs" / "endpoint-openai"
-    result = rerun_entry_point(bundle, board["board"], board["key_file"], out, timeout_s=300)
+    result = rerun_entry_point(
+        bundle, board["board"], board["key_file"], out, timeout_s=300, endpoint_allow_private=True
+    )
     assert result.status == "complete", result.stderr_tail
     calls = read_calls(out / CALLS_FILE)
     actions = [a for r in read_episode_log(out / "episodes.jsonl") for a in r["actions"]]

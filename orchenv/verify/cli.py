@@ -99,6 +99,12 @@ def add_subcommands(sub: Any) -> None:
         "sandbox)",
     )
     v.add_argument(
+        "--endpoint-allow-private",
+        action="store_true",
+        help="--board: let the recording proxy connect to a loopback, private or link-local "
+        "address (an endpoint on the maintainer's own network); off: public addresses only",
+    )
+    v.add_argument(
         "--wheelhouse",
         metavar="DIR",
         help="--board, for a bundle with pinned requirements: install them from this folder "
@@ -144,6 +150,7 @@ def cmd_rerun_sandboxed(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         task_file=args.task_file,
         endpoint_key_env=args.endpoint_key_env,
+        endpoint_allow_private=args.endpoint_allow_private,
         wheelhouse=args.wheelhouse,
         index_url=args.index_url,
     )

@@ -12,6 +12,9 @@ proxy:
   only (anything else: 404), JSON request bodies of at most ``MAX_REQUEST_BYTES``;
 * refuses a request that names another model than the submission's (403): the calls go to
   the declared model, or nowhere;
+* connects only to public addresses (``allow_private``: also loopback, private and
+  link-local ones, for an endpoint the maintainer runs on their own network): a submission
+  cannot point the verifier's proxy at the maintainer's internal services;
 * forwards to ``base_url`` (adding the verifier's API key, which never enters the sandbox),
   reads at most ``MAX_RESPONSE_BYTES`` of the answer, and records every request and its
   response (or the error) as one JSON line, before the sandbox sees the answer;
@@ -99,6 +102,31 @@ def note(endpoint: Mapping[str, Any]) -> str:
     )
 
 
+def _public_connector(allow_private: bool) -> Any:
+    """An aiohttp connector that connects only to global addresses (unless
+    ``allow_private``), whatever a name resolves to, checked on each connection."""
+    import ipaddress
+
+    import aiohttp
+
+    class PublicOnly(aiohttp.TCPConnector):
+        async def _resolve_host(self, host: str, port: int, traces: Any = None) -> Any:
+            results = await super()._resolve_host(host, port, traces)
+            if allow_private:
+                return results
+            for r in results:
+                address = ipaddress.ip_address(str(r["host"]).split("%")[0])
+                if not address.is_global:
+                    raise OSError(
+                        f"{host} resolves to {address}, not a public address: the recording "
+                        "proxy connects to public endpoints only (the maintainer may allow "
+                        "private ones: --endpoint-allow-private)"
+                    )
+            return results
+
+    return PublicOnly()
+
+
 def _json_or_text(raw: bytes) -> Any:
     try:
         return json.loads(raw)
@@ -120,8 +148,10 @@ class RecordingProxy:
         api_key: str | None = None,
         max_calls: int = DEFAULT_MAX_CALLS,
         timeout_s: float = 300.0,
+        allow_private: bool = False,
     ) -> None:
         self.endpoint = dict(endpoint)
+        self.allow_private = allow_private
         self.uds = uds
         self.calls_path = calls_path
         self.api_key = api_key
@@ -156,7 +186,10 @@ class RecordingProxy:
         from aiohttp import web
 
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self.timeout_s), auto_decompress=True
+            connector=_public_connector(self.allow_private),
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+            auto_decompress=True,
+            trust_env=False,
         )
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -284,8 +317,10 @@ class RecordingProxy:
                 status = upstream.status
                 ctype = upstream.headers.get("Content-Type", "application/json")
         except Exception as exc:  # noqa: BLE001 - recorded, answered 502
+            cause = getattr(exc, "os_error", None) or exc.__cause__
             row.update(
-                error=f"{type(exc).__name__}: {exc}"[:2000], seconds=time.monotonic() - started
+                error=(f"{type(exc).__name__}: {exc}" + (f" ({cause})" if cause else ""))[:2000],
+                seconds=time.monotonic() - started,
             )
             if not self._record(row):
                 return refuse(409, "the record is signed: no more calls are recorded")

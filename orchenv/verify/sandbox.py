@@ -272,6 +272,7 @@ def rerun_entry_point(
     task_file: str | os.PathLike[str] | None = None,
     endpoint_key_env: str | None = None,
     endpoint_max_calls: int | None = None,
+    endpoint_allow_private: bool = False,
     wheelhouse: str | os.PathLike[str] | None = None,
     index_url: str | None = None,
 ) -> Rerun:
@@ -279,7 +280,8 @@ def rerun_entry_point(
     (module docstring); the signed record is written to ``out`` (a new folder). A bundle that
     names an OpenAI-compatible endpoint reaches it through the recording proxy
     (``orchenv.verify.endpoint``; ``endpoint_key_env``: the verifier's environment variable
-    holding the endpoint's API key, never passed into the sandbox); its calls are signed
+    holding the endpoint's API key, never passed into the sandbox; ``endpoint_allow_private``:
+    let the proxy connect to loopback / private addresses too); its calls are signed
     with the record (``endpoint_calls.jsonl``). A bundle with pinned requirements gets them
     installed first into a fresh venv from the maintainer's ``wheelhouse`` or ``index_url``
     (``orchenv.verify.requirements``; hashes required, wheels only, outside the sandbox)."""
@@ -361,6 +363,7 @@ def rerun_entry_point(
                 Path(calls_dir) / ep.CALLS_FILE,
                 api_key=api_key,
                 max_calls=endpoint_max_calls or ep.DEFAULT_MAX_CALLS,
+                allow_private=endpoint_allow_private,
             )
             stack.enter_context(proxy)
             notes.insert(0, ep.note(endpoint))
