@@ -25,7 +25,7 @@ import itertools
 import operator
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import import_module
@@ -297,15 +297,24 @@ _MERGE_LOCK = threading.Lock()
 _PACKED: dict[tuple[int, int], _Packed] = {}
 
 
-def _char_codes(flat: str, n: int, n_features: int) -> np.ndarray:
+def _char_codes(
+    flat: str, n: int, n_features: int, *, dedupe: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
     """The codes of ``flat``'s ``n``-character grams (``len(flat) >= n``), in order.
 
     For ``n <= 3`` each gram is its code points packed in one integer (21 bits each: every
     code point fits), computed with numpy and looked up in a sorted array
     (``searchsorted``): no substring is built and no Python runs per gram. A gram not seen
-    yet is hashed from its text (:func:`_code`, same code) and kept."""
+    yet is hashed from its text (:func:`_code`, same code) and kept.
+
+    ``dedupe`` (long texts): the codes of the distinct grams and their counts (else one code
+    per occurrence and ``None``), so a 10 MB observation needs no per-gram Python objects."""
     if n > 3:
-        return _gram_codes(f"c{n}", _char_grams(flat, n), n_features)
+        grams = _char_grams(flat, n)
+        if dedupe:
+            counted = Counter(grams)
+            return _gram_codes(f"c{n}", list(counted), n_features), _counts(counted)
+        return _gram_codes(f"c{n}", grams, n_features), None
     points = np.frombuffer(flat.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     points = points.astype(np.int64)
     if n == 1:
@@ -314,6 +323,10 @@ def _char_codes(flat: str, n: int, n_features: int) -> np.ndarray:
         keys = (points[:-1] << 21) | points[1:]
     else:
         keys = (points[:-2] << 42) | (points[1:-1] << 21) | points[2:]
+    where: np.ndarray | None = None  # the first place of each key (dedupe)
+    counts: np.ndarray | None = None
+    if dedupe:
+        keys, where, counts = np.unique(keys, return_index=True, return_counts=True)
     packed = _PACKED.get((n_features, n))
     if packed is None:
         packed = _PACKED.setdefault((n_features, n), _Packed())
@@ -324,7 +337,7 @@ def _char_codes(flat: str, n: int, n_features: int) -> np.ndarray:
         codes = known_codes[pos]
         found = known[pos] == keys
         if found.all():
-            return codes
+            return codes, counts
         missing = (~found).nonzero()[0].tolist()
     else:
         codes = np.zeros(keys.size, dtype=np.float64)
@@ -337,11 +350,17 @@ def _char_codes(flat: str, n: int, n_features: int) -> np.ndarray:
         if code is None:
             if len(pending) >= _CODES_MAX:
                 pending.clear()
-            code = pending[key] = _code(strings, f"c{n}", flat[i : i + n], n_features)
+            at = i if where is None else int(where[i])
+            code = pending[key] = _code(strings, f"c{n}", flat[at : at + n], n_features)
         codes[i] = code
     if len(pending) >= max(64, known.size >> 4):  # merged in batches: amortised
         packed.merge()
-    return codes
+    return codes, counts
+
+
+def _counts(counted: Counter[Any]) -> np.ndarray:
+    """``counted``'s counts as float64, in its keys' order."""
+    return np.fromiter(counted.values(), dtype=np.float64, count=len(counted))
 
 
 class _Counted:
@@ -354,39 +373,65 @@ class _Counted:
         self.vector, self.shapes, self.flat = vector, shapes, flat
 
 
-def _bincount(codes: list[np.ndarray], n_features: int) -> np.ndarray:
-    """The signed sum of the codes per index (float64; exact: integer sums)."""
+def _bincount(
+    codes: list[np.ndarray], n_features: int, counts: list[np.ndarray | None] | None = None
+) -> np.ndarray:
+    """The signed sum of the codes per index, each code ``counts`` times (once where the
+    count is ``None``) (float64; exact: integer sums)."""
     if not codes:
         return np.zeros(n_features, dtype=np.float64)
     code = codes[0] if len(codes) == 1 else np.concatenate(codes)
     index = np.abs(code).astype(np.int64) - 1
-    return np.bincount(index, weights=np.sign(code), minlength=n_features)
+    weights = np.sign(code)
+    if counts is not None and any(c is not None for c in counts):
+        times = [np.ones(len(k)) if c is None else c for k, c in zip(codes, counts, strict=True)]
+        weights *= np.concatenate(times)
+    return np.bincount(index, weights=weights, minlength=n_features)
+
+
+#: a paragraph longer than this is counted by distinct gram (counts first, then codes)
+_DEDUPE_CHARS = 20_000
 
 
 def _count(lower: str, options: tuple[Any, ...]) -> _Counted:
     """The :class:`_Counted` of lower-cased text ``lower`` (no paragraph split)."""
     n_features, word_ngrams, char_ngrams, raw_numbers = options
+    dedupe = len(lower) > _DEDUPE_CHARS
     words = _TOKEN_RE.findall(lower)
     shapes = _shapes(words) if words else []
     codes: list[np.ndarray] = []
-    for n in word_ngrams:
-        if n == 1:
-            keys: list[Any] = shapes
-        elif n == 2:
-            keys = list(zip(shapes, shapes[1:], strict=False))
+    counts: list[np.ndarray | None] = []
+
+    def add(kind: str, keys: Any) -> None:
+        if dedupe:
+            counted = Counter(keys)
+            codes.append(_gram_codes(kind, list(counted), n_features))
+            counts.append(_counts(counted))
         else:
-            keys = [tuple(shapes[i : i + n]) for i in range(len(shapes) - n + 1)]
-        if keys:
-            codes.append(_gram_codes(f"w{n}", keys, n_features))
+            keys = keys if isinstance(keys, list) else list(keys)
+            codes.append(_gram_codes(kind, keys, n_features))
+            counts.append(None)
+
+    for n in word_ngrams:
+        if len(shapes) < n:
+            continue
+        if n == 1:
+            add("w1", shapes)
+        elif n == 2:
+            add("w2", zip(shapes, shapes[1:], strict=False))
+        else:
+            add(f"w{n}", (tuple(shapes[i : i + n]) for i in range(len(shapes) - n + 1)))
     if raw_numbers and words:
         numbers = list(compress(words, map(operator.ne, words, shapes)))
         if numbers:
-            codes.append(_gram_codes("w1", numbers, n_features))
+            add("w1", numbers)
     flat = " ".join(lower.split())
     for n in char_ngrams:
         if len(flat) >= n:
-            codes.append(_char_codes(flat, n, n_features))
-    return _Counted(_bincount(codes, n_features), shapes, flat)
+            char_codes, char_counts = _char_codes(flat, n, n_features, dedupe=dedupe)
+            codes.append(char_codes)
+            counts.append(char_counts)
+    return _Counted(_bincount(codes, n_features, counts), shapes, flat)
 
 
 def _paragraph(lower: str, options: tuple[Any, ...]) -> _Counted:

@@ -264,6 +264,7 @@ def test_tables_past_their_bounds_start_over_and_keep_the_features(monkeypatch) 
         ("_SHAPES_MAX", 10),
         ("_PARAGRAPH_CACHE_SIZE", 3),
         ("_PARAGRAPH_CACHE_CHARS", 60),
+        ("_DEDUPE_CHARS", 50),  # most paragraphs counted by distinct gram
     ]:
         monkeypatch.setattr(discrete, name, size)
     monkeypatch.setattr(discrete, "_CODES", {})
