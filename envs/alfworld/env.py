@@ -215,6 +215,8 @@ class ALFWorldEnv(OrchestrationEnv):
       former rule is ``"lenient"``); ``info`` adds ``feedback``, ``extra.gamefile`` and,
       with an expert, ``extra.expert_plan``; the split aliases ``eval_in_distribution``
       and ``eval_out_of_distribution``.
+      Issue 37: ``sealed_games``; a sealed env (shared argument ``sealed``) plays games
+      drawn under the board's secret (``sealed.py``); public episodes unchanged.
     """
 
     _shared_attrs: ClassVar[tuple[str, ...]] = ("_pool", "_task_source", "_catalog")
