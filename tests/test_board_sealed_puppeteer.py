@@ -208,8 +208,9 @@ BLIND = [
 CHEATER = "test-puppeteer-public-source"
 
 
-@pytest.mark.slow  # 1-3 minutes here: 4 controllers, 100 dev and 100 sealed episodes each
-def test_public_source_cheater_gains_nothing_on_the_sealed_plan(tmp_path: Path):
+def _play(tmp_path: Path) -> tuple[dict[str, dict[str, tuple[float, float, float]]], str]:
+    """(mean, low, high) of the primary metric per controller on the dev and sealed plans,
+    and the cheater's label."""
     key = read_key(write_key(tmp_path / "board.key"))
     spec = make_spec(ENV_ID, pool=POOL, split="test", env_kwargs=KWARGS, dev_episodes=N,
                      sealed_episodes=N, key=key)  # fmt: skip
@@ -224,7 +225,12 @@ def test_public_source_cheater_gains_nothing_on_the_sealed_plan(tmp_path: Path):
         played["dev"][label] = _scores(dev, ENV_ID)
         sealed = play_sealed(dev, spec, key, tmp_path / f"sealed-{i}")
         played["sealed"][label] = _scores(sealed, ENV_ID)
-    cheater = f"{CHEATER}-{len(rows) - 1}"
+    return played, f"{CHEATER}-{len(rows) - 1}"
+
+
+@pytest.mark.slow  # 1-3 minutes here: 4 controllers, 100 dev and 100 sealed episodes each
+def test_public_source_cheater_gains_nothing_on_the_sealed_plan(tmp_path: Path):
+    played, cheater = _play(tmp_path)
     for plan in ("dev", "sealed"):
         blind = [c for c in played[plan] if c != cheater]
         best = max(blind, key=lambda c: played[plan][c][0])
