@@ -106,6 +106,8 @@ def test_guards(cache):
     with pytest.raises(ConfigError, match="sealed_games"):
         gym.make("orch/ALFWorld-v0", sealed_games=0)  # an empty game list hangs alfworld
     with pytest.raises(ConfigError, match="sealed_games"):
+        gym.make("orch/ALFWorldRoles-v0", sealed_games=10**30)  # would write forever
+    with pytest.raises(ConfigError, match="sealed_games"):
         sealed_game_root("ab" * 32, "test", 0)
     with pytest.raises(ConfigError, match="data_dir"):
         gym.make("orch/ALFWorld-v0", sealed="ab" * 32, game_files=[SPECS[0].game_id])

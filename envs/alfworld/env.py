@@ -35,7 +35,12 @@ from orchenv.envs.alfworld.games import (
     normalize_task_types,
     scan_split,
 )
-from orchenv.envs.alfworld.sealed import SEALED_GAMES, real_split, sealed_game_root
+from orchenv.envs.alfworld.sealed import (
+    MAX_SEALED_GAMES,
+    SEALED_GAMES,
+    real_split,
+    sealed_game_root,
+)
 from orchenv.error import ConfigError, EnvStateError, UnknownNameError
 from orchenv.parsing import strip_reasoning
 from orchenv.pool import Message
@@ -247,10 +252,15 @@ class ALFWorldEnv(OrchestrationEnv):
         **shared: Unpack[SharedArguments],
     ) -> None:
         super().__init__(**shared)
-        if isinstance(sealed_games, bool) or not isinstance(sealed_games, int) or sealed_games < 1:
+        if (
+            isinstance(sealed_games, bool)
+            or not isinstance(sealed_games, int)
+            or not 1 <= sealed_games <= MAX_SEALED_GAMES
+        ):
             raise ConfigError(
-                f"sealed_games must be an int >= 1 (an empty game list hangs alfworld), "
-                f"got {sealed_games!r}"
+                f"sealed_games must be an int from 1 (an empty game list hangs alfworld) to "
+                f"{MAX_SEALED_GAMES} (each is checked by alfworld's planner), "
+                f"got {str(sealed_games)[:40]}"
             )
         if self._sealed is not None and (data_dir is not None or game_files is not None):
             raise ConfigError(

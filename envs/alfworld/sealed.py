@@ -38,6 +38,7 @@ from orchenv.seeding import sealed_int
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "MAX_SEALED_GAMES",
     "SEALED_GAMES",
     "SEALED_SCENE_BASE",
     "sealed_cache_root",
@@ -48,6 +49,8 @@ __all__ = [
 
 #: sealed games generated per split unless the env says otherwise (``sealed_games``)
 SEALED_GAMES = 20
+#: the most sealed games per split (each costs seconds of alfworld's planner)
+MAX_SEALED_GAMES = 500
 #: draws per game before giving up (a draw is dropped when an expert cannot solve it)
 ATTEMPTS = 8
 #: sealed games' scene numbers start here (the public ones are 101-220): ids never collide
@@ -154,9 +157,10 @@ def sealed_game_root(
     """The ``json_2.1.1`` folder holding ``count`` sealed games of ``split`` under ``secret``
     (written on first use, then read from the private cache). ``DataError`` when a game
     cannot be drawn that both experts solve in ``ATTEMPTS`` tries."""
-    if count < 1:
+    if not 1 <= count <= MAX_SEALED_GAMES:
         raise ConfigError(
-            f"sealed_games must be >= 1 (an empty game list hangs alfworld), got {count}"
+            f"sealed_games must be from 1 (an empty game list hangs alfworld) to "
+            f"{MAX_SEALED_GAMES}, got {count}"
         )
     split = real_split(split)
     base = (cache or sealed_cache_root()) / _folder_name(secret, split, count)
