@@ -24,7 +24,8 @@ Writes ``docs/leaderboard/<slug>/`` (``spec.json``, ``board.md``, ``index.html``
 index, ``docs/leaderboard/README.md`` and ``index.json``. ``--ids`` replaces only the named
 ids' folders and keeps every other id's folder and index entry. ``--index-only`` runs
 nothing: it rebuilds the shared index from the per-id folders already there (their
-``entry.json``; an older folder without one keeps its entry from ``index.json``), so that
+``entry.json``; an older folder without one keeps its entry from ``index.json``, or has one
+read back from its spec and rows), so that
 ids published separately (each committing only its own folder) end up in one index. The
 plots and ``leaderboard.*`` at the top of ``docs/leaderboard/`` are the reproduction's
 (``scripts/reproduce.sh``), not this index: neither mode touches them. Run from the
@@ -577,7 +578,35 @@ def read_entries(out: Path) -> dict[str, dict[str, Any]]:
             entries[env_id] = entry
         elif (page / "board.md").is_file() and env_id in old:
             entries[env_id] = old[env_id]
+        elif (page / "board.md").is_file():
+            entries[env_id] = _entry_from_folder(env_id, page)
     return entries
+
+
+def _entry_from_folder(env_id: str, page: Path) -> dict[str, Any]:
+    """An index entry read back from an id folder that has neither ``entry.json`` nor a line
+    in ``index.json``: its spec and rows, or the reason its board.md gives for no board (the
+    per-row wall times and left-off rows are not in the folder: empty here)."""
+    entry: dict[str, Any] = {"env_id": env_id, "slug": page.name}
+    if not (page / "spec.json").is_file():
+        lines = (page / "board.md").read_text(encoding="utf-8").splitlines()
+        reason = next((line for line in lines[1:] if line.strip()), "no board")
+        return {**entry, "pool": BOARDS[env_id].pool, "error": reason.strip()}
+    spec = json.loads((page / "spec.json").read_text(encoding="utf-8"))
+    rows = json.loads((page / "rows.json").read_text(encoding="utf-8"))
+    ranked = sorted((r for r in rows if r.get("rank")), key=lambda r: r["rank"])
+    return {
+        **entry,
+        "pool": spec["pool"]["name"],
+        "rows": len(rows),
+        "metric": spec["primary_metric"]["label"],
+        "sealed_episodes": spec["sealed_plan"]["episodes"],
+        "top": ranked[0]["display_name"] if ranked else None,
+        "left_off": [],
+        "submit_refused": [],
+        "seconds": {},
+        "rejected": [],
+    }
 
 
 def _train_policies(models: Path, steps: int) -> list[str]:

@@ -211,6 +211,7 @@ def test_publishing_some_ids_keeps_the_others_and_index_only_rebuilds_the_index(
         (out / pb.slug(env_id)).mkdir(parents=True)
         (out / pb.slug(env_id) / "board.md").write_text(f"# {env_id}\n", encoding="utf-8")
     (out / pb.slug(a) / "entry.json").write_text(json.dumps(_entry(a, pb.slug(a))))
+    (out / pb.slug(b) / "board.md").write_text(f"# {b}: no published board yet\n\nwhy not\n")
     (out / "index.json").write_text(json.dumps([_entry(b, pb.slug(b), top="old")]))
     (out / "leaderboard.md").write_text("the reproduction's board\n")
 
@@ -241,8 +242,10 @@ def test_publishing_some_ids_keeps_the_others_and_index_only_rebuilds_the_index(
     monkeypatch.setattr(pb, "_run", None)
     assert pb.main(["--index-only", "--out", str(out), "--work", str(work)]) == 0
     index = json.loads((out / "index.json").read_text())
-    assert [e["env_id"] for e in index] == [a, c]  # b's entry was only in the old index
+    # b's entry was only in the old index: read back from its folder (no spec: no board)
+    assert [e["env_id"] for e in index] == [a, b, c]
     assert index[0]["top"] == "edited"
+    assert index[1]["error"] == "why not" and index[1]["pool"] == pb.BOARDS[b].pool
     readme = (out / "README.md").read_text()
     assert f"`{a}`" in readme and f"`{c}`" in readme and "re-executed" in readme
     assert (out / "leaderboard.md").read_text() == "the reproduction's board\n"
