@@ -251,7 +251,7 @@ def test_public_source_cheater_wins_on_the_dev_plan_and_not_on_the_sealed_plan(k
 
 
 @pytest.mark.slow  # ~2 min here once sealed games are generated (a few seconds a game)
-def test_alfworldroles_board_init_refuses_public_games_in_the_sealed_plan(key):
+def test_alfworldroles_board_init_accepts_a_sealed_plan_only_of_non_public_games(key):
     """ALFWorldRoles' games are files (the source's tasks have no prompt; the env reads it
     from the game): a sealed plan is accepted only when a sealed env draws games that are not
     the public ones (helper seal-alfworld's work); while it draws public games, board init
