@@ -125,7 +125,27 @@ BOARDS: dict[str, Board] = {
             100,
             [("scripted-puppeteer", {}), ("env-random", {}), ("pool-agent", {})],
         ),
-        Board("orch/WebShop-v0", "none", "test", 20, [("env-random", {}), ("pool-agent", {})]),
+        Board(
+            "orch/WebShop-v0",
+            "none",
+            "test",
+            100,
+            [
+                ("strategy", {"strategy": "first-result-mentioned-options"}),
+                ("strategy", {"strategy": "first-result-first-options"}),
+                ("strategy", {"strategy": "buy-first-result"}),
+                ("env-random", {}),
+            ],
+            note="WebShop's defaults (generated catalog of 1,000 products and 1,000 goals, the "
+            "original's protocol, text and reward); it has no agent pool (the policy is the "
+            "shopper: pool none). Sealed: the sealed plan generates the catalog (products, target "
+            "products, instructions) from a seed mixed with the key, and never draws a public "
+            "instruction. pool-agent is not on this board: WebShop has no pool agent to consult. "
+            "The strategy rows are the env's named shortcuts (audit_strategies: search the "
+            "instruction, buy the first result with the options the instruction names, the first "
+            "options, or none); they read only the instruction and the page, and no trained "
+            "shopper is on this board.",
+        ),
         Board("orch/ALFWorld-v0", "none", "test", 20, [("env-random", {}), ("pool-agent", {})]),
         Board(
             "orch/ALFWorldRoles-v0",
