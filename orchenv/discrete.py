@@ -315,8 +315,8 @@ def _char_codes(
             counted = Counter(grams)
             return _gram_codes(f"c{n}", list(counted), n_features), _counts(counted)
         return _gram_codes(f"c{n}", grams, n_features), None
-    points = np.frombuffer(flat.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    points = points.astype(np.int64)
+    code_points = np.frombuffer(flat.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    points = code_points.astype(np.int64)
     if n == 1:
         keys = points
     elif n == 2:
@@ -485,9 +485,9 @@ def _across(pieces: list[_Counted], options: tuple[Any, ...]) -> list[float]:
     if len(flats) > 1 and char_ngrams and min(map(len, flats)) >= longest - 1:
         for n in char_ngrams:
             table = _CODES.setdefault((n_features, f"c{n}"), {})
-            for before, after in itertools.pairwise(flats):
-                joint = before[len(before) - n + 1 :] + " " + after[: n - 1]
-                codes += [_code(table, f"c{n}", joint[j : j + n], n_features) for j in range(n)]
+            for left, right in itertools.pairwise(flats):
+                seam = left[len(left) - n + 1 :] + " " + right[: n - 1]
+                codes += [_code(table, f"c{n}", seam[j : j + n], n_features) for j in range(n)]
     elif char_ngrams and len(flats) > 1:
         flat = " ".join(flats)
         spaces = list(accumulate(len(f) + 1 for f in flats[:-1]))  # one past each joint
@@ -651,7 +651,7 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
             )
         turn = float(info.get("turn", base.turn)) / self.max_turns
         slices = self.slices
-        vec = np.empty(self.observation_space.shape, dtype=np.float32)
+        vec = np.empty(slices["env"].stop, dtype=np.float32)
         vec[slices["ngrams"]] = self._ngrams(text)
         vec[slices["turn"]] = turn
         vec[slices["mask"]] = mask
