@@ -205,11 +205,16 @@ _PARAGRAPH = "\n\n"
 _MAX_PARAGRAPHS = 64
 #: the longest paragraph whose counts are kept (longer ones are counted on every call)
 _PARAGRAPH_CACHE_CHARS = 4096
-#: the most paragraphs kept in :data:`_PARAGRAPHS` (then it starts over): at most about
-#: 4096 * (4096 chars + a float64 vector) of memory, whatever the input
+#: the most paragraphs kept in :data:`_PARAGRAPHS` (then it starts over; their bytes are
+#: bounded too, by :data:`_PARAGRAPH_BUDGET`)
 _PARAGRAPH_CACHE_SIZE = 4096
 #: (options, lower-cased paragraph) -> its :class:`_Counted`
 _PARAGRAPHS: dict[tuple[Any, ...], _Counted] = {}
+#: the most bytes (about) kept in :data:`_PARAGRAPHS` (then it starts over), whatever
+#: ``n_features`` a caller asks for
+_PARAGRAPH_BUDGET = 64 << 20
+#: about how many bytes :data:`_PARAGRAPHS` holds now
+_PARAGRAPH_BYTES = 0
 
 
 def _gram_codes(kind: str, keys: list[Any], n_features: int) -> np.ndarray:
@@ -437,14 +442,20 @@ def _count(lower: str, options: tuple[Any, ...]) -> _Counted:
 def _paragraph(lower: str, options: tuple[Any, ...]) -> _Counted:
     """:func:`_count` of one paragraph, kept (bounded) when short: the prompt's problem, a
     draft or a search result recurs across the turns of an episode."""
+    global _PARAGRAPH_BYTES
     if len(lower) > _PARAGRAPH_CACHE_CHARS:
         return _count(lower, options)
     key = (options, lower)
     hit = _PARAGRAPHS.get(key)
     if hit is None:
-        if len(_PARAGRAPHS) >= _PARAGRAPH_CACHE_SIZE:
+        hit = _count(lower, options)
+        cost = hit.vector.nbytes + 16 * len(lower)  # the vector, the text, its shapes
+        if len(_PARAGRAPHS) >= _PARAGRAPH_CACHE_SIZE or _PARAGRAPH_BYTES + cost > _PARAGRAPH_BUDGET:
             _PARAGRAPHS.clear()
-        hit = _PARAGRAPHS[key] = _count(lower, options)
+            _PARAGRAPH_BYTES = 0
+        if cost <= _PARAGRAPH_BUDGET:
+            _PARAGRAPHS[key] = hit
+            _PARAGRAPH_BYTES += cost
     return hit
 
 

@@ -286,3 +286,16 @@ def test_threads_hashing_at_once_get_the_plain_features() -> None:
         got = list(pool.map(lambda t: hashed_ngrams(t, 48, char_ngrams=(1, 2, 3)), texts))
     for text, vec in zip(texts, got, strict=True):
         assert np.array_equal(vec, reference(text, 48, char_ngrams=(1, 2, 3)))
+
+
+def test_paragraph_table_memory_is_bounded_whatever_n_features() -> None:
+    import orchenv.discrete as discrete
+
+    texts = [f"paragraph {i}\n\nsecond part {i}" for i in range(40)]
+    for text in texts:  # 8 MB of counts per paragraph at this size
+        vec = hashed_ngrams(text, 1 << 20, char_ngrams=())
+        assert vec.shape == (1 << 20,)
+        assert discrete._PARAGRAPH_BYTES <= discrete._PARAGRAPH_BUDGET
+    held = sum(c.vector.nbytes for c in discrete._PARAGRAPHS.values())
+    assert held <= discrete._PARAGRAPH_BUDGET
+    assert np.array_equal(hashed_ngrams(texts[0], 64), reference(texts[0], 64))
