@@ -702,9 +702,10 @@ class ObservationFeatures(gym.ObservationWrapper, gym.utils.RecordConstructorArg
             char_ngrams=self.char_ngrams,
             raw_numbers=self.raw_numbers,
         )
-        self._cache[text] = vec
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        if len(text) <= _PARAGRAPH_CACHE_CHARS * 4:  # a 10 MB observation is not kept
+            self._cache[text] = vec
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return vec
 
 

@@ -299,3 +299,16 @@ def test_paragraph_table_memory_is_bounded_whatever_n_features() -> None:
     held = sum(c.vector.nbytes for c in discrete._PARAGRAPHS.values())
     assert held <= discrete._PARAGRAPH_BUDGET
     assert np.array_equal(hashed_ngrams(texts[0], 64), reference(texts[0], 64))
+
+
+def test_the_view_keeps_no_huge_observation_text() -> None:
+    env = make_discrete_env("orch/MathRoute-v0")
+    view = env
+    while not isinstance(view, ObservationFeatures):
+        view = view.env
+    huge = "1 + 1 = 2. " * 200_000  # 2.2 MB
+    vec = view._ngrams(huge)
+    assert np.array_equal(vec, hashed_ngrams(huge))
+    assert huge not in view._cache and "short text" not in view._cache
+    view._ngrams("short text")
+    assert "short text" in view._cache
