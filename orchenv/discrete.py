@@ -533,8 +533,11 @@ def hashed_ngrams(
     each paragraph (``"\\n\\n"`` apart; no token and no collapsed-text gram other than those
     counted by :func:`_across` spans one) is counted once per process (kept while short, in
     a bounded table) and the grams across paragraph borders are added, so the turns of an
-    episode, which repeat the problem, hash only what is new. ``tests/test_discrete_golden.py``
-    holds the recorded features this must reproduce bit for bit.
+    episode, which repeat the problem, hash only what is new. Each gram is hashed once per
+    process; later it is a dict lookup (words) or a ``searchsorted`` in a sorted table of
+    packed code points (1-3 character grams); a paragraph over 20,000 characters is counted
+    by distinct gram. ``tests/test_discrete_golden.py`` holds the recorded features this
+    must reproduce bit for bit.
     """
     if not text:
         return np.zeros(n_features, dtype=np.float32)
