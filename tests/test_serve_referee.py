@@ -475,6 +475,11 @@ def test_tickets_are_checked(referee: Referee, capsys: pytest.CaptureFixture[str
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["tk", referee.ticket("tk"), "tk2", referee.ticket("tk2")]
+    from orchenv.cli import main as orchenv_main
+
+    board_args = ["--board", str(referee.board), "--key", str(referee.key_file)]
+    assert orchenv_main(["board", "ticket", "tk", *board_args]) == 0
+    assert capsys.readouterr().out.split() == ["tk", referee.ticket("tk")]
     from orchenv.serve.referee import main
 
     other_key = write_key(referee.root / "other.key")

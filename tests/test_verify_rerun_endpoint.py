@@ -194,6 +194,9 @@ def test_an_endpoint_controller_is_re_executed_through_the_recording_proxy(
     site.mkdir()
     ranked, rejected = read_runs([out], site, key=board["key"], spec=board["spec"])
     assert not rejected and ranked[0].sealed and ranked[0].verification == "verified"
+    # the row says how it was made: refereed, and against which endpoint (the signed note)
+    assert ranked[0].verification_reason.startswith("refereed by the board's server")
+    assert result.note in ranked[0].verification_reason
     copy = tmp_path / "edited"
     shutil.copytree(out, copy)
     lines = (copy / CALLS_FILE).read_text().splitlines()

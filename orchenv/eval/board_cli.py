@@ -1,4 +1,4 @@
-"""``orchenv board key | init | play``: the command-line side of ``orchenv.eval.board``
+"""``orchenv board key | init | play | ticket``: the command-line side of ``orchenv.eval.board``
 (the board spec, its sealed plan and the maintainer's key; docs/leaderboard.md)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from orchenv.eval.board import make_spec, play_sealed, read_spec, write_spec
 
 
 def add_subcommands(sub: Any) -> None:
-    """Add ``board`` (``key``, ``init``) to the ``orchenv`` subparsers object ``sub``."""
+    """Add ``board`` (``key``, ``init``, ``play``, ``ticket``) to the ``orchenv`` subparsers object ``sub``."""
     p = sub.add_parser(
         "board",
         help="maintain a leaderboard: its signing key and its spec",
@@ -88,6 +88,20 @@ def add_subcommands(sub: Any) -> None:
         help="the board's private task file (its sha256 must be the spec's)",
     )
     s.set_defaults(func=cmd_play)
+    t = actions.add_parser(
+        "ticket",
+        help="print the referee tickets that admit submissions NAME... (orchenv serve --referee)",
+        description=(
+            "A refereed board (`orchenv serve --referee BOARD --key K`) admits a submission "
+            "only with its ticket: an HMAC of the name under the board's key. Give each "
+            "submitter one ticket per board; their controller opens its submission with "
+            "reset(submission=NAME, ticket=TICKET) (docs/board-referee.md)."
+        ),
+    )
+    t.add_argument("names", nargs="+", metavar="NAME", help="submission names")
+    t.add_argument("--board", required=True, metavar="FILE", help="the board spec")
+    t.add_argument("--key", required=True, metavar="FILE", help="the maintainer's key")
+    t.set_defaults(func=cmd_ticket)
 
 
 def cmd_key(args: argparse.Namespace) -> int:
@@ -105,6 +119,14 @@ def cmd_play(args: argparse.Namespace) -> int:
     out = play_sealed(args.bundle, spec, key, args.out, task_file=args.task_file)
     print(f"sealed run written to {out}")
     return 0
+
+
+def cmd_ticket(args: argparse.Namespace) -> int:
+    """The referee's own ``ticket`` command (it checks the names and that the key is the
+    board's before issuing anything)."""
+    from orchenv.serve.referee import main
+
+    return main(["ticket", *args.names, "--board", args.board, "--key", args.key])
 
 
 def cmd_init(args: argparse.Namespace) -> int:

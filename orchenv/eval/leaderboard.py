@@ -237,6 +237,13 @@ def _limits(group: Group) -> tuple[dict[str, float], dict[str, float]]:
     return constraints, budgets
 
 
+def show_note(note: str) -> str:
+    """A signed record's note as one short, valid line (300 characters at most)."""
+    from orchenv.serve.wire import safe_text
+
+    return safe_text(" ".join(note.split())[:300])
+
+
 def _sealed_reason(run_dir: Path) -> str:
     """How a signed sealed run was made, from its (already verified) ``sealed.json``: played
     by the board itself (``orchenv board play`` / ``verify --rerun``) or refereed by the
@@ -250,9 +257,12 @@ def _sealed_reason(run_dir: Path) -> str:
     except OrchEnvError:  # checked moments ago; a file swapped since reads as the default
         data = {}
     if data.get("how") == "refereed":
+        # a re-execution's note (e.g. "re-executed against endpoint X ...") is signed with it
+        note = data.get("note")
+        extra = f"; {show_note(note)}" if isinstance(note, str) and note.strip() else ""
         if data.get("status") == "abandoned":
-            return "refereed by the board's server (abandoned: unplayed tasks count 0)"
-        return "refereed by the board's server (complete)"
+            return f"refereed by the board's server (abandoned: unplayed tasks count 0){extra}"
+        return f"refereed by the board's server (complete){extra}"
     return "played by the board on its sealed plan"
 
 

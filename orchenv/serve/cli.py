@@ -138,7 +138,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         "--referee",
         metavar="BOARD",
         help="be the referee of this board (`orchenv board init` file with a sealed plan): "
-        "a session's first reset(submission=NAME) opens a submission; the server assigns "
+        "a session's first reset(submission=NAME, ticket=T) opens a submission (tickets: "
+        "orchenv board ticket NAME --board B --key K); the server assigns "
         "the sealed tasks, each once, and writes and signs the record under --runs "
         "(implies --sealed; docs/board-referee.md)",
     )
