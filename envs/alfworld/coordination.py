@@ -118,6 +118,64 @@ def adaptive_coordinator(env: Any, rng: np.random.Generator | None = None) -> st
     return role_text(goal_role(ahead[0]))
 
 
+# -- the adaptive coordinator as a controller (reads the observation text and info only) ------
+_BLOCK = re.compile(
+    r"^- id: (?P<id>\S+)\n  round: (?P<round>\d+)\n  role: .*\n  type: (?P<type>[\w-]+)\n"
+    r"(?:  key: .*\n)?(?:  tags: .*\n)?  text: \|\n(?P<text>(?:    .*(?:\n|$))*)",
+    re.M,
+)
+#: the most memory blocks read from one observation (hostile input: a huge observation)
+MAX_BLOCKS = 10_000
+
+
+class MemoryView:
+    """One shared-memory item as the coordinator's observation renders it."""
+
+    __slots__ = ("round", "text", "type")
+
+    def __init__(self, type_: str, text: str, round_: int) -> None:
+        self.type, self.text, self.round = type_, text, round_
+
+
+def memory_from_observation(obs: str) -> list[MemoryView]:
+    """The shared memory's items (type, text, round) from the coordinator's observation (the
+    YAML-like blocks after "Shared memory:"; ``orchenv.memory.MemoryItem.render``)."""
+    text = str(obs)
+    at = text.rfind("Shared memory:\n")
+    if at < 0:
+        return []
+    items = []
+    for match in _BLOCK.finditer(text, at):
+        body = "\n".join(line[4:] for line in match["text"].rstrip("\n").split("\n"))
+        items.append(MemoryView(match["type"], body, int(match["round"][:9])))
+        if len(items) >= MAX_BLOCKS:
+            break
+    return items
+
+
+class AdaptiveRoleCoordinator:
+    """``adaptive_coordinator`` as a controller of ``orch/ALFWorldRoles-v0`` that reads only
+    what reaches a controller over the wire: the observation's shared memory (parsed back
+    from its rendered blocks) and ``info``'s ``role`` / ``command`` / ``feedback`` of the last
+    turn. Never ``info["privileged"]`` or the env: it plays the same over ``orchenv serve``
+    as in process (a board's re-executable baseline)."""
+
+    privileged = False
+
+    def reset(self, seed: int | None = None) -> None:
+        """Nothing to reset: every decision reads the current observation."""
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        items = memory_from_observation(obs)
+        _, ahead, _ = guidance(items)
+        feedback = info.get("feedback")
+        failed = isinstance(feedback, str) and feedback.strip() == NOTHING_HAPPENS
+        passed = info.get("role") in ("navigator", "interactor") and info.get("command") is None
+        if not ahead or failed or passed:
+            return role_text("planner")
+        return role_text(goal_role(ahead[0]))
+
+
 # -- measurement ----------------------------------------------------------------------------
 def play(env: Any, policy: Policy, seed: int) -> dict[str, float]:
     """One episode of ``policy`` on ``env`` (``reset(seed=seed)``): won, return, turns."""
