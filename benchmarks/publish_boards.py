@@ -123,7 +123,35 @@ BOARDS: dict[str, Board] = {
             "puppeteer-mimas",
             "test",
             100,
-            [("scripted-puppeteer", {}), ("env-random", {}), ("pool-agent", {})],
+            [
+                ("scripted-puppeteer", {}),
+                (
+                    "scripted-puppeteer",
+                    {
+                        "script": [
+                            "qwen-2.5-14b:run_python",
+                            "qwen-2.5-14b:reasoning",
+                            "llama-3.1-8b:critique",
+                            "llama-3.1-8b:critique",
+                        ]
+                    },
+                ),
+                (
+                    "scripted-puppeteer",
+                    {
+                        "script": [
+                            "llama-3.1-8b:reasoning",
+                            "llama-3.1-8b:critique",
+                            "llama-3.1-8b:modify",
+                        ]
+                    },
+                ),
+                ("env-random", {}),
+            ],
+            note="scripted-puppeteer without a script plays the calibrated single call; the "
+            "two scripts are fixed workflows that read nothing of the task (a program-first "
+            "recipe and a Self-Refine loop), the blind comparisons of docs/audit.md. "
+            "pool-agent is not on this board: a Puppeteer agent is a worker, not a controller.",
         ),
         Board(
             "orch/WebShop-v0",
