@@ -833,7 +833,8 @@ class OrchestrationEnv(gym.Env[str, str], ABC):
             "invalid_action": invalid,
             "parse_error": parse_error,
         }
-        out: dict[str, Any] = info  # type: ignore[assignment]  (a TypedDict is a dict)
+        # the TypedDict is a plain dict at run time: extended in place, not copied
+        out: dict[str, Any] = info  # type: ignore[assignment]
         out.update(self._observation_info())
         out.update(extra)
         if self._sealed is not None and self.task is not None:  # no public field names it
