@@ -203,8 +203,7 @@ def test_mistakes_look_like_steps():
             completion = pool.call("navigator", message, CallContext(task=task))
             if not completion.meta["right"]:
                 wrong[due].add(completion.text)
-    # issue 38: half the slips on a due step are a missed turn, for both actors
-    assert wrong[True] == {"go to cabinet 1", "go to countertop 1", "pass"}
+    assert wrong[True] == {"go to cabinet 1", "go to countertop 1"}
     assert wrong[False] == {"go to fridge 1", "go to cabinet 1", "go to countertop 1"} | {
         "examine countertop 1"
     }

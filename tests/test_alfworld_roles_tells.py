@@ -1,16 +1,19 @@
-"""Issue 38: ALFWorldRoles' simulated actors slip alike, so the surface of a reply (whether it
-is a ``pass``, how many object numbers it names, and with them its length, token count and
-latency) does not tell a right reply from a wrong one beyond what the situation does.
+"""Issue 38: an ALFWorldRoles actor's slip looks like a step (the verb of a planned step, so as
+many object numbers, and with them the same length, token count and latency), so the surface
+of a reply does not tell a right reply from a wrong one beyond what the situation does.
 
 The audit's tell meter read right from wrong on ALFWorldRoles at within-author AUC 0.650
-[0.598, 0.697], top features ``latency_s`` and ``numbers``: the navigator never missed its
-turn when its step was due (it always had another place to go), the interactor whenever it
-had no other target, and an interactor called out of turn sent ``close ...`` (a verb the
-plans never use, one object number) as often as a planned verb."""
+[0.598, 0.697], top features ``latency_s`` and ``numbers``: an interactor called out of turn
+sent ``close ...`` / ``open ...`` (one object number; ``close`` a verb the plans never use)
+as often as a planned verb; it now jumps ahead to a planned verb, and sends ``close`` only
+when nothing else is on offer."""
 
 from __future__ import annotations
 
-from orchenv.envs.alfworld.agents import MISS_SHARE, alfworld_role_pool, mistakes
+import pytest
+
+from orchenv.envs.alfworld import agents
+from orchenv.envs.alfworld.agents import alfworld_role_pool, mistakes
 from orchenv.pool import CallContext
 from orchenv.tasks import Task
 
@@ -33,9 +36,12 @@ def _wrong_replies(role: str, plan: tuple[str, ...], commands: tuple[str, ...]) 
     return wrong
 
 
-def test_both_actors_miss_a_due_turn_equally_often():
-    """A slip on a due step is a missed turn (``pass``) with probability ``MISS_SHARE`` for
-    both actors, whether or not another target is on offer (the navigator's share was 0)."""
+@pytest.mark.parametrize("share", [0.0, 0.5])
+def test_a_slip_on_a_due_step_is_a_missed_turn_at_the_miss_share(share, monkeypatch):
+    """``MISS_SHARE`` of the slips on a due step are a missed turn, for both actors alike (0 by
+    default: issue 38 measured 0.5, which let a fixed schedule tie the skill reference); an
+    actor with no other target of the due verb passes whatever the share."""
+    monkeypatch.setattr(agents, "MISS_SHARE", share)
     navigator = _wrong_replies(
         "navigator",
         ("go to fridge 1", "open fridge 1"),
@@ -46,13 +52,13 @@ def test_both_actors_miss_a_due_turn_equally_often():
         ("take apple 1 from countertop 1", "go to fridge 1"),
         ("take apple 1 from countertop 1", "take mug 1 from countertop 1", "go to fridge 1"),
     )
-    shares = [
-        sum(text == "pass" for text in replies) / CALLS for replies in (navigator, interactor)
-    ]
-    for share in shares:
-        assert abs(share - MISS_SHARE) < 0.08, shares
+    for replies in (navigator, interactor):
+        assert abs(sum(text == "pass" for text in replies) / CALLS - share) < 0.08
     assert set(navigator) - {"pass"} == {"go to cabinet 1", "go to countertop 1"}
     assert set(interactor) - {"pass"} == {"take mug 1 from countertop 1"}
+    alone = _wrong_replies("interactor", ("take apple 1 from countertop 1",),
+                           ("take apple 1 from countertop 1", "go to fridge 1"))  # fmt: skip
+    assert set(alone) == {"pass"}
 
 
 def test_an_actor_out_of_turn_jumps_ahead_to_its_next_planned_verb():
@@ -65,5 +71,6 @@ def test_an_actor_out_of_turn_jumps_ahead_to_its_next_planned_verb():
     assert set(wrong) == {"take mug 1 from diningtable 1"}
     others = ["take mug 1 from diningtable 1", "close drawer 1", "open cabinet 2"]
     assert mistakes(None, others, plan) == ["take mug 1 from diningtable 1"]
-    # no planned verb on offer: a command on some object, as before
+    # no planned verb on offer: a command on some object, ``close`` (never planned) last
+    assert mistakes(None, ["close drawer 1", "open cabinet 2", "look"], plan) == ["open cabinet 2"]
     assert mistakes(None, ["close drawer 1", "look"], plan) == ["close drawer 1"]

@@ -16,12 +16,12 @@ in ``CallContext.task.meta["expert_plan"]``) as what a competent agent would do:
   since it was written (``meta["guidance_fresh"]``, kept by the role game; a stale
   plan no longer says where the robot is). Guided they get it right with
   probability ``accuracy``, else only with ``accuracy_unguided``. A slip on a due
-  step is a missed turn (``pass``) with probability ``MISS_SHARE`` (0.5), else the
-  due verb on a wrong target (both actors alike). An actor called when the next
-  step is not its kind sends a command anyway instead of ``pass``, which the team
-  then has to undo: it jumps ahead to the verb of its next step in the plan on
-  what is at hand (the interactor takes something where the robot stands, the
-  navigator walks off), else a command on some object (``mistakes``: not ``help``
+  step is the due verb on a wrong target (a missed turn, ``pass``, only when there
+  is none; ``MISS_SHARE``). An actor called when the next step is not its kind
+  sends a command anyway instead of ``pass``, which the team then has to undo: it
+  jumps ahead to the verb of a later step of its kind in the plan on what is at
+  hand (the interactor takes something where the robot stands, the navigator
+  walks off), else a command on some object (``mistakes``: not ``help``
   / ``look`` / ``inventory`` while a target is on offer). So what the router shows a role,
   calling the Planner or Evaluator after a failed or stray step, and calling the
   actor whose step is due all matter;
@@ -67,11 +67,17 @@ DEFAULT_UNGUIDED = {"navigator": 0.5, "interactor": 0.5}
 #: commands that act on no object: not what a competent agent sends by mistake while a
 #: concrete target is on offer (the planner never plans ``help``; it rarely needs the others)
 META_COMMANDS = ("help", "look", "inventory")
-#: the share of an actor's slips on a due step that are a missed turn (``pass``); the others
-#: act on a wrong target. Both actors slip alike (issue 38: the navigator never missed its
-#: turn, since it always had another place to go, the interactor whenever it had no other
-#: target, so ``pass`` and with it the reply's length and latency told right from wrong)
-MISS_SHARE = 0.5
+#: verbs alfworld's planner never uses (it leaves what it opened open): a slip sends one only
+#: when nothing else is on offer (issue 38: ``close ...`` was a sixth of the interactor's slips
+#: and no right reply, one object number where most planned steps name two)
+UNPLANNED_VERBS = ("close",)
+#: the share of an actor's slips on a due step that are a missed turn (``pass``) rather than
+#: a wrong target (when there is one). Issue 38 measured 0.5 (both actors slip alike): the tell
+#: meter fell to 0.628 [0.579, 0.679], but a missed turn leaves the guidance fresh, so a fixed
+#: schedule lost less to slips and the best one won all 20 test games, tying the skill
+#: reference (the audit's gameability flag). Kept at 0: a slip is a wrong target where there is
+#: one (the navigator always has one), a missed turn only when there is none.
+MISS_SHARE = 0.0
 
 _SUBGOAL_NAMES = {
     "go": "GoTo", "open": "Open", "close": "Close", "take": "PickUp", "move": "Put",
@@ -107,7 +113,7 @@ def mistakes(wanted: str | None, others: Sequence[str], plan: Sequence[str] = ()
     target where there is one (go to the wrong receptacle, take the wrong object); else the
     verb of a later step of the plan on what is on offer (an actor called out of turn jumps
     ahead: it opens or takes something where the robot stands); else a command on some
-    object (``META_COMMANDS`` only when nothing else is on offer).
+    object (``UNPLANNED_VERBS``, then ``META_COMMANDS``, only when nothing else is on offer).
 
     Issue 40: a mistake used to be any command of the actor's kind, ``help``, ``look`` and
     ``inventory`` included, which the planner's steps almost never are: a reply without an
@@ -123,7 +129,8 @@ def mistakes(wanted: str | None, others: Sequence[str], plan: Sequence[str] = ()
         if same:
             return same
     targeted = [c for c in others if c.split(" ", 1)[0] not in META_COMMANDS]
-    return targeted or list(others)
+    planned = [c for c in targeted if c.split(" ", 1)[0] not in UNPLANNED_VERBS]
+    return planned or targeted or list(others)
 
 
 class ALFWorldRoleBackend:

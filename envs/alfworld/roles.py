@@ -463,9 +463,9 @@ class ALFWorldControllerEnv(OrchestrationEnv):
       ``realistic_skill`` for the audit's skill reference, and the shortcuts include the
       best fixed schedule found by ``coordination.search_schedules``. Success rates of
       fixed schedules drop (``docs/alfworld.md``).
-    - Issue 38: both actors slip alike (half the slips on a due step are a missed turn) and
-      an actor out of turn jumps ahead to its next planned verb (``agents.py``): the tell
-      meter read right from wrong off the replies' lengths and number counts.
+    - Issue 38: an actor called out of turn jumps ahead to a planned verb and sends
+      ``close`` only when nothing else is on offer (``agents.py``): the tell meter read right
+      from wrong off the replies' lengths and number counts.
     - Issue 37: ``sealed_games``; a sealed env plays games drawn under the board's secret.
     """
 
