@@ -43,11 +43,12 @@ def _episodes_digest(env_id: str) -> str:
     return h.hexdigest()
 
 
-#: computed by ``_episodes_digest`` on the code before sealed games (envs/alfworld of HEAD
-#: 3f51bfd: no sealed.py, env.py and roles.py without the ``sealed_games`` argument)
+#: computed by ``_episodes_digest`` on the code before sealed games (env.py and roles.py of
+#: HEAD 3f51bfd: no sealed.py, no ``sealed_games`` argument), with the simulated role agents
+#: of 4c13cf8 (agents.py: issue 38's slips, which change ALFWorldRoles' episodes by design)
 PUBLIC_DIGESTS = {
     "orch/ALFWorld-v0": "398a3b2d70d13c4a111abaad888ce8f7237a58871f1a39f3fcb320772d0c2c64",
-    "orch/ALFWorldRoles-v0": "a0d112b9b373f640be9875ac61637f08af67acda0268a778a1abe31cf12f5f7e",
+    "orch/ALFWorldRoles-v0": "1b4958398c73395a2480412aabb2fa785cc73f0391a7ba142ab85fb0b0c953de",
 }
 
 
