@@ -180,8 +180,10 @@ BOARDS: dict[str, Board] = {
             "alfworld-roles",
             "test",
             30,
-            [("env-random", {}), ("pool-agent", {})],
-            note="pool-agent sends the controller's prompt to the env's planner agent (a "
+            [("alfworld-adaptive", {}), ("env-random", {}), ("pool-agent", {})],
+            note="alfworld-adaptive is the env's adaptive coordinator (envs/alfworld/"
+            "coordination.py) as a controller that reads only the observation and info. "
+            "pool-agent sends the controller's prompt to the env's planner agent (a "
             "simulated role agent) and plays its reply; the planner answers with a plan "
             "(<plan>1. GoTo(...) ...</plan>), not with the role that acts next, so every move "
             "of that row is invalid (invalid rate 1.000, the env's format penalty each turn): "

@@ -63,6 +63,10 @@ def register_controllers() -> None:
         register_controller(name, f"orchenv.envs.orchmas.controllers:{cls}")
     # seed 003's page: its fixed workflows (one call, Self-Refine) (issue 26)
     register_controller("scripted-puppeteer", "orchenv.envs.puppeteer.topology:ScriptedPuppeteer")
+    # ALFWorldRoles' adaptive coordinator, reading only the observation (issue 37's boards)
+    register_controller(
+        "alfworld-adaptive", "orchenv.envs.alfworld.coordination:AdaptiveRoleCoordinator"
+    )
 
 
 def register_reproductions() -> None:

@@ -33,6 +33,7 @@ HONEST: dict[str, tuple[str, dict[str, Any]]] = {
     "scripted-single-executor": ("orch/OrchMAS-v0", {}),
     "scripted-decompose": ("orch/OrchMAS-v0", {}),
     "scripted-puppeteer": ("orch/Puppeteer-v0", {"script": ["mistral-7b", "qwen-2.5-14b"]}),
+    "alfworld-adaptive": ("orch/ALFWorldRoles-v0", {}),
 }
 #: registered controllers this test cannot run here, and why (each needs files or a model)
 NEEDS_FILES = {

@@ -161,6 +161,8 @@ class AdaptiveRoleCoordinator:
     as in process (a board's re-executable baseline)."""
 
     privileged = False
+    #: the ids it plays (``orchenv list``; the controller-coverage tests)
+    applies_to = ("orch/ALFWorldRoles-v0",)
 
     def reset(self, seed: int | None = None) -> None:
         """Nothing to reset: every decision reads the current observation."""
