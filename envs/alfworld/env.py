@@ -174,7 +174,7 @@ class ALFWorldEnv(OrchestrationEnv):
       ``observation_mode="chat"``).
     - ``max_command_chars``: longer commands never reach the engine (default 1,000).
     - ``choice_slots``: the size of the discrete action set (default 16; see below).
-    - ``sealed_games``: how many games a sealed env (the shared argument ``sealed``, a
+    - ``sealed_games``: how many games a sealed env (the shared argument `sealed`, a
       board's secret) generates for its split (default 20; ``sealed.py``). A sealed env plays
       games drawn under the secret, not the bundled ones, so ``data_dir`` and ``game_files``
       are refused with it; ``info["extra.gamefile"]`` shows the opaque task id.
@@ -220,7 +220,7 @@ class ALFWorldEnv(OrchestrationEnv):
       former rule is ``"lenient"``); ``info`` adds ``feedback``, ``extra.gamefile`` and,
       with an expert, ``extra.expert_plan``; the split aliases ``eval_in_distribution``
       and ``eval_out_of_distribution``.
-      Issue 37: ``sealed_games``; a sealed env (shared argument ``sealed``) plays games
+      Issue 37: ``sealed_games``; a sealed env (shared argument `sealed`) plays games
       drawn under the board's secret (``sealed.py``); public episodes unchanged.
     """
 

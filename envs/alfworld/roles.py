@@ -430,7 +430,7 @@ class ALFWorldControllerEnv(OrchestrationEnv):
     - ``cost_weight``: dollars-to-reward weight of the call cost (default 0, >= 0).
     - ``data_dir``, ``game_files``, ``task_types``: the games, as for ``ALFWorldEnv``.
     - ``sealed_games``: games a sealed env generates for its split, as for ``ALFWorldEnv``
-      (issue 37: with the shared argument ``sealed`` the team plays games drawn under the
+      (issue 37: with the shared argument `sealed` the team plays games drawn under the
       board's secret, ``sealed.py``).
 
     ## Discrete actions
