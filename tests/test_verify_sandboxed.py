@@ -168,6 +168,49 @@ def test_a_crash_before_playing_is_still_refereed(board: dict) -> None:
     assert [r["reward"] for r in read_episode_log(result.out / "episodes.jsonl")] == [0.0] * 3
 
 
+WEIGHTS_POLICY = '''
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file
+
+AGENTS = ["Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct", "Qwen3-30B-A3B-Instruct"]
+
+
+class Linear:
+    """A saved linear policy: weights in safetensors (tensors only, no code), loaded here."""
+
+    def __init__(self) -> None:
+        tensors = load_file(str(Path(__file__).with_name("policy.safetensors")))
+        self.w, self.b = tensors["w"], tensors["b"]
+
+    def act(self, observation, info):
+        if info.get("phase") == "verify":
+            return "<verdict>True</verdict>"
+        x = np.array([len(observation) / 1000.0, 1.0])
+        return f"<model>{AGENTS[int(np.argmax(self.w @ x + self.b))]}</model>"
+'''
+
+
+@needs_bwrap
+def test_a_saved_policy_ships_as_safetensors_weights_and_is_re_executed(board: dict) -> None:
+    """The safe form of a saved policy: its weights in safetensors (tensors, no code) and the
+    Python that uses them, named in entry_point.json; it plays in the sandbox like any entry
+    point. (Pickled forms, an SB3 .zip, torch .pt, are refused: the next test.)"""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    bundle = _bundle(board["root"], "weights", WEIGHTS_POLICY, "policy:Linear")
+    w = np.zeros((3, 2), dtype=np.float32)
+    w[2, 1] = 1.0  # the bias column picks the strongest agent on every task
+    save_file({"w": w, "b": np.zeros(3, dtype=np.float32)}, str(bundle / "policy.safetensors"))
+    result = _rerun(board, bundle, "weights")
+    assert result.status == "complete" and result.exit_code == 0, result.stderr_tail
+    assert sealed_status(result.out, board["spec"], board["key"]) == "sealed"
+    rows = read_episode_log(result.out / "episodes.jsonl")
+    assert [r["actions"][0] for r in rows] == ["<model>Qwen3-30B-A3B-Instruct</model>"] * EPISODES
+
+
 def test_saved_policies_and_bundles_without_an_entry_point_are_refused(
     board: dict, tmp_path: Path
 ) -> None:
