@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_verify_rerun_files import COVERED
 
 import orchenv  # noqa: F401 - registers the envs
 import orchenv.agents  # noqa: F401 - registers the shared controllers
@@ -35,15 +36,17 @@ HONEST: dict[str, tuple[str, dict[str, Any]]] = {
     "scripted-puppeteer": ("orch/Puppeteer-v0", {"script": ["mistral-7b", "qwen-2.5-14b"]}),
     "alfworld-adaptive": ("orch/ALFWorldRoles-v0", {}),
 }
-#: registered controllers this test cannot run here, and why (each needs files or a model)
+#: the controllers that need files or a model (knn, classifier, llm, router-r1, ppo-policy,
+#: orchmas-ppo-policy): tests/test_verify_rerun_files.py makes them (a tiny local model,
+#: policies trained there) and submits and verifies their honest runs re-executed; a saved
+#: policy is re-executed from the verifier's own copy (a bundle does not carry the .zip, and
+#: loading someone else's runs its pickled bytes)
+FILES_MADE_THERE = COVERED
+#: registered controllers whose honest run does not verify re-executed yet, and why
 NEEDS_FILES = {
-    "ppo-policy": "a saved PPO policy (model=PATH)",
-    "budgetroute-ppo-policy": "a saved MaskablePPO policy",
-    "orchmas-ppo-policy": "a saved MaskablePPO policy",
-    "knn": "a fitted router (training data)",
-    "classifier": "a fitted router (training data)",
-    "llm": "a language model (transformers weights)",
-    "router-r1": "a language model (transformers weights)",
+    "budgetroute-ppo-policy": "BudgetRouteEnv.own_answer() is None under submit's recording "
+    "and verify's checking backends, so the answer-alone choice is masked on re-execution "
+    "(strict xfail in tests/test_verify_rerun_files.py)",
 }
 
 
@@ -51,9 +54,9 @@ def test_every_registered_controller_is_covered_or_named():
     # the registry's names, less the "test-" controllers test modules register for themselves
     # (tests/test_board_sealed_tasks.py's cheaters)
     registered = {n for n in CONTROLLERS._entries if not n.startswith("test-")}  # noqa: SLF001
-    assert registered == set(HONEST) | set(NEEDS_FILES), registered ^ (
-        set(HONEST) | set(NEEDS_FILES)
-    )
+    covered = set(HONEST) | set(FILES_MADE_THERE) | set(NEEDS_FILES)
+    assert registered == covered, registered ^ covered
+    assert not (set(HONEST) | set(NEEDS_FILES)) & set(FILES_MADE_THERE)
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))

@@ -29,6 +29,8 @@ from orchenv.eval.harness import EvalConfig, evaluate
 from orchenv.verify import verify_bundle, write_bundle
 
 EPISODES = 3
+ROUTERS = ["knn", "classifier"]
+LLMS = ["llm", "router-r1"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -55,7 +57,7 @@ def _submits_and_re_executes(
 
 
 # -- learned routers: fitted from the env's train split, no file ---------------------------------
-@pytest.mark.parametrize("name", ["knn", "classifier"])
+@pytest.mark.parametrize("name", ROUTERS)
 def test_learned_routers_submit_and_re_execute(name: str, tmp_path: Path) -> None:
     pytest.importorskip("sklearn")
     kwargs = {"embedder": "tfidf", "n_train": 40, "use_cache": False}
@@ -63,7 +65,7 @@ def test_learned_routers_submit_and_re_execute(name: str, tmp_path: Path) -> Non
 
 
 # -- LLM controllers: the tiny local transformers model -----------------------------------------
-@pytest.mark.parametrize("name", ["llm", "router-r1"])
+@pytest.mark.parametrize("name", LLMS)
 def test_llm_controllers_on_a_local_model_submit_and_re_execute(name: str, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from tiny_model import tiny_qwen2_path
@@ -110,6 +112,9 @@ SAVED = {
     "ppo-policy": ("orch/MathRoute-v0", _mathroute_policy),
     "orchmas-ppo-policy": ("orch/OrchMAS-v0", _orchmas_policy),
 }
+#: the registered controllers whose honest run this file submits and verifies re-executed
+#: (tests/test_verify_rerun.py's coverage test reads it)
+COVERED = frozenset({*ROUTERS, *LLMS, *SAVED})
 
 
 @pytest.mark.parametrize("name", sorted(SAVED))
@@ -166,3 +171,23 @@ def test_budgetroute_controllers_that_answer_alone_submit_and_re_execute(
     _budgetroute_policy(tmp_path / "policy-s0.zip")
     kwargs = {"model": str(tmp_path / "policy-s{seed}.zip")}
     _submits_and_re_executes(tmp_path, "orch/BudgetRoute-v0", name, kwargs)
+
+
+def test_the_llm_controller_is_re_executed_not_replayed(tmp_path: Path) -> None:
+    """Re-execution runs the declared model: the same bundle verified against other weights
+    at the model's path is refused (the controller's calls are not answered from the
+    recording)."""
+    pytest.importorskip("transformers")
+    from tiny_model import build_tiny_qwen2
+
+    model = build_tiny_qwen2(tmp_path / "model", seed=0)
+    kwargs = {"backend": "hf", "model": str(model), "max_tokens": 8}
+    config = EvalConfig(
+        "orch/MathRoute-v0", controller="llm", controller_kwargs=kwargs, episodes=2, seeds=[0]
+    )
+    evaluate(config, tmp_path / "run", progress=False)
+    bundle = write_bundle(tmp_path / "run", tmp_path / "bundle")
+    build_tiny_qwen2(tmp_path / "model", seed=1)  # other weights, same path
+    report = verify_bundle(bundle, oracle_episodes=0, rerun=True)
+    assert not report.verified
+    assert "not what the declared controller does" in report.check("execution").reason
