@@ -36,17 +36,23 @@ HONEST: dict[str, tuple[str, dict[str, Any]]] = {
     "scripted-puppeteer": ("orch/Puppeteer-v0", {"script": ["mistral-7b", "qwen-2.5-14b"]}),
     "alfworld-adaptive": ("orch/ALFWorldRoles-v0", {}),
 }
-#: the controllers that need files or a model (knn, classifier, llm, router-r1, ppo-policy,
-#: orchmas-ppo-policy): tests/test_verify_rerun_files.py makes them (a tiny local model,
-#: policies trained there) and submits and verifies their honest runs re-executed; a saved
-#: policy is re-executed from the verifier's own copy (a bundle does not carry the .zip, and
-#: loading someone else's runs its pickled bytes)
+#: the controllers that need files or a model and re-execute honestly (knn, classifier, llm,
+#: router-r1): tests/test_verify_rerun_files.py makes what they need (training labels from
+#: the env's pool, a tiny local model) and submits and verifies their honest runs re-executed
 FILES_MADE_THERE = COVERED
-#: registered controllers whose honest run does not verify re-executed yet, and why
+_SAVED = (
+    "re-execution loads the saved .zip at model=PATH with Stable-Baselines3 in the verifier's "
+    "process (cloudpickle): a submitter's file would run as code; the bundle does not carry "
+    "it. tests/test_verify_rerun_files.py re-executes one the verifier trained itself, and "
+    "shows the hazard (strict xfail)"
+)
+#: registered controllers whose honest run cannot be re-executed safely or yet, and why
 NEEDS_FILES = {
-    "budgetroute-ppo-policy": "BudgetRouteEnv.own_answer() is None under submit's recording "
-    "and verify's checking backends, so the answer-alone choice is masked on re-execution "
-    "(strict xfail in tests/test_verify_rerun_files.py)",
+    "ppo-policy": _SAVED,
+    "orchmas-ppo-policy": _SAVED,
+    "budgetroute-ppo-policy": _SAVED + "; besides, BudgetRouteEnv.own_answer() is None under "
+    "submit's recording and verify's checking backends, so the answer-alone choice is masked "
+    "on re-execution (strict xfail there)",
 }
 
 

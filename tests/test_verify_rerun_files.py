@@ -2,19 +2,26 @@
 submits (``write_bundle`` re-executes it) and verifies re-executed (``verify_bundle(...,
 rerun=True)``), with the files made here, as tests/test_verify_rerun.py does for the others.
 
+Covered (``COVERED``):
+
 - ``knn`` / ``classifier``: fitted at bind time from the env's own train split, labelled by
   the env's pool (a few training tasks, no label cache; TF-IDF, and knn with the default
   MiniLM embedder too): no file at all.
 - ``llm`` / ``router-r1``: the ``hf`` backend on the tiny random Qwen2 model of
   tests/tiny_model.py (safetensors weights, JSON tokenizer, greedy decoding). Re-execution
   runs the model: the same bundle against other weights at that path is refused.
+
+Not covered (tests/test_verify_rerun.py's ``NEEDS_FILES``, with the reasons):
+
 - ``ppo-policy`` / ``orchmas-ppo-policy``: a policy trained here for a few steps on the view
   each controller reads, saved as the ``.zip`` it loads. The verifier here re-executes **its
   own copy** of that file (the test made it). A bundle names the file by path and does not
   carry it; loading a ``.zip`` from anyone else would run its bytes as code
   (Stable-Baselines3's ``load`` cloudpickle-loads the file's ``data``), so such runs are
   re-executable only by a verifier that holds (e.g. retrained) the policy itself; without
-  the file the run is not verified, and the failure names the file (tested below).
+  the file the run is not verified, and the failure names the file (tested below). A strict
+  xfail below shows a hostile file's pickle running in the verifier's process, which is why
+  these stay in tests/test_verify_rerun.py's NEEDS_FILES (not in ``COVERED``).
 - ``budgetroute-ppo-policy`` (and ``budget-baseline`` with its default ``expert="none"``) do
   not re-execute yet: a strict xfail below names the env's bug.
 """
@@ -122,13 +129,14 @@ SAVED = {
     "ppo-policy": ("orch/MathRoute-v0", _mathroute_policy),
     "orchmas-ppo-policy": ("orch/OrchMAS-v0", _orchmas_policy),
 }
-#: the registered controllers whose honest run this file submits and verifies re-executed
-#: (tests/test_verify_rerun.py's coverage test reads it)
-COVERED = frozenset({*ROUTERS, *LLMS, *SAVED})
+#: the registered controllers whose honest run this file submits and verifies re-executed,
+#: with nothing loaded that could run a submitter's bytes (tests/test_verify_rerun.py's
+#: coverage test reads it; the saved-policy ones stay in its NEEDS_FILES, see below)
+COVERED = frozenset({*ROUTERS, *LLMS})
 
 
 @pytest.mark.parametrize("name", sorted(SAVED))
-def test_saved_policies_submit_and_re_execute_from_the_verifiers_copy(
+def test_saved_policies_submit_and_re_execute_from_a_file_the_verifier_holds(
     name: str, tmp_path: Path
 ) -> None:
     env_id, train = SAVED[name]
@@ -154,6 +162,60 @@ def test_without_the_verifiers_copy_of_the_policy_the_run_is_not_re_executed(tmp
     assert not report.verified and report.execution != "re-executed"
     reasons = " ".join(c.reason for c in report.failures())
     assert "no saved policy at" in reasons and "policy-s0.zip" in reasons, reasons
+
+
+class _Touch:
+    """Unpickled, creates the file ``path`` (what any code in a pickle could do instead)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return (open, (self.path, "w"))
+
+
+def _hostile_zip(policy: Path, marker: Path) -> None:
+    """``policy`` rewritten as a submitter could: its ``data``'s serialized observation space
+    replaced by a pickle that creates ``marker`` when loaded."""
+    import base64
+    import json
+    import pickle
+    import zipfile
+
+    with zipfile.ZipFile(policy) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    data = json.loads(members["data"])
+    payload = base64.b64encode(pickle.dumps(_Touch(marker))).decode()
+    data["observation_space"][":serialized:"] = payload
+    members["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(policy, "w") as zf:
+        for name, blob in members.items():
+            zf.writestr(name, blob)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="verify --rerun loads the declared model=PATH with Stable-Baselines3 in the "
+    "verifier's own process (cloudpickle): a policy file from a submitter runs as code",
+)
+def test_verify_rerun_never_runs_the_bytes_of_a_saved_policy_file(tmp_path: Path) -> None:
+    """Why the saved-policy controllers stay in test_verify_rerun.NEEDS_FILES: re-executing
+    one means loading its .zip, whose ``data`` is cloudpickled. A verifier given the file by
+    the submitter (the bundle does not carry it) would run whatever it holds."""
+    _mathroute_policy(tmp_path / "policy-s0.zip")
+    kwargs = {"model": str(tmp_path / "policy-s{seed}.zip")}
+    config = EvalConfig(
+        "orch/MathRoute-v0", controller="ppo-policy", controller_kwargs=kwargs, episodes=1,
+        seeds=[0],
+    )  # fmt: skip
+    evaluate(config, tmp_path / "run", progress=False)
+    bundle = write_bundle(tmp_path / "run", tmp_path / "bundle")
+    marker = tmp_path / "code-ran-in-the-verifier"
+    _hostile_zip(tmp_path / "policy-s0.zip", marker)  # the file as the submitter hands it over
+    report = verify_bundle(bundle, oracle_episodes=0, rerun=True)
+    assert not report.verified  # refused either way (it is not a policy any more) ...
+    assert not marker.exists()  # ... but its bytes must not have run
 
 
 # -- BudgetRoute's own answer: not re-executable yet (a bug in the env, not in these files) ------
