@@ -823,6 +823,132 @@ def resolve_policy_path(model: object, seed: int, *, name: str, made_by: str = "
     return path
 
 
+#: the largest saved-policy archive read (members summed, uncompressed): a zip bomb stops here
+MAX_POLICY_BYTES = 512 * 2**20
+#: the activation functions a saved policy's ``policy_kwargs`` may name (by class name)
+_ACTIVATIONS = ("Tanh", "ReLU", "ELU", "LeakyReLU", "GELU", "SiLU", "Sigmoid")
+
+
+def safe_sb3_objects(path: Path, loader: Any) -> dict[str, Any]:
+    """``custom_objects`` for Stable-Baselines3's ``load`` that replace every cloudpickled
+    entry of the archive's ``data``, so loading a saved policy never unpickles its bytes.
+
+    SB3 stores the policy class, the spaces, schedules and buffers as cloudpickle (base64)
+    in ``data`` and runs ``cloudpickle.loads`` on each unless ``custom_objects`` names it;
+    the weights (``*.pth``) it reads with ``torch.load(weights_only=True)``. This reads the
+    JSON itself and rebuilds what inference needs from its plain fields: ``MlpPolicy`` of
+    ``loader``, the observation ``Box`` (shape and float dtype) and the ``Discrete`` action
+    space, constant schedules; everything else (last observations, episode buffers, the
+    rollout buffer class) is dropped. ``policy_kwargs`` may hold only ``net_arch``,
+    ``ortho_init`` and an ``activation_fn`` from a short list of ``torch.nn`` classes.
+    Anything else, an archive over ``MAX_POLICY_BYTES`` or an unreadable ``data``, is a
+    ``ConfigError``. Written by hand: SB3 has no safe-load mode.
+    """
+    import json
+    import zipfile
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"{str(path)!r}: {why}; a saved policy is loaded without running code")
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if sum(i.file_size for i in archive.infolist()) > MAX_POLICY_BYTES:
+                raise refuse(f"the archive unpacks to more than {MAX_POLICY_BYTES} bytes")
+            data = json.loads(archive.read("data").decode("utf-8"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise refuse(f"no readable SB3 'data' ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise refuse("'data' is not an object")
+    custom: dict[str, Any] = {}
+    for key, item in data.items():
+        serialized = isinstance(item, dict) and ":serialized:" in item
+        if key == "policy_class":
+            custom[key] = loader.policy_aliases["MlpPolicy"]
+        elif key == "observation_space":
+            custom[key] = _plain_box(item, refuse)
+        elif key == "action_space":
+            custom[key] = _plain_discrete(item, refuse)
+        elif key == "policy_kwargs":
+            custom[key] = _plain_policy_kwargs(item, refuse)
+        elif key == "lr_schedule":
+            custom[key] = _constant_zero
+        elif key == "clip_range":
+            custom[key] = 0.2  # a training setting; inference never reads it
+        elif serialized:
+            custom[key] = None  # buffers, last observations, classes: not needed to act
+    if "observation_space" not in custom or "action_space" not in custom:
+        raise refuse("'data' names no observation or action space")
+    return custom
+
+
+def _constant_zero(_progress: float) -> float:
+    return 0.0
+
+
+def _plain_box(item: Any, refuse: Any) -> spaces.Box:
+    shape = item.get("_shape") if isinstance(item, dict) else None
+    dtype = item.get("dtype") if isinstance(item, dict) else None
+    if (
+        not isinstance(shape, list)
+        or not 1 <= len(shape) <= 4
+        or not all(isinstance(d, int) and 0 < d <= 2**20 for d in shape)
+        or dtype not in ("float32", "float64")
+    ):
+        raise refuse("its observation space is not a plain float Box")
+    return spaces.Box(-np.inf, np.inf, shape=tuple(shape), dtype=np.dtype(dtype))
+
+
+def _plain_discrete(item: Any, refuse: Any) -> spaces.Discrete:
+    if not isinstance(item, dict) or not str(item.get(":type:", "")).endswith("Discrete'>"):
+        raise refuse("its action space is not Discrete")
+    try:
+        n, start = int(str(item.get("n"))), int(str(item.get("start", "0")))
+    except ValueError:
+        raise refuse("its action space's size is not an integer") from None
+    if not 1 <= n <= 2**20 or abs(start) > 2**20:
+        raise refuse(f"its action space's size {n} is out of range")
+    return spaces.Discrete(n, start=start)
+
+
+def _plain_policy_kwargs(item: Any, refuse: Any) -> dict[str, Any]:
+    import torch
+
+    if item is None:
+        return {}
+    if not isinstance(item, dict):
+        raise refuse("its policy_kwargs are not an object")
+    out: dict[str, Any] = {}
+    for key, value in item.items():
+        if key in (":type:", ":serialized:"):
+            continue
+        plain = (key == "net_arch" and _plain_net_arch(value)) or (
+            key == "ortho_init" and isinstance(value, bool)
+        )
+        if plain:
+            out[key] = value
+        elif key == "activation_fn" and isinstance(value, str):
+            name = value.rsplit(".", 1)[-1].rstrip("'>")
+            if name not in _ACTIVATIONS:
+                raise refuse(f"its activation function {value[:80]!r} is not one of {_ACTIVATIONS}")
+            out[key] = getattr(torch.nn, name)
+        else:
+            raise refuse(f"its policy_kwargs key {str(key)[:80]!r} cannot be read as plain data")
+    return out
+
+
+def _plain_net_arch(value: Any) -> bool:
+    def sizes(v: Any) -> bool:
+        return (
+            isinstance(v, list)
+            and len(v) <= 16
+            and all(isinstance(d, int) and 0 < d <= 2**16 for d in v)
+        )
+
+    if isinstance(value, dict):
+        return set(value) <= {"pi", "vf"} and all(sizes(v) for v in value.values())
+    return sizes(value)
+
+
 class SavedPolicy:
     """A policy saved by a reproduction, played greedily as an ordinary controller.
 
@@ -862,8 +988,10 @@ class SavedPolicy:
         module, _, attr = self.algorithm.partition(":")
         loader = getattr(import_module(module), attr)
         try:
-            policy = loader.load(str(path), device="cpu")
-        except Exception as exc:  # a corrupt or foreign zip: say which file, do not crash
+            policy = loader.load(
+                str(path), device="cpu", custom_objects=safe_sb3_objects(path, loader)
+            )
+        except Exception as exc:  # a corrupt, foreign or unsafe zip: say which file, do not crash
             raise ConfigError(
                 f"{self.name}: {str(path)!r} is not a saved {attr} policy: {exc}"
             ) from exc

@@ -40,20 +40,8 @@ HONEST: dict[str, tuple[str, dict[str, Any]]] = {
 #: router-r1): tests/test_verify_rerun_files.py makes what they need (training labels from
 #: the env's pool, a tiny local model) and submits and verifies their honest runs re-executed
 FILES_MADE_THERE = COVERED
-_SAVED = (
-    "re-execution loads the saved .zip at model=PATH with Stable-Baselines3 in the verifier's "
-    "process (cloudpickle): a submitter's file would run as code; the bundle does not carry "
-    "it. tests/test_verify_rerun_files.py re-executes one the verifier trained itself, and "
-    "shows the hazard (strict xfail)"
-)
 #: registered controllers whose honest run cannot be re-executed safely or yet, and why
-NEEDS_FILES = {
-    "ppo-policy": _SAVED,
-    "orchmas-ppo-policy": _SAVED,
-    "budgetroute-ppo-policy": _SAVED + "; besides, BudgetRouteEnv.own_answer() is None under "
-    "submit's recording and verify's checking backends, so the answer-alone choice is masked "
-    "on re-execution (strict xfail there)",
-}
+NEEDS_FILES: dict[str, str] = {}
 
 
 def test_every_registered_controller_is_covered_or_named():

@@ -11,19 +11,17 @@ Covered (``COVERED``):
   tests/tiny_model.py (safetensors weights, JSON tokenizer, greedy decoding). Re-execution
   runs the model: the same bundle against other weights at that path is refused.
 
-Not covered (tests/test_verify_rerun.py's ``NEEDS_FILES``, with the reasons):
-
-- ``ppo-policy`` / ``orchmas-ppo-policy``: a policy trained here for a few steps on the view
-  each controller reads, saved as the ``.zip`` it loads. The verifier here re-executes **its
-  own copy** of that file (the test made it). A bundle names the file by path and does not
-  carry it; loading a ``.zip`` from anyone else would run its bytes as code
-  (Stable-Baselines3's ``load`` cloudpickle-loads the file's ``data``), so such runs are
-  re-executable only by a verifier that holds (e.g. retrained) the policy itself; without
-  the file the run is not verified, and the failure names the file (tested below). A strict
-  xfail below shows a hostile file's pickle running in the verifier's process, which is why
-  these stay in tests/test_verify_rerun.py's NEEDS_FILES (not in ``COVERED``).
-- ``budgetroute-ppo-policy`` (and ``budget-baseline`` with its default ``expert="none"``) do
-  not re-execute yet: a strict xfail below names the env's bug.
+- ``ppo-policy`` / ``orchmas-ppo-policy`` / ``budgetroute-ppo-policy``: a policy trained
+  here for a few steps on the view each controller reads, saved as the ``.zip`` it loads.
+  A bundle names the file by path and does not carry it, so a run is re-executable by a
+  verifier that holds the file (here: the test made it; a maintainer retrains or receives
+  it); without it the run is not verified and the failure names the file (tested below).
+  A ``.zip`` from anyone else is safe to load: ``orchenv.discrete.safe_sb3_objects``
+  replaces every cloudpickled entry of SB3's ``data`` (tested below with a hostile file whose
+  pickle would write a marker; before the loader it ran in the verifier's process).
+- ``budget-baseline`` with its default ``expert="none"`` (Table 2's controller-alone row)
+  and ``budgetroute-ppo-policy``: re-executable since the env finds its simulated backend
+  behind submit's and verify's wrappers (``OWN_ANSWER_BUG`` below was the bug).
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ import pytest
 
 import orchenv  # noqa: F401 - registers the envs
 import orchenv.agents  # noqa: F401 - registers the shared controllers
-from orchenv.error import DataError
 from orchenv.eval.harness import EvalConfig, evaluate
 from orchenv.verify import verify_bundle, write_bundle
 
@@ -131,8 +128,9 @@ SAVED = {
 }
 #: the registered controllers whose honest run this file submits and verifies re-executed,
 #: with nothing loaded that could run a submitter's bytes (tests/test_verify_rerun.py's
-#: coverage test reads it; the saved-policy ones stay in its NEEDS_FILES, see below)
-COVERED = frozenset({*ROUTERS, *LLMS})
+#: coverage test reads it); the saved policies are loaded without unpickling anything
+#: (test_verify_rerun_never_runs_the_bytes_of_a_saved_policy_file)
+COVERED = frozenset({*ROUTERS, *LLMS, "ppo-policy", "orchmas-ppo-policy", "budgetroute-ppo-policy"})
 
 
 @pytest.mark.parametrize("name", sorted(SAVED))
@@ -193,16 +191,11 @@ def _hostile_zip(policy: Path, marker: Path) -> None:
             zf.writestr(name, blob)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="verify --rerun loads the declared model=PATH with Stable-Baselines3 in the "
-    "verifier's own process (cloudpickle): a policy file from a submitter runs as code",
-)
 def test_verify_rerun_never_runs_the_bytes_of_a_saved_policy_file(tmp_path: Path) -> None:
-    """Why the saved-policy controllers stay in test_verify_rerun.NEEDS_FILES: re-executing
-    one means loading its .zip, whose ``data`` is cloudpickled. A verifier given the file by
-    the submitter (the bundle does not carry it) would run whatever it holds."""
+    """Re-executing a saved policy loads its .zip, whose SB3 ``data`` is cloudpickled: the
+    loader (``orchenv.discrete.safe_sb3_objects``) replaces every pickled entry with one
+    rebuilt from plain fields, so a hostile file handed to the verifier runs nothing. (This
+    failed before: the pickle wrote its marker in the verifier's process.)"""
     _mathroute_policy(tmp_path / "policy-s0.zip")
     kwargs = {"model": str(tmp_path / "policy-s{seed}.zip")}
     config = EvalConfig(
@@ -214,8 +207,9 @@ def test_verify_rerun_never_runs_the_bytes_of_a_saved_policy_file(tmp_path: Path
     marker = tmp_path / "code-ran-in-the-verifier"
     _hostile_zip(tmp_path / "policy-s0.zip", marker)  # the file as the submitter hands it over
     report = verify_bundle(bundle, oracle_episodes=0, rerun=True)
-    assert not report.verified  # refused either way (it is not a policy any more) ...
-    assert not marker.exists()  # ... but its bytes must not have run
+    assert not marker.exists()  # its pickle never ran ...
+    # ... and the policy is rebuilt from the plain fields and the weights: the same actions
+    assert report.verified and report.execution == "re-executed"
 
 
 # -- BudgetRoute's own answer: not re-executable yet (a bug in the env, not in these files) ------
@@ -223,20 +217,20 @@ def test_verify_rerun_never_runs_the_bytes_of_a_saved_policy_file(tmp_path: Path
 #: backend *is* a SimulatedBackend; `orchenv submit` wraps it in a RecordingBackend and `verify`
 #: in a CheckingBackend, so there the "answer alone" choice is None: the mask and the features
 #: differ from the run's, and a controller that answers alone plays other actions.
-OWN_ANSWER_BUG = (
-    "BudgetRouteEnv.own_answer() returns None under submit's RecordingBackend / verify's "
+OWN_ANSWER_BUG = (  # fixed (envs/budgetroute/env.py simulated_behind); kept as the record
+    "BudgetRouteEnv.own_answer() returned None under submit's RecordingBackend / verify's "
     "CheckingBackend (it tests isinstance(backend, SimulatedBackend)), so the answer-alone "
     "choice is masked on re-execution"
 )
 
 
-@pytest.mark.xfail(strict=True, raises=DataError, reason=OWN_ANSWER_BUG)
 @pytest.mark.parametrize("name", ["budgetroute-ppo-policy", "budget-baseline-alone"])
 def test_budgetroute_controllers_that_answer_alone_submit_and_re_execute(
     name: str, tmp_path: Path
 ) -> None:
-    """Fails today at `orchenv submit` (write_bundle re-executes): "the controller's action 1
-    is '<answer>0</answer>', the submitted one is '<answer>2</answer>'"."""
+    """Failed before the fix at `orchenv submit` (write_bundle re-executes): "the controller's
+    action 1 is '<answer>0</answer>', the submitted one is '<answer>2</answer>'" (the bug
+    OWN_ANSWER_BUG describes; `simulated_behind` in envs/budgetroute/env.py fixed it)."""
     if name == "budget-baseline-alone":  # Table 2's controller-alone row (expert="none")
         _submits_and_re_executes(tmp_path, "orch/BudgetRoute-v0", "budget-baseline", {})
         return

@@ -58,6 +58,26 @@ REALISTIC_SKILL_SOURCE = (
 REQUEST_KINDS = ("whole", "pointed", "key-step", "finish")
 
 
+def simulated_behind(backend: Any) -> SimulatedBackend | None:
+    """The simulated backend that answers for ``backend``: itself, or the one inside
+    ``orchenv submit``'s recording wrapper (``inner``) or ``orchenv verify``'s checking
+    wrapper (``simulators["simulated"]``); ``None`` for any other backend. The controller's
+    own answer is a free simulated call, so recording or verifying a run must not take it
+    away (before, a wrapped backend masked the answer-alone choice, and a run that answered
+    alone could not be submitted)."""
+    for _ in range(4):  # wrappers nest at most a few deep
+        if isinstance(backend, SimulatedBackend):
+            return backend
+        inner = getattr(backend, "inner", None)
+        if inner is None:
+            simulators = getattr(backend, "simulators", None)
+            inner = simulators.get("simulated") if isinstance(simulators, dict) else None
+        if inner is None:
+            return None
+        backend = inner
+    return None
+
+
 class BudgetRouteEnv(OrchestrationEnv):
     """Answer a math problem, consulting paid experts under a per-query dollar budget.
 
@@ -262,8 +282,8 @@ class BudgetRouteEnv(OrchestrationEnv):
         if self.task is None or self.controller_accuracy is None:
             return None
         if self._own_answer is None:
-            backend = self.pool.backend_for(self.pool.weakest())
-            if not isinstance(backend, SimulatedBackend):
+            backend = simulated_behind(self.pool.backend_for(self.pool.weakest()))
+            if backend is None:
                 return None
             spec = AgentSpec(
                 name="controller",
