@@ -257,3 +257,37 @@ def test_the_llm_controller_is_re_executed_not_replayed(tmp_path: Path) -> None:
     report = verify_bundle(bundle, oracle_episodes=0, rerun=True)
     assert not report.verified
     assert "not what the declared controller does" in report.check("execution").reason
+
+
+def test_a_run_asking_for_trust_remote_code_is_not_re_executed(tmp_path: Path) -> None:
+    """A submitter edits run.json so the llm controller's backend trusts remote code (and
+    re-seals the digests, which are not a signature): re-executing it would run the model
+    folder's Python in the verifier's process, so verify refuses it before building
+    anything, with the reason; `board play` refuses it the same way (``rerunnable``)."""
+    import json
+
+    from test_verify import _reseal
+
+    from orchenv.error import DataError
+    from orchenv.verify.bundle import rerunnable
+
+    pytest.importorskip("transformers")
+    from tiny_model import build_tiny_qwen2
+
+    model = build_tiny_qwen2(tmp_path / "model", seed=0)
+    kwargs = {"backend": "hf", "model": str(model), "max_tokens": 8}
+    config = EvalConfig(
+        "orch/MathRoute-v0", controller="llm", controller_kwargs=kwargs, episodes=1, seeds=[0]
+    )
+    evaluate(config, tmp_path / "run", progress=False)
+    bundle = write_bundle(tmp_path / "run", tmp_path / "bundle")
+    run = json.loads((bundle / "run.json").read_text())
+    run["controller_kwargs"]["backend_kwargs"] = {"trust_remote_code": True}
+    (bundle / "run.json").write_text(json.dumps(run))
+    _reseal(bundle)
+    report = verify_bundle(bundle, oracle_episodes=0, rerun=True)
+    assert not report.verified
+    assert "trust_remote_code" in report.check("execution").reason
+    with pytest.raises(DataError, match="trust_remote_code"):
+        rerunnable({"controller": "llm", "controller_kwargs": {"x": [{"trust_remote_code": 1}]}})
+    assert rerunnable({"controller": "llm", "controller_kwargs": {"trust_remote_code": False}})

@@ -365,7 +365,31 @@ def rerunnable(run: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
         CONTROLLERS.resolve(name)
     except (OrchEnvError, ImportError, AttributeError):
         return None
+    if _trusts_remote_code(kwargs):
+        from orchenv.error import DataError
+
+        raise DataError(
+            f"controller {name[:100]!r} asks for trust_remote_code: re-executing it would run "
+            "the model folder's Python in the verifier's own process; submit the run without "
+            "trust_remote_code, or as an entry point re-executed in the sandbox "
+            "(orchenv verify --rerun --board)"
+        )
     return name, dict(kwargs)
+
+
+def _trusts_remote_code(value: Any, depth: int = 0) -> bool:
+    """Whether ``trust_remote_code`` is set truthy anywhere in the kwargs ``value``."""
+    if depth > 32:
+        return True  # too deep to inspect: treat as unsafe
+    if isinstance(value, Mapping):
+        return any(
+            (k == "trust_remote_code" and v not in (False, None, 0, "", "false", "False"))
+            or _trusts_remote_code(v, depth + 1)
+            for k, v in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return any(_trusts_remote_code(v, depth + 1) for v in value)
+    return False
 
 
 def plan_order(rows: list[dict[str, Any]], seeds: Any = None) -> list[dict[str, Any]]:

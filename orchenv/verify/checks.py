@@ -1096,7 +1096,11 @@ def _verify_bundle(
     if rerun:
         from orchenv.verify.bundle import rerunnable
 
-        execution = rerunnable(run)
+        try:
+            execution = rerunnable(run)
+        except DataError as exc:
+            checks.append(Check("execution", FAIL, str(exc)))
+            return finish({}, {}, run_view)
         if execution is None:
             checks.append(
                 Check(
