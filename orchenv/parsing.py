@@ -288,8 +288,21 @@ def parse_bool(value: str | None) -> bool | None:
     return None
 
 
+_NOT_NAME_CHARS = re.compile(r"[^0-9a-z]+")
+
+
 def _normalize_name(name: str) -> str:
-    return re.sub(r"[^0-9a-z]+", "", name.casefold())
+    return _NOT_NAME_CHARS.sub("", name.casefold())
+
+
+@lru_cache(maxsize=256)
+def _agent_index(agents: tuple[str, ...]) -> dict[str, str]:
+    """Normalized name -> the first agent of ``agents`` with it (the order ``match_agent``
+    scans in); an env's agent list is parsed against on every step."""
+    index: dict[str, str] = {}
+    for agent in agents:
+        index.setdefault(_normalize_name(agent), agent)
+    return index
 
 
 def match_agent(name: str | None, agents: Sequence[str]) -> str | None:
@@ -299,6 +312,9 @@ def match_agent(name: str | None, agents: Sequence[str]) -> str | None:
     wanted = _normalize_name(name)
     if not wanted:
         return None
+    plain = type(agents) in (tuple, list) and len(agents) <= 1024
+    if plain and all(type(a) is str for a in agents):
+        return _agent_index(tuple(agents)).get(wanted)
     for agent in agents:
         if _normalize_name(agent) == wanted:
             return agent
