@@ -35,6 +35,7 @@ maintainer recovers the real ids with ``sealed_task_ids``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -443,10 +444,9 @@ def _check_sealable(env_id: str, kwargs: Mapping[str, Any], split: str, pool: st
 
         def public_prompt(task_id: str) -> str | None:
             nonlocal drawn
-            try:
+            # an unknown id, or a source that cannot look ids up: read the split below
+            with contextlib.suppress(OrchEnvError, LookupError):
                 return str(source.by_id(task_id).prompt)
-            except (OrchEnvError, LookupError):
-                pass  # an unknown id, or a source that cannot look ids up: read the split
             if drawn is None:
                 drawn = {}
                 try:
